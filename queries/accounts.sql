@@ -1,0 +1,61 @@
+-- name: GetAccount :one
+SELECT * FROM accounts WHERE account_key = $1;
+
+-- name: LockAccount :one
+SELECT * FROM accounts WHERE account_key = $1 FOR UPDATE;
+
+-- name: ListAccounts :many
+SELECT * FROM accounts ORDER BY created_at, account_key;
+
+-- name: ListAccountsByStatus :many
+SELECT * FROM accounts WHERE status = $1 ORDER BY created_at, account_key;
+
+-- name: LiveAccountsOfOwner :many
+SELECT * FROM accounts
+WHERE owner_peer_id = $1 AND status IN ('active', 'paused')
+ORDER BY account_key
+FOR UPDATE;
+
+-- name: CountActiveAccounts :one
+SELECT count(*) FROM accounts WHERE status = 'active';
+
+-- name: InsertAccount :exec
+INSERT INTO accounts (
+    account_key, provider_account_id, owner_peer_id, base_url, generation, status,
+    cursor, created_at, updated_at
+) VALUES ($1, $2, $3, $4, 1, 'active', '', $5, $5);
+
+-- name: BumpAccountGeneration :execrows
+UPDATE accounts
+SET base_url = sqlc.arg(base_url), generation = generation + 1, status = 'active', status_reason = '',
+    pause_until = NULL, replaced_by = NULL, updated_at = sqlc.arg(now)
+WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation);
+
+-- name: SetAccountStatus :execrows
+UPDATE accounts
+SET status = sqlc.arg(status), status_reason = sqlc.arg(reason), pause_until = sqlc.narg(pause_until),
+    replaced_by = sqlc.narg(replaced_by), updated_at = sqlc.arg(now)
+WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation);
+
+-- name: UpsertAccountSecret :exec
+INSERT INTO account_secrets (account_key, account_generation, key_generation, nonce, ciphertext, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (account_key) DO UPDATE SET
+    account_generation = excluded.account_generation,
+    key_generation = excluded.key_generation,
+    nonce = excluded.nonce,
+    ciphertext = excluded.ciphertext,
+    updated_at = excluded.updated_at;
+
+-- name: GetAccountSecret :one
+SELECT * FROM account_secrets WHERE account_key = $1;
+
+-- name: CompareAndSetCursor :execrows
+UPDATE accounts
+SET cursor = sqlc.arg(next_cursor), cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
+WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation)
+  AND status = 'active' AND cursor = sqlc.arg(expected_cursor);
+
+-- name: RecordPoll :execrows
+UPDATE accounts SET last_poll_at = sqlc.arg(now)::timestamptz
+WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation) AND status = 'active';

@@ -1,0 +1,53 @@
+-- name: NextSendIndex :one
+SELECT COALESCE(MAX(send_index) + 1, 0)::integer AS next_index
+FROM send_attempts WHERE source_message_key = $1;
+
+-- name: InsertSendAttempt :one
+INSERT INTO send_attempts (
+    attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
+    send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
+    error_code, error_message, fail_type, created_at, updated_at
+) VALUES (
+    sqlc.arg(attempt_id), sqlc.arg(client_message_id), sqlc.arg(source_message_key), sqlc.arg(account_key),
+    sqlc.arg(peer_id), sqlc.arg(reply_window_id), sqlc.arg(send_index), sqlc.arg(window_send_index),
+    sqlc.arg(source), sqlc.arg(content_type), sqlc.arg(payload), sqlc.arg(metadata), sqlc.arg(fingerprint),
+    sqlc.arg(status), sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(fail_type), sqlc.arg(now), sqlc.arg(now)
+)
+RETURNING *;
+
+-- name: GetSendAttempt :one
+SELECT * FROM send_attempts WHERE attempt_id = $1;
+
+-- name: LockSendAttempt :one
+SELECT * FROM send_attempts WHERE attempt_id = $1 FOR UPDATE;
+
+-- name: ListAttemptsOfMessage :many
+SELECT * FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index;
+
+-- name: SendingAttemptOfPeer :one
+SELECT attempt_id FROM send_attempts
+WHERE account_key = $1 AND peer_id = $2 AND status = 'sending'
+LIMIT 1;
+
+-- name: SetAttemptStatus :one
+UPDATE send_attempts
+SET status = sqlc.arg(status), provider_message_id = sqlc.arg(provider_message_id),
+    error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),
+    fail_type = sqlc.arg(fail_type), updated_at = sqlc.arg(now)
+WHERE attempt_id = sqlc.arg(attempt_id) AND status = sqlc.arg(from_status)
+RETURNING *;
+
+-- name: FailPendingAttemptsOfWindow :execrows
+UPDATE send_attempts
+SET status = 'failed', error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),
+    fail_type = sqlc.arg(fail_type), updated_at = sqlc.arg(now)
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND status = 'pending';
+
+-- name: PendingAttemptCounts :many
+SELECT reply_window_id, count(*)::integer AS pending
+FROM send_attempts WHERE status = 'pending'
+GROUP BY reply_window_id ORDER BY reply_window_id;
+
+-- name: CountAttemptsByStatus :many
+SELECT status, count(*)::integer AS attempts FROM send_attempts
+WHERE reply_window_id = $1 GROUP BY status ORDER BY status;

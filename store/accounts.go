@@ -1,0 +1,463 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+// RegisterInput registers a bot account outside enrollment.
+type RegisterInput struct {
+	ProviderAccountID string
+	OwnerPeerID       string
+	BaseURL           string
+	BotToken          sealing.Secret
+}
+
+type accountInput struct {
+	key, provider, owner, baseURL string
+	token                         sealing.Secret
+}
+
+func validateAccountInput(provider, owner, baseURL string, token sealing.Secret) (accountInput, error) {
+	if err := providerIdentity(provider, "provider account id"); err != nil {
+		return accountInput{}, err
+	}
+	if err := providerIdentity(owner, "owner peer id"); err != nil {
+		return accountInput{}, err
+	}
+	if token.IsZero() || len(token.Reveal()) > 4096 {
+		return accountInput{}, fail(CodeInvalidInput, "bot token is missing or too long")
+	}
+	u, err := NormalizeBaseURL(baseURL)
+	if err != nil {
+		return accountInput{}, err
+	}
+	return accountInput{key: AccountKey(provider), provider: provider, owner: owner, baseURL: u, token: token}, nil
+}
+
+func botTokenBinding(accountKey string, generation int32) string {
+	return accountKey + "/" + strconv.Itoa(int(generation))
+}
+
+// RegisterAccount registers a new account at generation 1 with its sealed bot token.
+// It refuses a second live (active or paused) account of the same owner (owner_conflict).
+func (s *Store) RegisterAccount(ctx context.Context, now time.Time, in RegisterInput) (Account, error) {
+	if err := validNow(now); err != nil {
+		return Account{}, err
+	}
+	a, err := validateAccountInput(in.ProviderAccountID, in.OwnerPeerID, in.BaseURL, in.BotToken)
+	if err != nil {
+		return Account{}, err
+	}
+	var out Account
+	err = s.inTx(ctx, "register account", func(q *dbq.Queries) error {
+		live, err := q.LiveAccountsOfOwner(ctx, a.owner)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return fail(CodeOwnerConflict, "owner already has a live account")
+		}
+		out, err = s.register(ctx, q, now, a)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) register(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput) (Account, error) {
+	if _, err := q.GetAccount(ctx, a.key); err == nil {
+		return Account{}, fail(CodeAccountExists, "account is already registered")
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return Account{}, err
+	}
+	if err := q.InsertAccount(ctx, dbq.InsertAccountParams{
+		AccountKey: a.key, ProviderAccountID: a.provider, OwnerPeerID: a.owner, BaseUrl: a.baseURL, CreatedAt: now,
+	}); err != nil {
+		return Account{}, err
+	}
+	if err := s.sealBotToken(ctx, q, now, a.key, 1, a.token); err != nil {
+		return Account{}, err
+	}
+	row, err := q.GetAccount(ctx, a.key)
+	return accountFrom(row), err
+}
+
+func (s *Store) sealBotToken(ctx context.Context, q *dbq.Queries, now time.Time, key string, generation int32, token sealing.Secret) error {
+	sealed, err := s.keys.Seal(sealing.PurposeBotToken, botTokenBinding(key, generation), token)
+	if err != nil {
+		return &Error{Code: CodeInternal, Msg: "seal bot token", Err: err}
+	}
+	return q.UpsertAccountSecret(ctx, dbq.UpsertAccountSecretParams{
+		AccountKey: key, AccountGeneration: generation, KeyGeneration: sealed.KeyGeneration,
+		Nonce: sealed.Nonce, Ciphertext: sealed.Ciphertext, UpdatedAt: now,
+	})
+}
+
+// RotateInput replaces the bot token of an account (a new generation).
+type RotateInput struct {
+	AccountKey         string
+	ExpectedGeneration int32
+	ProviderAccountID  string
+	OwnerPeerID        string
+	BaseURL            string
+	BotToken           sealing.Secret
+}
+
+// RotateResult is the outcome of a rotation.
+type RotateResult struct {
+	Account Account
+	// CancelledWindowIDs are the windows the rotation retired as cancelled.
+	CancelledWindowIDs []int64
+}
+
+// RotateAccount is a compare-and-set on the generation: it stores a new bot token under
+// generation+1, reactivates the account, keeps its cursor and cancels every open window
+// (pending attempts failed, sessions closed, context tokens deleted). The provider id and
+// the owner cannot change (pair_mismatch).
+func (s *Store) RotateAccount(ctx context.Context, now time.Time, in RotateInput) (RotateResult, error) {
+	if err := validNow(now); err != nil {
+		return RotateResult{}, err
+	}
+	if err := validAccountKey(in.AccountKey); err != nil {
+		return RotateResult{}, err
+	}
+	if in.ExpectedGeneration < 1 {
+		return RotateResult{}, fail(CodeInvalidInput, "expected generation must be positive")
+	}
+	a, err := validateAccountInput(in.ProviderAccountID, in.OwnerPeerID, in.BaseURL, in.BotToken)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	if a.key != in.AccountKey {
+		return RotateResult{}, fail(CodePairMismatch, "provider account does not match the account key")
+	}
+	var out RotateResult
+	err = s.inTx(ctx, "rotate account", func(q *dbq.Queries) error {
+		out, err = s.rotate(ctx, q, now, a, in.ExpectedGeneration)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) rotate(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput, expected int32) (RotateResult, error) {
+	cur, err := q.LockAccount(ctx, a.key)
+	if err != nil {
+		return RotateResult{}, notFound(err, CodeAccountNotFound, "unknown account")
+	}
+	if cur.Generation != expected {
+		return RotateResult{}, fail(CodeGenerationConflict, "account generation changed")
+	}
+	if cur.ProviderAccountID != a.provider || cur.OwnerPeerID != a.owner {
+		return RotateResult{}, fail(CodePairMismatch, "account binding cannot change during rotation")
+	}
+	cancelled, err := s.cancelOpenWindows(ctx, q, now, a.key, "account_generation_changed")
+	if err != nil {
+		return RotateResult{}, err
+	}
+	n, err := q.BumpAccountGeneration(ctx, dbq.BumpAccountGenerationParams{
+		AccountKey: a.key, Generation: expected, BaseUrl: a.baseURL, Now: now,
+	})
+	if err != nil {
+		return RotateResult{}, err
+	}
+	if n != 1 {
+		return RotateResult{}, fail(CodeGenerationConflict, "account generation changed")
+	}
+	if err := s.sealBotToken(ctx, q, now, a.key, expected+1, a.token); err != nil {
+		return RotateResult{}, err
+	}
+	row, err := q.GetAccount(ctx, a.key)
+	return RotateResult{Account: accountFrom(row), CancelledWindowIDs: cancelled}, err
+}
+
+// cancelOpenWindows retires every open window of an account as cancelled.
+func (s *Store) cancelOpenWindows(ctx context.Context, q *dbq.Queries, now time.Time, accountKey, reason string) ([]int64, error) {
+	ids, err := q.OpenWindowIDsOfAccount(ctx, accountKey)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := retireWindow(ctx, q, now, id, WindowCancelled, reason); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// StatusChange is the outcome of a status change of an account.
+type StatusChange struct {
+	Account Account
+	// CancelledWindowIDs are the windows the change retired.
+	CancelledWindowIDs []int64
+}
+
+// PauseAccount pauses an active account until the given instant (the stale-token pause,
+// or an operator's pause). Its windows stay open: a pause stops polling and sending, not
+// the user's reply windows.
+func (s *Store) PauseAccount(ctx context.Context, now time.Time, accountKey string, generation int32, until time.Time, reason string) (Account, error) {
+	if !until.After(now) {
+		return Account{}, fail(CodeInvalidInput, "pause must end in the future")
+	}
+	r, err := s.setStatus(ctx, now, accountKey, generation, AccountPaused, reason, &until, []string{AccountActive, AccountPaused}, false)
+	return r.Account, err
+}
+
+// ResumeAccount makes a paused account active again.
+func (s *Store) ResumeAccount(ctx context.Context, now time.Time, accountKey string, generation int32) (Account, error) {
+	r, err := s.setStatus(ctx, now, accountKey, generation, AccountActive, "", nil, []string{AccountPaused, AccountActive}, false)
+	return r.Account, err
+}
+
+// MarkNeedsRelogin records that the bot token is dead (a second -14 after the pause).
+// The account stops; its open windows are cancelled because no send can use them.
+func (s *Store) MarkNeedsRelogin(ctx context.Context, now time.Time, accountKey string, generation int32, reason string) (StatusChange, error) {
+	return s.setStatus(ctx, now, accountKey, generation, AccountNeedsRelogin, reason, nil, []string{AccountActive, AccountPaused, AccountNeedsRelogin}, true)
+}
+
+// DisableAccount disables an account (operator removal); its open windows are cancelled.
+func (s *Store) DisableAccount(ctx context.Context, now time.Time, accountKey string, generation int32, reason string) (StatusChange, error) {
+	return s.setStatus(ctx, now, accountKey, generation, AccountDisabled, reason,
+		nil, []string{AccountActive, AccountPaused, AccountNeedsRelogin, AccountReplaced, AccountDisabled}, true)
+}
+
+func (s *Store) setStatus(ctx context.Context, now time.Time, accountKey string, generation int32, status, reason string,
+	pauseUntil *time.Time, from []string, cancelWindows bool) (StatusChange, error) {
+	if err := validNow(now); err != nil {
+		return StatusChange{}, err
+	}
+	if err := validAccountKey(accountKey); err != nil {
+		return StatusChange{}, err
+	}
+	if len(reason) > 512 {
+		return StatusChange{}, fail(CodeInvalidInput, "reason is too long")
+	}
+	var out StatusChange
+	err := s.inTx(ctx, "set account status", func(q *dbq.Queries) error {
+		cur, err := q.LockAccount(ctx, accountKey)
+		if err != nil {
+			return notFound(err, CodeAccountNotFound, "unknown account")
+		}
+		if cur.Generation != generation {
+			return fail(CodeGenerationConflict, "account generation changed")
+		}
+		if !contains(from, cur.Status) {
+			return fail(CodeAccountNotActive, "account is %s", cur.Status)
+		}
+		if cancelWindows {
+			if out.CancelledWindowIDs, err = s.cancelOpenWindows(ctx, q, now, accountKey, "account_"+status); err != nil {
+				return err
+			}
+		}
+		if _, err := q.SetAccountStatus(ctx, dbq.SetAccountStatusParams{
+			AccountKey: accountKey, Generation: generation, Status: status, Reason: reason,
+			PauseUntil: pauseUntil, ReplacedBy: cur.ReplacedBy, Now: now,
+		}); err != nil {
+			return err
+		}
+		row, err := q.GetAccount(ctx, accountKey)
+		out.Account = accountFrom(row)
+		return err
+	})
+	return out, err
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// GetAccount returns an account.
+func (s *Store) GetAccount(ctx context.Context, accountKey string) (Account, error) {
+	if err := validAccountKey(accountKey); err != nil {
+		return Account{}, err
+	}
+	var out Account
+	err := s.read(ctx, "get account", func(q *dbq.Queries) error {
+		row, err := q.GetAccount(ctx, accountKey)
+		if err != nil {
+			return notFound(err, CodeAccountNotFound, "unknown account")
+		}
+		out = accountFrom(row)
+		return nil
+	})
+	return out, err
+}
+
+// ListAccounts lists accounts, all of them when status is empty.
+func (s *Store) ListAccounts(ctx context.Context, status string) ([]Account, error) {
+	var out []Account
+	err := s.read(ctx, "list accounts", func(q *dbq.Queries) error {
+		var rows []dbq.Account
+		var err error
+		if status == "" {
+			rows, err = q.ListAccounts(ctx)
+		} else {
+			rows, err = q.ListAccountsByStatus(ctx, status)
+		}
+		for _, r := range rows {
+			out = append(out, accountFrom(r))
+		}
+		return err
+	})
+	return out, err
+}
+
+// GetAccountWithSecret returns an account with its opened bot token. The secret must be
+// of the account's current generation (generation_conflict otherwise).
+func (s *Store) GetAccountWithSecret(ctx context.Context, accountKey string) (AccountWithSecret, error) {
+	if err := validAccountKey(accountKey); err != nil {
+		return AccountWithSecret{}, err
+	}
+	var out AccountWithSecret
+	err := s.inTx(ctx, "get account secret", func(q *dbq.Queries) error {
+		row, err := q.GetAccount(ctx, accountKey)
+		if err != nil {
+			return notFound(err, CodeAccountNotFound, "unknown account")
+		}
+		out, err = s.openAccount(ctx, q, row)
+		return err
+	})
+	return out, err
+}
+
+// ListActiveAccountsWithSecrets lists the active accounts with their opened bot tokens.
+func (s *Store) ListActiveAccountsWithSecrets(ctx context.Context) ([]AccountWithSecret, error) {
+	var out []AccountWithSecret
+	err := s.inTx(ctx, "list account secrets", func(q *dbq.Queries) error {
+		rows, err := q.ListAccountsByStatus(ctx, AccountActive)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			a, err := s.openAccount(ctx, q, r)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) openAccount(ctx context.Context, q *dbq.Queries, row dbq.Account) (AccountWithSecret, error) {
+	sec, err := q.GetAccountSecret(ctx, row.AccountKey)
+	if err != nil {
+		return AccountWithSecret{}, notFound(err, CodeAccountNotFound, "account has no secret")
+	}
+	if sec.AccountGeneration != row.Generation {
+		return AccountWithSecret{}, fail(CodeGenerationConflict, "account secret generation is stale")
+	}
+	token, err := s.keys.Open(sealing.PurposeBotToken, botTokenBinding(row.AccountKey, row.Generation),
+		sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
+	if err != nil {
+		return AccountWithSecret{}, &Error{Code: CodeInternal, Msg: "open bot token", Err: err}
+	}
+	return AccountWithSecret{Account: accountFrom(row), BotToken: token}, nil
+}
+
+// Cursor is the getupdates cursor of an account.
+type Cursor struct {
+	AccountKey        string
+	AccountGeneration int32
+	Cursor            string
+	UpdatedAt         *time.Time
+}
+
+// GetCursor returns the cursor of an account.
+func (s *Store) GetCursor(ctx context.Context, accountKey string) (Cursor, error) {
+	a, err := s.GetAccount(ctx, accountKey)
+	if err != nil {
+		return Cursor{}, err
+	}
+	return Cursor{AccountKey: a.AccountKey, AccountGeneration: a.Generation, Cursor: a.Cursor, UpdatedAt: a.CursorUpdatedAt}, nil
+}
+
+// CompareAndSetCursor moves the cursor only when (account, generation, active, expected
+// cursor) all still hold.
+func (s *Store) CompareAndSetCursor(ctx context.Context, now time.Time, accountKey string, generation int32, expected, next string) (Cursor, error) {
+	if err := validNow(now); err != nil {
+		return Cursor{}, err
+	}
+	if err := validAccountKey(accountKey); err != nil {
+		return Cursor{}, err
+	}
+	if err := validCursor(expected, "expected cursor"); err != nil {
+		return Cursor{}, err
+	}
+	if err := validCursor(next, "next cursor"); err != nil {
+		return Cursor{}, err
+	}
+	var out Cursor
+	err := s.inTx(ctx, "compare and set cursor", func(q *dbq.Queries) error {
+		n, err := q.CompareAndSetCursor(ctx, dbq.CompareAndSetCursorParams{
+			AccountKey: accountKey, Generation: generation, ExpectedCursor: expected, NextCursor: next, Now: now,
+		})
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return cursorFailure(ctx, q, accountKey, generation, expected)
+		}
+		out = Cursor{AccountKey: accountKey, AccountGeneration: generation, Cursor: next, UpdatedAt: &now}
+		return nil
+	})
+	return out, err
+}
+
+// cursorFailure explains why a cursor compare-and-set found nothing to update.
+func cursorFailure(ctx context.Context, q *dbq.Queries, accountKey string, generation int32, expected string) error {
+	a, err := q.GetAccount(ctx, accountKey)
+	if err != nil {
+		return notFound(err, CodeAccountNotFound, "unknown account")
+	}
+	return checkPollable(a, generation, expected)
+}
+
+// checkPollable is the one rule for who may move a cursor.
+func checkPollable(a dbq.Account, generation int32, expected string) error {
+	switch {
+	case a.Status != AccountActive:
+		return fail(CodeAccountNotActive, "account is %s", a.Status)
+	case a.Generation != generation:
+		return fail(CodeGenerationConflict, "account generation changed")
+	case a.Cursor != expected:
+		return fail(CodeCursorConflict, "cursor changed")
+	}
+	return nil
+}
+
+// RecordPoll records a successful getupdates round trip (account health) without a page.
+func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string, generation int32) error {
+	if err := validNow(now); err != nil {
+		return err
+	}
+	if err := validAccountKey(accountKey); err != nil {
+		return err
+	}
+	return s.inTx(ctx, "record poll", func(q *dbq.Queries) error {
+		n, err := q.RecordPoll(ctx, now, accountKey, generation)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			a, err := q.GetAccount(ctx, accountKey)
+			if err != nil {
+				return notFound(err, CodeAccountNotFound, "unknown account")
+			}
+			return checkPollable(a, generation, a.Cursor)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,41 @@
+package store
+
+import "time"
+
+// Limits are the observed iLink limits and the gateway's own bounds. iLink's limits are
+// not documented and have changed, so each one is configuration with the observed default.
+type Limits struct {
+	// WindowLifetime is how long a context token allows replies after the user's message.
+	WindowLifetime time.Duration
+	// MaxSends is the reply quota of one context token.
+	MaxSends int32
+	// MaxMergedSummaryBytes caps the summary of a message that absorbed a backlog.
+	MaxMergedSummaryBytes int
+	// MaxTextBytes caps one outbound text item (UTF-8 bytes).
+	MaxTextBytes int
+	// MaxClockSkew is how far in the future an inbound sent-at may lie.
+	MaxClockSkew time.Duration
+}
+
+// DefaultLimits returns the defaults of design.md §3.
+func DefaultLimits() Limits {
+	return Limits{
+		WindowLifetime:        24 * time.Hour,
+		MaxSends:              10,
+		MaxMergedSummaryBytes: 16 * 1024,
+		MaxTextBytes:          16 * 1024,
+		MaxClockSkew:          5 * time.Minute,
+	}
+}
+
+// Fixed bounds of the data model.
+const (
+	maxCursorBytes     = 256 * 1024
+	maxProviderIDBytes = 256
+	maxSendIndex       = 1000
+	maxKeptImages      = 4
+	maxPageEntries     = 1000
+	maxSummaryBytes    = 64 * 1024
+	maxAttachments     = 64
+	maxMetadataBytes   = 8 * 1024
+)

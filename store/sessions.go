@@ -1,0 +1,201 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+// OpenSessionInput opens an agent session for the deliverable message of a window.
+type OpenSessionInput struct {
+	ReplyWindowID int64
+	// Token is the bearer capability handed to the agent; only its SHA-256 is stored.
+	Token sealing.Secret
+	// TTL bounds the session; it never outlives the window (0: the window's expiry).
+	TTL time.Duration
+}
+
+// OpenAgentSession opens an agent session bound to one window and its source message, and
+// moves the message to processing. A message already processing may be offered again
+// (an unhandled message is re-offered while its window is open).
+func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSessionInput) (Session, Message, error) {
+	if err := validNow(now); err != nil {
+		return Session{}, Message{}, err
+	}
+	if len(in.Token.Reveal()) < 16 || len(in.Token.Reveal()) > 512 {
+		return Session{}, Message{}, fail(CodeInvalidInput, "session token must be 16..512 bytes")
+	}
+	if in.TTL < 0 {
+		return Session{}, Message{}, fail(CodeInvalidInput, "session TTL is negative")
+	}
+	var sess Session
+	var msg Message
+	err := s.inTx(ctx, "open agent session", func(q *dbq.Queries) error {
+		w, err := q.LockReplyWindow(ctx, in.ReplyWindowID)
+		if err != nil {
+			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+		}
+		if err := checkWindowUsable(ctx, q, now, w); err != nil {
+			return err
+		}
+		m, err := q.LockInboundMessage(ctx, w.SourceMessageKey)
+		if err != nil {
+			return err
+		}
+		if m.Status != MessageReceived && m.Status != MessageProcessing {
+			return fail(CodeAttemptConflict, "message is %s, not deliverable", m.Status)
+		}
+		if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
+			MessageKey: m.MessageKey, Status: MessageProcessing, FailureReason: "", Now: now,
+			FromStatuses: []string{MessageReceived, MessageProcessing},
+		}); err != nil {
+			return err
+		}
+		expires := w.ExpiresAt
+		if in.TTL > 0 && now.Add(in.TTL).Before(expires) {
+			expires = now.Add(in.TTL)
+		}
+		id := uuid.New()
+		if err := q.InsertAgentSession(ctx, dbq.InsertAgentSessionParams{
+			SessionID: id, TokenHash: tokenHash(in.Token.Reveal()), SourceMessageKey: m.MessageKey,
+			ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, PeerID: w.PeerID, CreatedAt: now, ExpiresAt: expires,
+		}); err != nil {
+			return err
+		}
+		sess = Session{SessionID: id.String(), SourceMessageKey: m.MessageKey, ReplyWindowID: w.ReplyWindowID,
+			AccountKey: w.AccountKey, PeerID: w.PeerID, CreatedAt: now, ExpiresAt: expires}
+		m.Status = MessageProcessing
+		msg, err = messageFrom(m)
+		return err
+	})
+	return sess, msg, err
+}
+
+// checkWindowUsable is the one rule for whether a window accepts work: its account is
+// active at the window's generation, the window is open and not expired.
+func checkWindowUsable(ctx context.Context, q *dbq.Queries, now time.Time, w dbq.ReplyWindow) error {
+	a, err := q.GetAccount(ctx, w.AccountKey)
+	if err != nil {
+		return err
+	}
+	if a.Status != AccountActive {
+		return fail(CodeAccountNotActive, "account is %s", a.Status)
+	}
+	if a.Generation != w.AccountGeneration {
+		return fail(CodeGenerationConflict, "account generation changed")
+	}
+	if w.State != WindowOpen {
+		return fail(CodeReplyWindowInactive, "reply window is %s", w.State)
+	}
+	if !now.Before(w.ExpiresAt) {
+		return fail(CodeReplyWindowExpired, "reply window has expired")
+	}
+	return nil
+}
+
+// sessionWindow resolves a session token to its live session and locks its window. The
+// session must match (not closed, not expired, its message processing, window and peer
+// bound); the window rules are checked by the caller.
+func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, token sealing.Secret) (dbq.AgentSession, dbq.ReplyWindow, error) {
+	if token.IsZero() || len(token.Reveal()) > 512 {
+		return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is required")
+	}
+	row, err := q.SessionByTokenHash(ctx, tokenHash(token.Reveal()))
+	if err != nil {
+		return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
+	}
+	sess := row.AgentSession
+	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || row.MessageStatus != MessageProcessing {
+		return sess, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is not active")
+	}
+	w, err := q.LockReplyWindow(ctx, sess.ReplyWindowID)
+	if err != nil {
+		return sess, dbq.ReplyWindow{}, err
+	}
+	if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
+		return sess, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session does not match its window")
+	}
+	return sess, w, nil
+}
+
+// CloseAgentSession closes a session; closing a closed or unknown session is a no-op
+// that reports false.
+func (s *Store) CloseAgentSession(ctx context.Context, now time.Time, token sealing.Secret) (bool, error) {
+	if err := validNow(now); err != nil {
+		return false, err
+	}
+	var closed bool
+	err := s.inTx(ctx, "close agent session", func(q *dbq.Queries) error {
+		n, err := q.CloseSession(ctx, now, tokenHash(token.Reveal()))
+		closed = n == 1
+		return err
+	})
+	return closed, err
+}
+
+// FinishMessage records the agent's verdict on a message it was handed: handled, or
+// failed with a reason. Its sessions close. Finishing twice with the same verdict is a
+// no-op (retries), a different verdict is attempt_conflict.
+func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (Message, error) {
+	if err := validNow(now); err != nil {
+		return Message{}, err
+	}
+	if err := validMessageKey(messageKey); err != nil {
+		return Message{}, err
+	}
+	if status != MessageHandled && status != MessageFailed {
+		return Message{}, fail(CodeInvalidInput, "status must be handled or failed")
+	}
+	if len(reason) > 2048 {
+		return Message{}, fail(CodeInvalidInput, "reason is too long")
+	}
+	var out Message
+	err := s.inTx(ctx, "finish message", func(q *dbq.Queries) error {
+		m, err := q.LockInboundMessage(ctx, messageKey)
+		if err != nil {
+			return notFound(err, CodeInvalidInput, "unknown message")
+		}
+		switch m.Status {
+		case status:
+		case MessageReceived, MessageProcessing:
+			if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
+				MessageKey: messageKey, Status: status, FailureReason: reason, Now: now,
+				FromStatuses: []string{MessageReceived, MessageProcessing},
+			}); err != nil {
+				return err
+			}
+			if _, err := q.CloseMessageSessions(ctx, now, messageKey); err != nil {
+				return err
+			}
+			if m, err = q.GetInboundMessage(ctx, messageKey); err != nil {
+				return err
+			}
+		default:
+			return fail(CodeAttemptConflict, "message is already %s", m.Status)
+		}
+		out, err = messageFrom(m)
+		return err
+	})
+	return out, err
+}
+
+// GetMessage returns an inbound message.
+func (s *Store) GetMessage(ctx context.Context, messageKey string) (Message, error) {
+	if err := validMessageKey(messageKey); err != nil {
+		return Message{}, err
+	}
+	var out Message
+	err := s.read(ctx, "get message", func(q *dbq.Queries) error {
+		m, err := q.GetInboundMessage(ctx, messageKey)
+		if err != nil {
+			return notFound(err, CodeInvalidInput, "unknown message")
+		}
+		out, err = messageFrom(m)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,73 @@
+// Package store is the transactional store of ilinkflow on PostgreSQL: accounts and
+// enrollment, the deduplicated inbox, reply windows, send attempts and agent sessions.
+//
+// Every exported operation validates its whole input before it writes, runs in exactly one
+// transaction, takes the current time explicitly (it never reads the wall clock), and
+// fails with an *Error carrying one of the codes of design.md §3. A failed operation
+// writes nothing. Secrets (bot tokens, context tokens, image locators) are sealed with the
+// store's key ring before they reach the database and are only returned as sealing.Secret.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+// Store is the transactional store. It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	keys   *sealing.Keyring
+	limits Limits
+}
+
+// New returns a store over pool that seals secrets with keys.
+func New(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits) (*Store, error) {
+	if pool == nil || keys == nil {
+		return nil, errors.New("store: pool and key ring are required")
+	}
+	if limits.WindowLifetime <= 0 || limits.MaxSends <= 0 || limits.MaxSends > maxSendIndex ||
+		limits.MaxMergedSummaryBytes < 256 || limits.MaxTextBytes <= 0 || limits.MaxClockSkew < 0 {
+		return nil, fmt.Errorf("store: invalid limits %+v", limits)
+	}
+	return &Store{pool: pool, keys: keys, limits: limits}, nil
+}
+
+// Limits returns the limits the store enforces.
+func (s *Store) Limits() Limits { return s.limits }
+
+// inTx runs fn in one transaction and commits it when fn returns nil. Any error rolls the
+// whole transaction back and is returned as a store error.
+func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbq.Queries) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(dbq.New(tx))
+	})
+	return wrapDB(op, err)
+}
+
+// read runs fn outside an explicit transaction (single-statement reads).
+func (s *Store) read(ctx context.Context, op string, fn func(q *dbq.Queries) error) error {
+	return wrapDB(op, fn(dbq.New(s.pool)))
+}
+
+func validNow(now time.Time) error {
+	if now.IsZero() || now.Year() < 2000 || now.Year() > 9999 {
+		return fail(CodeInvalidInput, "now is invalid")
+	}
+	return nil
+}
+
+// notFound maps pgx.ErrNoRows to the given rule error and leaves other errors alone.
+func notFound(err error, code Code, msg string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fail(code, "%s", msg)
+	}
+	return err
+}

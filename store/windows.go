@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+// retireWindow is the one place a window leaves the open state: its pending attempts
+// fail, its agent sessions close, its reservation drops to zero and its sealed context
+// token is deleted, all in the caller's transaction. Retiring a window that is no longer
+// open changes nothing.
+func retireWindow(ctx context.Context, q *dbq.Queries, now time.Time, windowID int64, state, reason string) error {
+	if _, err := q.FailPendingAttemptsOfWindow(ctx, dbq.FailPendingAttemptsOfWindowParams{
+		ReplyWindowID: windowID, ErrorCode: reason, ErrorMessage: "reply window retired before transmission",
+		FailType: FailRetired, Now: now,
+	}); err != nil {
+		return err
+	}
+	if _, err := q.CloseWindowSessions(ctx, now, windowID); err != nil {
+		return err
+	}
+	if _, err := q.RetireReplyWindow(ctx, dbq.RetireReplyWindowParams{
+		ReplyWindowID: windowID, State: state, Reason: reason, Now: now,
+	}); err != nil {
+		return err
+	}
+	_, err := q.DeleteWindowSecret(ctx, windowID)
+	return err
+}
+
+func contextTokenBinding(sourceMessageKey string) string { return sourceMessageKey }
+
+func imageBinding(messageKey string, position int32) string {
+	return messageKey + "/" + strconv.Itoa(int(position))
+}
+
+// GetWindow returns a reply window.
+func (s *Store) GetWindow(ctx context.Context, windowID int64) (Window, error) {
+	var out Window
+	err := s.read(ctx, "get window", func(q *dbq.Queries) error {
+		row, err := q.GetReplyWindow(ctx, windowID)
+		if err != nil {
+			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+		}
+		out = windowFrom(row)
+		return nil
+	})
+	return out, err
+}
+
+// GetWindowBySource returns the reply window of an inbound message.
+func (s *Store) GetWindowBySource(ctx context.Context, messageKey string) (Window, error) {
+	if err := validMessageKey(messageKey); err != nil {
+		return Window{}, err
+	}
+	var out Window
+	err := s.read(ctx, "get window by source", func(q *dbq.Queries) error {
+		row, err := q.GetReplyWindowBySource(ctx, messageKey)
+		if err != nil {
+			return notFound(err, CodeReplyWindowNotFound, "message has no reply window")
+		}
+		out = windowFrom(row)
+		return nil
+	})
+	return out, err
+}
+
+// WindowFilter selects windows for ListWindows.
+type WindowFilter struct {
+	AccountKey string // empty: every account
+	State      string // empty: every state
+	Limit      int32  // 0: 100
+}
+
+// ListWindows lists reply windows, newest first.
+func (s *Store) ListWindows(ctx context.Context, f WindowFilter) ([]Window, error) {
+	if f.Limit <= 0 || f.Limit > 10000 {
+		f.Limit = 100
+	}
+	var acct, state *string
+	if f.AccountKey != "" {
+		acct = &f.AccountKey
+	}
+	if f.State != "" {
+		state = &f.State
+	}
+	var out []Window
+	err := s.read(ctx, "list windows", func(q *dbq.Queries) error {
+		rows, err := q.ListReplyWindows(ctx, acct, state, f.Limit)
+		for _, r := range rows {
+			out = append(out, windowFrom(r))
+		}
+		return err
+	})
+	return out, err
+}
+
+// WindowSecret is an open window with its opened context token.
+type WindowSecret struct {
+	Window
+	ContextToken sealing.Secret
+}
+
+// GetWindowSecret returns the context token of an open window. A retired window has no
+// token (reply_window_inactive).
+func (s *Store) GetWindowSecret(ctx context.Context, windowID int64) (WindowSecret, error) {
+	var out WindowSecret
+	err := s.inTx(ctx, "get window secret", func(q *dbq.Queries) error {
+		row, err := q.GetReplyWindow(ctx, windowID)
+		if err != nil {
+			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+		}
+		out.Window = windowFrom(row)
+		sec, err := q.GetWindowSecret(ctx, windowID)
+		if err != nil {
+			return notFound(err, CodeReplyWindowInactive, "reply window holds no context token")
+		}
+		out.ContextToken, err = s.keys.Open(sealing.PurposeContextToken, contextTokenBinding(row.SourceMessageKey),
+			sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
+		if err != nil {
+			return &Error{Code: CodeInternal, Msg: "open context token", Err: err}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GetInboundImage returns the opened CDN locator of an inbound image.
+func (s *Store) GetInboundImage(ctx context.Context, messageKey string, position int32) (sealing.Secret, error) {
+	if err := validMessageKey(messageKey); err != nil {
+		return sealing.Secret{}, err
+	}
+	var out sealing.Secret
+	err := s.read(ctx, "get inbound image", func(q *dbq.Queries) error {
+		row, err := q.GetInboundImage(ctx, messageKey, position)
+		if err != nil {
+			return notFound(err, CodeInvalidInput, "message has no image at that position")
+		}
+		out, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(messageKey, position),
+			sealing.Sealed{KeyGeneration: row.KeyGeneration, Nonce: row.Nonce, Ciphertext: row.Ciphertext})
+		if err != nil {
+			return &Error{Code: CodeInternal, Msg: "open image locator", Err: err}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ExpireWindow retires an open window whose expiry has passed (the window workflow's
+// timer). It is idempotent: a window already retired is returned unchanged. Expiring a
+// window before its time is refused (reply_window_inactive is not the answer there:
+// invalid_input says the caller's clock is wrong).
+func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64) (Window, error) {
+	if err := validNow(now); err != nil {
+		return Window{}, err
+	}
+	var out Window
+	err := s.inTx(ctx, "expire window", func(q *dbq.Queries) error {
+		row, err := q.LockReplyWindow(ctx, windowID)
+		if err != nil {
+			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+		}
+		if row.State == WindowOpen {
+			if now.Before(row.ExpiresAt) {
+				return fail(CodeInvalidInput, "reply window expires at %s, not yet", row.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+			if err := retireWindow(ctx, q, now, windowID, WindowExpired, "reply_window_expired"); err != nil {
+				return err
+			}
+			if row, err = q.GetReplyWindow(ctx, windowID); err != nil {
+				return err
+			}
+		}
+		out = windowFrom(row)
+		return nil
+	})
+	return out, err
+}
