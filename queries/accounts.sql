@@ -2,7 +2,7 @@
 SELECT * FROM accounts WHERE account_key = $1;
 
 -- name: LockAccount :one
-SELECT * FROM accounts WHERE account_key = $1 FOR UPDATE;
+SELECT * FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
 
 -- name: ListAccounts :many
 SELECT * FROM accounts ORDER BY created_at, account_key;
@@ -14,7 +14,7 @@ SELECT * FROM accounts WHERE status = $1 ORDER BY created_at, account_key;
 SELECT * FROM accounts
 WHERE owner_peer_id = $1 AND status IN ('active', 'paused')
 ORDER BY account_key
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: CountActiveAccounts :one
 SELECT count(*) FROM accounts WHERE status = 'active';

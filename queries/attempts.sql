@@ -19,7 +19,7 @@ RETURNING *;
 SELECT * FROM send_attempts WHERE attempt_id = $1;
 
 -- name: LockSendAttempt :one
-SELECT * FROM send_attempts WHERE attempt_id = $1 FOR UPDATE;
+SELECT * FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE;
 
 -- name: ListAttemptsOfMessage :many
 SELECT * FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index;

@@ -8,7 +8,7 @@ SELECT * FROM login_offers WHERE offer_id = $1;
 -- name: LockLiveLoginOffer :one
 SELECT * FROM login_offers
 WHERE offer_id = sqlc.arg(offer_id) AND status IN ('waiting', 'scanned') AND expires_at > sqlc.arg(now)
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: MarkLoginOfferScanned :execrows
 UPDATE login_offers SET status = 'scanned', updated_at = sqlc.arg(now)

@@ -13,7 +13,7 @@ RETURNING inbox_seq;
 SELECT * FROM inbound_messages WHERE message_key = $1;
 
 -- name: LockInboundMessage :one
-SELECT * FROM inbound_messages WHERE message_key = $1 FOR UPDATE;
+SELECT * FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE;
 
 -- name: AbsorbMessages :execrows
 UPDATE inbound_messages

@@ -2,7 +2,7 @@
 SELECT * FROM reply_windows WHERE reply_window_id = $1;
 
 -- name: LockReplyWindow :one
-SELECT * FROM reply_windows WHERE reply_window_id = $1 FOR UPDATE;
+SELECT * FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
 
 -- name: GetReplyWindowBySource :one
 SELECT * FROM reply_windows WHERE source_message_key = $1;
@@ -10,13 +10,13 @@ SELECT * FROM reply_windows WHERE source_message_key = $1;
 -- name: LockOpenWindow :one
 SELECT * FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: OpenWindowIDsOfAccount :many
 SELECT reply_window_id FROM reply_windows
 WHERE account_key = $1 AND state = 'open'
 ORDER BY reply_window_id
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: ListReplyWindows :many
 SELECT * FROM reply_windows

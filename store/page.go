@@ -404,13 +404,18 @@ func (s *Store) mergeIntoDeliverable(ctx context.Context, q *dbq.Queries, now ti
 	if err != nil {
 		return 0, err
 	}
-	var backlogKeys, summaries []string
+	var backlogKeys []string
+	var units []mergeUnit
+	droppedImages := 0 // images earlier merges involved but did not keep
+	backlogImages := map[string]int{}
 	for _, b := range backlog {
 		backlogKeys = append(backlogKeys, b.MessageKey)
 		var p Payload
-		if err := json.Unmarshal(b.Payload, &p); err == nil && p.Summary != "" {
-			summaries = append(summaries, p.Summary)
+		if err := json.Unmarshal(b.Payload, &p); err != nil {
+			return 0, &Error{Code: CodeInternal, Msg: "stored payload of " + b.MessageKey + " does not decode", Err: err}
 		}
+		units = append(units, unitOf(p))
+		backlogImages[b.MessageKey] = p.ImagesInvolved
 	}
 	absorbed, err := q.AbsorbMessages(ctx, now, backlogKeys)
 	if err != nil {
@@ -419,7 +424,7 @@ func (s *Store) mergeIntoDeliverable(ctx context.Context, q *dbq.Queries, now ti
 	page := append([]*insertedEntry(nil), inserted...)
 	sortEntries(page)
 	for _, ie := range page {
-		summaries = append(summaries, ie.entry.Payload.Summary)
+		units = append(units, unitOf(ie.entry.Payload))
 	}
 
 	mergeKeys := append([]string(nil), backlogKeys...)
@@ -430,8 +435,17 @@ func (s *Store) mergeIntoDeliverable(ctx context.Context, q *dbq.Queries, now ti
 	if err != nil {
 		return 0, err
 	}
-	if len(summaries) <= 1 && len(images) == 0 {
+	if len(units) <= 1 && len(images) == 0 {
 		return int(absorbed), nil
+	}
+	held := map[string]int{}
+	for _, img := range images {
+		held[img.MessageKey]++
+	}
+	for key, involved := range backlogImages {
+		if involved > held[key] {
+			droppedImages += involved - held[key]
+		}
 	}
 	kept := images
 	if len(kept) > maxKeptImages {
@@ -448,7 +462,12 @@ func (s *Store) mergeIntoDeliverable(ctx context.Context, q *dbq.Queries, now ti
 	if _, err := q.DeleteImagesOfMessages(ctx, mergeKeys); err != nil {
 		return 0, err
 	}
-	merged := Payload{Summary: mergedSummary(summaries, imageNote(len(images)), s.limits.MaxMergedSummaryBytes)}
+	involved := len(images) + droppedImages
+	mt := mergeTexts(units, involved, s.limits.MaxMergedSummaryBytes)
+	merged := Payload{Summary: mt.summary, Body: mt.body, Merged: mt.messages, Omitted: mt.omitted}
+	if involved > len(kept) {
+		merged.ImagesInvolved = involved
+	}
 	for _, a := range d.entry.Payload.Attachments {
 		if a.Kind != "image" {
 			merged.Attachments = append(merged.Attachments, a)

@@ -168,6 +168,14 @@ func messageFrom(r dbq.InboundMessage) (Message, error) {
 type Payload struct {
 	Summary     string       `json:"summary"`
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Merged counts the messages whose text a merged summary holds (0: not merged);
+	// Body is that text without the gateway's notes, for a later merge.
+	Merged int    `json:"merged,omitempty"`
+	Body   string `json:"body,omitempty"`
+	// Omitted counts earlier messages whose text a capped merge left out.
+	Omitted int `json:"omitted,omitempty"`
+	// ImagesInvolved counts the images merged into this message, kept or not.
+	ImagesInvolved int `json:"images_involved,omitempty"`
 }
 
 // Attachment describes one attachment of an inbound message.

@@ -229,7 +229,7 @@ const liveAccountsOfOwner = `-- name: LiveAccountsOfOwner :many
 SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts
 WHERE owner_peer_id = $1 AND status IN ('active', 'paused')
 ORDER BY account_key
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
 func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) ([]Account, error) {
@@ -268,7 +268,7 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 }
 
 const lockAccount = `-- name: LockAccount :one
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts WHERE account_key = $1 FOR UPDATE
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockAccount(ctx context.Context, accountKey string) (Account, error) {

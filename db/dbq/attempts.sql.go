@@ -230,7 +230,7 @@ func (q *Queries) ListAttemptsOfMessage(ctx context.Context, sourceMessageKey st
 }
 
 const lockSendAttempt = `-- name: LockSendAttempt :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at FROM send_attempts WHERE attempt_id = $1 FOR UPDATE
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockSendAttempt(ctx context.Context, attemptID string) (SendAttempt, error) {

@@ -130,7 +130,7 @@ func (q *Queries) InsertLoginOffer(ctx context.Context, arg InsertLoginOfferPara
 const lockLiveLoginOffer = `-- name: LockLiveLoginOffer :one
 SELECT offer_id, status, requested_by, created_at, expires_at, updated_at FROM login_offers
 WHERE offer_id = $1 AND status IN ('waiting', 'scanned') AND expires_at > $2
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockLiveLoginOffer(ctx context.Context, offerID string, now time.Time) (LoginOffer, error) {

@@ -231,7 +231,7 @@ func (q *Queries) InsertInboundMessage(ctx context.Context, arg InsertInboundMes
 }
 
 const lockInboundMessage = `-- name: LockInboundMessage :one
-SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at FROM inbound_messages WHERE message_key = $1 FOR UPDATE
+SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (InboundMessage, error) {

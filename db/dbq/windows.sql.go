@@ -220,7 +220,7 @@ func (q *Queries) ListReplyWindows(ctx context.Context, accountKey *string, stat
 const lockOpenWindow = `-- name: LockOpenWindow :one
 SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockOpenWindow(ctx context.Context, accountKey string, peerID string) (ReplyWindow, error) {
@@ -250,7 +250,7 @@ func (q *Queries) LockOpenWindow(ctx context.Context, accountKey string, peerID 
 }
 
 const lockReplyWindow = `-- name: LockReplyWindow :one
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE reply_window_id = $1 FOR UPDATE
+SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockReplyWindow(ctx context.Context, replyWindowID int64) (ReplyWindow, error) {
@@ -283,7 +283,7 @@ const openWindowIDsOfAccount = `-- name: OpenWindowIDsOfAccount :many
 SELECT reply_window_id FROM reply_windows
 WHERE account_key = $1 AND state = 'open'
 ORDER BY reply_window_id
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
 func (q *Queries) OpenWindowIDsOfAccount(ctx context.Context, accountKey string) ([]int64, error) {

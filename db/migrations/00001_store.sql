@@ -15,7 +15,7 @@ CREATE TABLE accounts (
     last_poll_at         timestamptz,
     cursor               text        NOT NULL DEFAULT '' CHECK (octet_length(cursor) <= 262144),
     cursor_updated_at    timestamptz,
-    replaced_by          text        REFERENCES accounts (account_key),
+    replaced_by          text        REFERENCES accounts (account_key) DEFERRABLE INITIALLY DEFERRED,
     created_at           timestamptz NOT NULL,
     updated_at           timestamptz NOT NULL,
     CHECK ((status = 'paused') = (pause_until IS NOT NULL)),
