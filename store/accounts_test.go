@@ -136,7 +136,7 @@ func TestRotationCancelsOpenWindowsFailsPendingClosesSessionsDeletesSecrets(t *t
 	}
 	assertRetired(t, e, w, store.WindowCancelled)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "after rotation"))
-	wantCode(t, err, store.CodeInvalidAgentSession)
+	wantCode(t, err, store.CodeReplyWindowInactive)
 }
 
 // assertRetired checks everything retirement promises for a window.

@@ -101,12 +101,9 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 	}
 	var out Reservation
 	err = s.inTx(ctx, "reserve reply", func(q *dbq.Queries) error {
+		var refused Code
 		sess, w, err := sessionWindow(ctx, q, now, in.SessionToken)
 		if err != nil {
-			return err
-		}
-		var refused Code
-		if err := checkWindowUsable(ctx, q, now, w); err != nil {
 			if !record || CodeOf(err) != CodeReplyWindowExpired {
 				return err
 			}
@@ -160,9 +157,6 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, token sealing.Secret, attemptID string) (dbq.ReplyWindow, dbq.SendAttempt, error) {
 	_, w, err := sessionWindow(ctx, q, now, token)
 	if err != nil {
-		return w, dbq.SendAttempt{}, err
-	}
-	if err := checkWindowUsable(ctx, q, now, w); err != nil {
 		return w, dbq.SendAttempt{}, err
 	}
 	a, err := q.LockSendAttempt(ctx, attemptID)

@@ -135,7 +135,7 @@ func TestConfirmingSecondBotForSameOwnerReplacesFirst(t *testing.T) {
 	}
 	assertRetired(t, e, res.Deliverable.ReplyWindowID, store.WindowCancelled)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "to the dead bot"))
-	wantCode(t, err, store.CodeInvalidAgentSession)
+	wantCode(t, err, store.CodeReplyWindowInactive)
 	if n := e.count("SELECT count(*) FROM enrollment_audit WHERE $1 = ANY(replaced_account_keys)", first.key); n != 1 {
 		t.Fatal("audit row does not record the replaced account")
 	}

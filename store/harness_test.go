@@ -52,9 +52,9 @@ var botCounter atomic.Int64
 // bot is a registered account with its test identities.
 type bot struct {
 	key, provider, owner string
-	generation          int32
-	cursor              string
-	nextID              int64
+	generation           int32
+	cursor               string
+	nextID               int64
 }
 
 func (e *env) register() *bot {

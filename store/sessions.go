@@ -75,9 +75,17 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 	return sess, msg, err
 }
 
-// checkWindowUsable is the one rule for whether a window accepts work: its account is
-// active at the window's generation, the window is open and not expired.
+// checkWindowUsable is the one rule for whether a window accepts work: it is open and not
+// expired, and its account is active at the window's generation.
 func checkWindowUsable(ctx context.Context, q *dbq.Queries, now time.Time, w dbq.ReplyWindow) error {
+	switch {
+	case w.State == WindowExpired:
+		return fail(CodeReplyWindowExpired, "reply window has expired")
+	case w.State != WindowOpen:
+		return fail(CodeReplyWindowInactive, "reply window is %s", w.State)
+	case !now.Before(w.ExpiresAt):
+		return fail(CodeReplyWindowExpired, "reply window has expired")
+	}
 	a, err := q.GetAccount(ctx, w.AccountKey)
 	if err != nil {
 		return err
@@ -88,18 +96,14 @@ func checkWindowUsable(ctx context.Context, q *dbq.Queries, now time.Time, w dbq
 	if a.Generation != w.AccountGeneration {
 		return fail(CodeGenerationConflict, "account generation changed")
 	}
-	if w.State != WindowOpen {
-		return fail(CodeReplyWindowInactive, "reply window is %s", w.State)
-	}
-	if !now.Before(w.ExpiresAt) {
-		return fail(CodeReplyWindowExpired, "reply window has expired")
-	}
 	return nil
 }
 
-// sessionWindow resolves a session token to its live session and locks its window. The
-// session must match (not closed, not expired, its message processing, window and peer
-// bound); the window rules are checked by the caller.
+// sessionWindow resolves a session token to its session and locks its window, then
+// checks, in this order: the session is bound to the window; the window accepts work
+// (checkWindowUsable, so a late agent hears "expired" rather than "invalid session");
+// the session itself is live (not closed, not past its own expiry, its message
+// processing). On a rule error the session and window found so far are returned too.
 func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, token sealing.Secret) (dbq.AgentSession, dbq.ReplyWindow, error) {
 	if token.IsZero() || len(token.Reveal()) > 512 {
 		return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is required")
@@ -109,15 +113,18 @@ func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, token sea
 		return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
 	}
 	sess := row.AgentSession
-	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || row.MessageStatus != MessageProcessing {
-		return sess, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is not active")
-	}
 	w, err := q.LockReplyWindow(ctx, sess.ReplyWindowID)
 	if err != nil {
-		return sess, dbq.ReplyWindow{}, err
+		return sess, w, err
 	}
 	if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
-		return sess, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session does not match its window")
+		return sess, w, fail(CodeInvalidAgentSession, "agent session does not match its window")
+	}
+	if err := checkWindowUsable(ctx, q, now, w); err != nil {
+		return sess, w, err
+	}
+	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || row.MessageStatus != MessageProcessing {
+		return sess, w, fail(CodeInvalidAgentSession, "agent session is not active")
 	}
 	return sess, w, nil
 }

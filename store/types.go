@@ -184,7 +184,7 @@ type Attachment struct {
 	Kind string `json:"kind"`
 	// Position is the image's position among the message's sealed image locators
 	// (images only).
-	Position int `json:"position,omitempty"`
+	Position int    `json:"position,omitempty"`
 	Name     string `json:"name,omitempty"`
 	Size     int64  `json:"size,omitempty"`
 	// Text is a voice transcript.

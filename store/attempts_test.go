@@ -1,0 +1,370 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// sendOne reserves, starts and completes one reply as sent.
+func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
+	e.t.Helper()
+	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, body))
+	if err != nil {
+		e.t.Fatalf("reserve: %v", err)
+	}
+	if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+		e.t.Fatalf("start: %v", err)
+	}
+	done, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "18446744073709551615"})
+	if err != nil {
+		e.t.Fatalf("complete: %v", err)
+	}
+	return done
+}
+
+func TestReplyNeedsLiveAgentSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	before := e.digest()
+	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(sealing.NewSecret("not-a-session-token"), "x"))
+	wantCode(t, err, store.CodeInvalidAgentSession)
+	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(sealing.Secret{}, "x"))
+	wantCode(t, err, store.CodeInvalidAgentSession)
+	e.unchanged(before)
+
+	// A session with a short TTL expires before its window does.
+	short := sealing.NewSecret("short-lived-session-token")
+	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: short, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.store.ReserveReply(e.ctx, t0.Add(time.Minute), storeReply(short, "late"))
+	wantCode(t, err, store.CodeInvalidAgentSession)
+
+	// A handled message closes its sessions.
+	if _, err := e.store.FinishMessage(e.ctx, t0, res.Deliverable.MessageKey, store.MessageHandled, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "after handled"))
+	wantCode(t, err, store.CodeInvalidAgentSession)
+}
+
+func TestSessionNeverOutlivesItsWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res := e.commit(b, t0, b.msg("hello", t0))
+	s, m, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID,
+		Token: sealing.NewSecret("a-long-session-token"), TTL: 72 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if !s.ExpiresAt.Equal(w.ExpiresAt) || m.Status != store.MessageProcessing {
+		t.Fatalf("session expires %v (window %v), message %s", s.ExpiresAt, w.ExpiresAt, m.Status)
+	}
+	var hash []byte
+	if err := e.pool.QueryRow(e.ctx, "SELECT token_hash FROM agent_sessions").Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(hash), "a-long-session-token") || len(hash) != 32 {
+		t.Fatal("only the SHA-256 of the session token may be stored")
+	}
+}
+
+func TestEleventhReservationIsQuotaExhaustedAndPrepareRecordsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	for i := 0; i < 10; i++ {
+		e.sendOne(tok, "reply")
+	}
+	before := e.digest()
+	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "eleventh"))
+	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	e.unchanged(before)
+
+	r, err := e.store.PrepareReply(e.ctx, t0, storeReply(tok, "eleventh, recorded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Refused != store.CodeReplyQuotaExhausted || r.Attempt.Status != store.AttemptFailed ||
+		r.Attempt.FailType != store.FailRefused || r.Attempt.ErrorCode != string(store.CodeReplyQuotaExhausted) {
+		t.Fatalf("recorded refusal %+v", r)
+	}
+	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if w.Transmitted != 10 || w.Reserved != 0 || w.SendsLeft() != 0 {
+		t.Fatalf("window counters %+v", w)
+	}
+}
+
+func TestExpiredWindowRefusesReplyAndPrepareRecordsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	late := t0.Add(24 * time.Hour)
+	if _, err := e.store.ReserveReply(e.ctx, late.Add(-time.Microsecond), storeReply(tok, "just in time")); err != nil {
+		t.Fatalf("a reply just before expiry is allowed: %v", err)
+	}
+	before := e.digest()
+	_, err := e.store.ReserveReply(e.ctx, late, storeReply(tok, "too late"))
+	wantCode(t, err, store.CodeReplyWindowExpired)
+	e.unchanged(before)
+	r, err := e.store.PrepareReply(e.ctx, late, storeReply(tok, "too late, recorded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Refused != store.CodeReplyWindowExpired || r.Attempt.Status != store.AttemptFailed || r.Attempt.FailType != store.FailRefused {
+		t.Fatalf("recorded refusal %+v", r)
+	}
+	// Once the expiry timer retired the window, the agent still hears "expired".
+	if _, err := e.store.ExpireWindow(e.ctx, late, res.Deliverable.ReplyWindowID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.store.ReserveReply(e.ctx, late, storeReply(tok, "after retirement"))
+	wantCode(t, err, store.CodeReplyWindowExpired)
+}
+
+func TestReservationDerivesStableIDsFromSendIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	a0, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "zero"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := res.Deliverable.MessageKey
+	if a0.SendIndex != 0 || a1.SendIndex != 1 || a0.AttemptID != store.AttemptID(key, 0) ||
+		a1.ClientMessageID != store.ClientMessageID(key, 1) || a0.ClientMessageID == a1.ClientMessageID {
+		t.Fatalf("attempt ids not derived from (message, send index): %+v %+v", a0, a1)
+	}
+	// A released index is never reused: the next reservation takes a new physical index.
+	if ok, err := e.store.ReleaseAttempt(e.ctx, t0, a1.AttemptID, ""); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	a2, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "two"))
+	if err != nil || a2.SendIndex != 2 {
+		t.Fatalf("after release: index %d (%v)", a2.SendIndex, err)
+	}
+}
+
+func TestStartMovesReservationToTransmittedOneSendingPerPeer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
+	c, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "c"))
+	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if w.Reserved != 2 || w.Transmitted != 0 || w.NextSendIndex != 2 {
+		t.Fatalf("after reserve %+v", w)
+	}
+	started, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID)
+	if err != nil || started.Status != store.AttemptSending {
+		t.Fatalf("start: %+v %v", started, err)
+	}
+	before := e.digest()
+	_, err = e.store.StartReply(e.ctx, t0, tok, c.AttemptID)
+	wantCode(t, err, store.CodeSendInProgress)
+	_, err = e.store.StartReply(e.ctx, t0, tok, a.AttemptID)
+	wantCode(t, err, store.CodeAttemptConflict)
+	e.unchanged(before)
+	w, _ = e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if w.Reserved != 1 || w.Transmitted != 1 {
+		t.Fatalf("after start %+v", w)
+	}
+}
+
+func TestCompletionOutcomesAndUnknownIsNeverResent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	start := func() store.Attempt {
+		a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	unknown := start()
+	c := store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptUnknown, ErrorCode: "outcome_unknown"}
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil || again.Status != store.AttemptUnknown {
+		t.Fatalf("retried completion: %+v %v", again, err)
+	}
+	before := e.digest()
+	_, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptSent})
+	wantCode(t, err, store.CodeAttemptConflict)
+	_, err = e.store.StartReply(e.ctx, t0, tok, unknown.AttemptID)
+	wantCode(t, err, store.CodeAttemptConflict)
+	_, err = e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptFailed, FailType: "bogus"})
+	wantCode(t, err, store.CodeInvalidInput)
+	e.unchanged(before)
+
+	// A request that surely never left gives its quota back; a rejected one does not.
+	never := start()
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: never.AttemptID, Status: store.AttemptFailed, FailType: store.FailTransport}); err != nil {
+		t.Fatal(err)
+	}
+	rejected := start()
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: rejected.AttemptID, Status: store.AttemptFailed, FailType: store.FailRejected, ErrorCode: "ret_-2"}); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if w.Transmitted != 2 || w.Reserved != 0 {
+		t.Fatalf("counters %+v, want transmitted 2 (unknown + rejected)", w)
+	}
+}
+
+func TestReleaseAndRecoveryGiveTheQuotaBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
+	if ok, err := e.store.ReleaseAttempt(e.ctx, t0, a.AttemptID, "agent_cancelled"); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if ok, err := e.store.ReleaseAttempt(e.ctx, t0, a.AttemptID, "again"); ok || err != nil {
+		t.Fatalf("second release must be a no-op: %v %v", ok, err)
+	}
+	got, _ := e.store.GetAttempt(e.ctx, a.AttemptID)
+	if got.Status != store.AttemptFailed || got.FailType != store.FailReleased || got.ErrorCode != "agent_cancelled" {
+		t.Fatalf("released attempt %+v", got)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := e.store.RecoverPendingAttempts(e.ctx, t0)
+	if err != nil || n != 3 {
+		t.Fatalf("recovered %d (%v), want 3", n, err)
+	}
+	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if w.Reserved != 0 || w.SendsLeft() != 10 {
+		t.Fatalf("window after recovery %+v", w)
+	}
+	// Counters are checked, never assumed: a window that lost its reservation fails recovery whole.
+	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(e.ctx, "UPDATE reply_windows SET reserved = 0"); err != nil {
+		t.Fatal(err)
+	}
+	before := e.digest()
+	_, err = e.store.RecoverPendingAttempts(e.ctx, t0)
+	wantCode(t, err, store.CodeAttemptConflict)
+	e.unchanged(before)
+}
+
+func TestSystemMessageReservesAndStartsInOneStepAgainstTheSameQuota(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	for i := 0; i < 9; i++ {
+		e.sendOne(tok, "reply")
+	}
+	sys, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("quota notice")})
+	if err != nil || sys.Status != store.AttemptSending || sys.Source != "system" {
+		t.Fatalf("system attempt %+v %v", sys, err)
+	}
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: sys.AttemptID, Status: store.AttemptSent}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.digest()
+	_, err = e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("one more")})
+	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "agent too"))
+	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	e.unchanged(before)
+}
+
+func TestSystemSendRespectsOneSendingPerPeer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
+	if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("notice")})
+	wantCode(t, err, store.CodeSendInProgress)
+}
+
+func TestExpiryRetiresTheWindowOnlyAtItsTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending at expiry")); err != nil {
+		t.Fatal(err)
+	}
+	id := res.Deliverable.ReplyWindowID
+	before := e.digest()
+	_, err := e.store.ExpireWindow(e.ctx, t0.Add(24*time.Hour-time.Second), id)
+	wantCode(t, err, store.CodeInvalidInput)
+	e.unchanged(before)
+	w, err := e.store.ExpireWindow(e.ctx, t0.Add(24*time.Hour), id)
+	if err != nil || w.State != store.WindowExpired {
+		t.Fatalf("expire: %+v %v", w, err)
+	}
+	assertRetired(t, e, id, store.WindowExpired)
+	if again, err := e.store.ExpireWindow(e.ctx, t0.Add(48*time.Hour), id); err != nil || again.State != store.WindowExpired {
+		t.Fatalf("expiring twice must be a no-op: %+v %v", again, err)
+	}
+}
+
+func TestTextOver16KiBIsRefusedBeforeReservation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	_, tok := e.deliver(b, "hello")
+	before := e.digest()
+	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("字", 16*1024/3+1)))
+	wantCode(t, err, store.CodeInvalidInput)
+	_, err = e.store.PrepareReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024+1)))
+	wantCode(t, err, store.CodeInvalidInput)
+	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{SessionToken: tok, Content: store.Content{Type: "voice"}})
+	wantCode(t, err, store.CodeInvalidInput)
+	e.unchanged(before)
+	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024))); err != nil {
+		t.Fatalf("exactly 16 KiB is allowed: %v", err)
+	}
+}
+
+func TestFinishMessageIsIdempotentPerVerdict(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, _ := e.deliver(b, "hello")
+	key := res.Deliverable.MessageKey
+	if _, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageFailed, "webhook gave up"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageFailed, "webhook gave up"); err != nil || m.FailureReason != "webhook gave up" {
+		t.Fatalf("retry: %+v %v", m, err)
+	}
+	_, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageHandled, "")
+	wantCode(t, err, store.CodeAttemptConflict)
+}
