@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -93,7 +94,7 @@ func (s *Store) validatePage(now time.Time, in PageInput) error {
 		if err := s.validateEntry(now, in, &in.Entries[i]); err != nil {
 			var se *Error
 			if errors.As(err, &se) {
-				return &Error{Code: se.Code, Msg: "entry " + itoa(i) + ": " + se.Msg}
+				return &Error{Code: se.Code, Msg: "entry " + strconv.Itoa(i) + ": " + se.Msg}
 			}
 			return err
 		}
@@ -497,9 +498,4 @@ func sortEntries(es []*insertedEntry) {
 			es[j-1], es[j] = es[j], es[j-1]
 		}
 	}
-}
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
 }

@@ -242,8 +242,7 @@ type Content struct {
 type MediaRef struct {
 	// EncryptQueryParam is the CDN download reference (the upload's x-encrypted-param).
 	EncryptQueryParam string `json:"encrypt_query_param"`
-	// AESKeyHex is not stored here: keys of outbound media are sealed by the caller's
-	// media pipeline. FileName and Size describe files.
+	// FileName and Size describe a file item.
 	FileName string `json:"file_name,omitempty"`
 	Size     int64  `json:"size,omitempty"`
 }
