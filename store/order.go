@@ -15,9 +15,11 @@ type orderKey struct {
 }
 
 // supersedes reports whether a candidate message is newer than the message that owns the
-// open window: higher provider sequence when both have one, else later sent-at, else —
-// when the open window was opened by the same page — the higher numeric message id (or,
-// when ids are not numeric, the later page position).
+// open window: higher provider sequence when both have one, else later sent-at. At equal
+// sent-at: when exactly one of the two has a sequence, the candidate wins only if the open
+// window came from the same page (the later page position); otherwise the higher numeric
+// message id wins — across pages too, since iLink ids grow — and when an id is not
+// numeric, the later position of the same page. This is the seed store's rule.
 func supersedes(candidate, open orderKey, openFromSamePage bool) bool {
 	if candidate.providerSeq != nil && open.providerSeq != nil && *candidate.providerSeq != *open.providerSeq {
 		return *candidate.providerSeq > *open.providerSeq

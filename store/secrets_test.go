@@ -3,6 +3,7 @@ package store_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -32,8 +33,8 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		t.Fatalf("a context token moved to another window opened: %v", err)
 	}
 	// An image locator copied to another position, and a ciphertext of another purpose.
-	m := withImages(c.msg("two images", t0.Add(1)), 2)
-	key := e.commit(c, t0.Add(1), m).Deliverable.MessageKey
+	m := withImages(c.msg("two images", t0.Add(time.Second)), 2)
+	key := e.commit(c, t0.Add(time.Second), m).Deliverable.MessageKey
 	if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_images SET nonce = src.nonce, ciphertext = src.ciphertext
 		FROM inbound_images src WHERE src.message_key = $1 AND src.position = 0 AND inbound_images.position = 1`, key); err != nil {
 		t.Fatal(err)

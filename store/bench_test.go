@@ -1,0 +1,244 @@
+package store_test
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// benchAccounts are the concurrency levels: one poller, and sixteen accounts committing
+// (or sending) at once, each goroutine with its own bot, as one worker process would.
+var benchAccounts = []int{1, 16}
+
+// benchWorker is one account's loop body. prepare (optional) runs before each op, outside
+// the latency sample (it is still inside the wall clock the throughput is computed from);
+// op is the measured operation and returns how many items (messages, sends) it handled.
+type benchWorker struct {
+	prepare func() error
+	op      func() (int, error)
+}
+
+// benchRun spreads b.N operations over the workers (one goroutine each), records every
+// op's duration and reports throughput in unit (items per wall-clock second) and the
+// p50/p99 op latency in milliseconds.
+func benchRun(b *testing.B, workers []benchWorker, unit string) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, len(workers))
+	items := make([]int, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	// Warm-up, untimed: one op per worker at once, so that the pool holds a connection
+	// per worker with its statements prepared before anything is measured.
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if w.prepare != nil {
+				if errs[i] = w.prepare(); errs[i] != nil {
+					return
+				}
+			}
+			_, errs[i] = w.op()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("worker %d warm-up: %v", i, err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if w.prepare != nil {
+					if err := w.prepare(); err != nil {
+						errs[i] = fmt.Errorf("prepare: %w", err)
+						return
+					}
+				}
+				t := time.Now()
+				n, err := w.op()
+				lat[i] = append(lat[i], time.Since(t))
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				items[i] += n
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	var all []time.Duration
+	total := 0
+	for i := range workers {
+		all = append(all, lat[i]...)
+		total += items[i]
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(total)/elapsed.Seconds(), unit)
+	b.ReportMetric(benchPercentile(all, 0.50), "p50_ms")
+	b.ReportMetric(benchPercentile(all, 0.99), "p99_ms")
+}
+
+// benchPercentile is the nearest-rank percentile of sorted durations, in milliseconds.
+func benchPercentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i]) / float64(time.Millisecond)
+}
+
+// benchCommitPages commits pages of size messages per op, on each of accounts bots.
+//
+// After each page an instant agent takes the deliverable message (one single-row UPDATE
+// to handled, outside the latency sample): the benchmark measures the steady state of
+// an agent that keeps up. Without it every page would merge the previous undelivered
+// message and its summary would grow with b.N, making results depend on -benchtime.
+func benchCommitPages(b *testing.B, size int) {
+	for _, accounts := range benchAccounts {
+		b.Run("accounts="+strconv.Itoa(accounts), func(b *testing.B) {
+			e := newEnv(b)
+			workers := make([]benchWorker, accounts)
+			for i := range workers {
+				bt := e.register()
+				var page int
+				var handoff string
+				workers[i] = benchWorker{
+					prepare: func() error {
+						if handoff == "" {
+							return nil
+						}
+						_, err := e.pool.Exec(e.ctx, `UPDATE inbound_messages SET status = 'handled', updated_at = $2
+							WHERE message_key = $1 AND status = 'received'`, handoff, t0)
+						handoff = ""
+						return err
+					},
+					op: func() (int, error) {
+						page++
+						now := t0.Add(time.Duration(page) * time.Second)
+						entries := make([]store.PageEntry, size)
+						for j := range entries {
+							entries[j] = bt.msg("benchmark message "+strconv.Itoa(j), now)
+							entries[j].Cursor = bt.cursor
+						}
+						next := "Ck" + strconv.Itoa(page)
+						res, err := e.store.CommitPage(e.ctx, now, store.PageInput{
+							AccountKey: bt.key, Generation: bt.generation, ExpectedCursor: bt.cursor, NextCursor: next, Entries: entries,
+						})
+						if err != nil {
+							return 0, err
+						}
+						if res.Inserted != size || res.Deliverable == nil {
+							return 0, fmt.Errorf("page %d: %+v", page, res)
+						}
+						bt.cursor = next
+						handoff = res.Deliverable.MessageKey
+						return size, nil
+					},
+				}
+			}
+			benchRun(b, workers, "messages/s")
+		})
+	}
+}
+
+// BenchmarkCommitPage1 commits one-message pages (the common long-poll answer).
+func BenchmarkCommitPage1(b *testing.B) { benchCommitPages(b, 1) }
+
+// BenchmarkCommitPage10 commits ten-message pages (a backlog burst, merged into one).
+func BenchmarkCommitPage10(b *testing.B) { benchCommitPages(b, 10) }
+
+// BenchmarkReserveStartComplete measures one send's bookkeeping: reserve, start and
+// complete (sent), three transactions, per op.
+//
+// Quota: the default quota is 10 sends per window, which would make every tenth op pay
+// for a page commit and a session. The store is instead built with newEnvWith and
+// MaxSends = 1000 (the largest the store accepts: send indexes of one message are < 1000),
+// so the per-send SQL is unchanged (same statements, same quota check) and a worker rolls
+// over to a new message, window and session only every 1000 sends. The roll-over runs in
+// prepare: outside the latency sample, inside the wall clock of sends/s.
+func BenchmarkReserveStartComplete(b *testing.B) {
+	limits := store.DefaultLimits()
+	limits.MaxSends = 1000
+	for _, accounts := range benchAccounts {
+		b.Run("accounts="+strconv.Itoa(accounts), func(b *testing.B) {
+			e := newEnvWith(b, limits)
+			workers := make([]benchWorker, accounts)
+			for i := range workers {
+				bt := e.register()
+				var tok sealing.Secret
+				left := int32(0) // sends left in the current window
+				windows := 0
+				workers[i] = benchWorker{
+					prepare: func() error {
+						if left > 0 {
+							return nil
+						}
+						windows++
+						now := t0.Add(time.Duration(windows) * time.Second)
+						m := bt.msg("benchmark window "+strconv.Itoa(windows), now)
+						m.Cursor = bt.cursor
+						next := "Ck" + strconv.Itoa(windows)
+						res, err := e.store.CommitPage(e.ctx, now, store.PageInput{
+							AccountKey: bt.key, Generation: bt.generation, ExpectedCursor: bt.cursor, NextCursor: next,
+							Entries: []store.PageEntry{m},
+						})
+						if err != nil {
+							return err
+						}
+						if res.Deliverable == nil {
+							return fmt.Errorf("window %d: nothing deliverable", windows)
+						}
+						bt.cursor = next
+						tok = sealing.NewSecret(fmt.Sprintf("bench-session-%s-%d", bt.key, windows))
+						if _, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{
+							ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+							return err
+						}
+						left = limits.MaxSends
+						return nil
+					},
+					op: func() (int, error) {
+						now := t0.Add(time.Duration(windows) * time.Second)
+						a, err := e.store.ReserveReply(e.ctx, now, storeReply(tok, "benchmark reply"))
+						if err != nil {
+							return 0, fmt.Errorf("reserve: %w", err)
+						}
+						if _, err := e.store.StartReply(e.ctx, now, tok, a.AttemptID); err != nil {
+							return 0, fmt.Errorf("start: %w", err)
+						}
+						if _, err := e.store.CompleteAttempt(e.ctx, now, store.Completion{
+							AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
+						}); err != nil {
+							return 0, fmt.Errorf("complete: %w", err)
+						}
+						left--
+						return 1, nil
+					},
+				}
+			}
+			benchRun(b, workers, "sends/s")
+		})
+	}
+}
