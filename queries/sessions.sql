@@ -20,3 +20,9 @@ WHERE source_message_key = sqlc.arg(message_key) AND closed_at IS NULL;
 -- name: CloseSession :execrows
 UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
 WHERE token_hash = sqlc.arg(token_hash) AND closed_at IS NULL;
+
+-- name: SessionByID :one
+SELECT sqlc.embed(agent_sessions), inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.session_id = $1;

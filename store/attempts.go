@@ -12,13 +12,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
-	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
 // ReplyInput is an agent's reply: one item sent through the window of its session.
 type ReplyInput struct {
-	SessionToken sealing.Secret
-	Content      Content
+	Session SessionRef
+	Content Content
 	// Metadata is free-form JSON-encodable data kept with the attempt (at most 8 KiB).
 	Metadata map[string]any
 }
@@ -102,7 +101,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 	var out Reservation
 	err = s.inTx(ctx, "reserve reply", func(q *dbq.Queries) error {
 		var refused Code
-		sess, w, err := sessionWindow(ctx, q, now, in.SessionToken)
+		sess, w, err := sessionWindow(ctx, q, now, in.Session)
 		if err != nil {
 			if !record || CodeOf(err) != CodeReplyWindowExpired {
 				return err
@@ -154,8 +153,8 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 
 // pendingAttempt loads a pending attempt of the session's window, with every session and
 // window rule checked.
-func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, token sealing.Secret, attemptID string) (dbq.ReplyWindow, dbq.SendAttempt, error) {
-	_, w, err := sessionWindow(ctx, q, now, token)
+func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef, attemptID string) (dbq.ReplyWindow, dbq.SendAttempt, error) {
+	_, w, err := sessionWindow(ctx, q, now, ref)
 	if err != nil {
 		return w, dbq.SendAttempt{}, err
 	}
@@ -170,13 +169,13 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, token se
 }
 
 // ValidatePendingReply checks that a reserved attempt can still be started.
-func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, token sealing.Secret, attemptID string) (Attempt, error) {
+func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (Attempt, error) {
 	if err := validNow(now); err != nil {
 		return Attempt{}, err
 	}
 	var out Attempt
 	err := s.inTx(ctx, "validate pending reply", func(q *dbq.Queries) error {
-		_, a, err := pendingAttempt(ctx, q, now, token, attemptID)
+		_, a, err := pendingAttempt(ctx, q, now, ref, attemptID)
 		if err != nil {
 			return err
 		}
@@ -188,13 +187,13 @@ func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, token s
 
 // StartReply moves a pending attempt to sending and its reservation to transmitted. At
 // most one attempt per account and peer is sending at any time (send_in_progress).
-func (s *Store) StartReply(ctx context.Context, now time.Time, token sealing.Secret, attemptID string) (Attempt, error) {
+func (s *Store) StartReply(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (Attempt, error) {
 	if err := validNow(now); err != nil {
 		return Attempt{}, err
 	}
 	var out Attempt
 	err := s.inTx(ctx, "start reply", func(q *dbq.Queries) error {
-		w, a, err := pendingAttempt(ctx, q, now, token, attemptID)
+		w, a, err := pendingAttempt(ctx, q, now, ref, attemptID)
 		if err != nil {
 			return err
 		}
@@ -215,6 +214,9 @@ func (s *Store) StartReply(ctx context.Context, now time.Time, token sealing.Sec
 		}
 		if n != 1 {
 			return fail(CodeAttemptConflict, "window holds no reservation to start")
+		}
+		if err := q.TouchLastSend(ctx, now, w.AccountKey); err != nil {
+			return err
 		}
 		out, err = attemptFrom(row)
 		return err
@@ -436,6 +438,9 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		if n != 1 {
 			return fail(CodeAttemptConflict, "system reservation lost its race")
 		}
+		if err := q.TouchLastSend(ctx, now, w.AccountKey); err != nil {
+			return err
+		}
 		row, err := q.InsertSendAttempt(ctx, dbq.InsertSendAttemptParams{
 			AttemptID: AttemptID(in.MessageKey, index), ClientMessageID: ClientMessageID(in.MessageKey, index),
 			SourceMessageKey: in.MessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
@@ -484,6 +489,31 @@ func (s *Store) ListAttempts(ctx context.Context, messageKey string) ([]Attempt,
 			out = append(out, a)
 		}
 		return nil
+	})
+	return out, err
+}
+
+// BlockSends opens the throttle circuit breaker of a bot: no send of it starts before
+// until (the first one after is the probe).
+func (s *Store) BlockSends(ctx context.Context, now time.Time, accountKey string, until time.Time) (Account, error) {
+	if err := validNow(now); err != nil {
+		return Account{}, err
+	}
+	if err := validAccountKey(accountKey); err != nil {
+		return Account{}, err
+	}
+	var out Account
+	err := s.inTx(ctx, "block sends", func(q *dbq.Queries) error {
+		n, err := q.BlockSends(ctx, until, now, accountKey)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fail(CodeAccountNotFound, "unknown account")
+		}
+		row, err := q.GetAccount(ctx, accountKey)
+		out = accountFrom(row)
+		return err
 	})
 	return out, err
 }

@@ -16,7 +16,7 @@ func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
 	if err != nil {
 		e.t.Fatalf("reserve: %v", err)
 	}
-	if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
 		e.t.Fatalf("start: %v", err)
 	}
 	done, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "18446744073709551615"})
@@ -32,7 +32,7 @@ func TestReplyNeedsLiveAgentSession(t *testing.T) {
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	before := e.digest()
-	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(sealing.NewSecret("not-a-session-token"), "x"))
+	_, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("not-a-session-token")), Content: text("x")})
 	wantCode(t, err, store.CodeInvalidAgentSession)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(sealing.Secret{}, "x"))
 	wantCode(t, err, store.CodeInvalidAgentSession)
@@ -171,14 +171,14 @@ func TestStartMovesReservationToTransmittedOneSendingPerPeer(t *testing.T) {
 	if w.Reserved != 2 || w.Transmitted != 0 || w.NextSendIndex != 2 {
 		t.Fatalf("after reserve %+v", w)
 	}
-	started, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID)
+	started, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID)
 	if err != nil || started.Status != store.AttemptSending {
 		t.Fatalf("start: %+v %v", started, err)
 	}
 	before := e.digest()
-	_, err = e.store.StartReply(e.ctx, t0, tok, c.AttemptID)
+	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), c.AttemptID)
 	wantCode(t, err, store.CodeSendInProgress)
-	_, err = e.store.StartReply(e.ctx, t0, tok, a.AttemptID)
+	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID)
 	wantCode(t, err, store.CodeAttemptConflict)
 	e.unchanged(before)
 	w, _ = e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
@@ -197,7 +197,7 @@ func TestCompletionOutcomesAndUnknownIsNeverResent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+		if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
 			t.Fatal(err)
 		}
 		return a
@@ -213,7 +213,7 @@ func TestCompletionOutcomesAndUnknownIsNeverResent(t *testing.T) {
 	before := e.digest()
 	_, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptSent})
 	wantCode(t, err, store.CodeAttemptConflict)
-	_, err = e.store.StartReply(e.ctx, t0, tok, unknown.AttemptID)
+	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), unknown.AttemptID)
 	wantCode(t, err, store.CodeAttemptConflict)
 	_, err = e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptFailed, FailType: "bogus"})
 	wantCode(t, err, store.CodeInvalidInput)
@@ -305,7 +305,7 @@ func TestSystemSendRespectsOneSendingPerPeer(t *testing.T) {
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
-	if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("notice")})
@@ -345,7 +345,7 @@ func TestTextOver16KiBIsRefusedBeforeReservation(t *testing.T) {
 	wantCode(t, err, store.CodeInvalidInput)
 	_, err = e.store.PrepareReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024+1)))
 	wantCode(t, err, store.CodeInvalidInput)
-	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{SessionToken: tok, Content: store.Content{Type: "voice"}})
+	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "voice"}})
 	wantCode(t, err, store.CodeInvalidInput)
 	e.unchanged(before)
 	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024))); err != nil {
@@ -367,4 +367,42 @@ func TestFinishMessageIsIdempotentPerVerdict(t *testing.T) {
 	}
 	_, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageHandled, "")
 	wantCode(t, err, store.CodeAttemptConflict)
+}
+
+func TestSessionByIDServesTheGatewayWithoutTheBearerToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	sess, err := e.store.ValidateSession(e.ctx, t0, store.ByToken(tok))
+	if err != nil || sess.ReplyWindowID != res.Deliverable.ReplyWindowID {
+		t.Fatalf("validate: %+v %v", sess, err)
+	}
+	a, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.BySessionID(sess.SessionID), Content: text("by id")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.StartReply(e.ctx, t0.Add(time.Second), store.BySessionID(sess.SessionID), a.AttemptID); err != nil {
+		t.Fatal(err)
+	}
+	acct, _ := e.store.GetAccount(e.ctx, b.key)
+	if acct.LastSendAt == nil || !acct.LastSendAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("start must record the bot's last send for pacing: %v", acct.LastSendAt)
+	}
+	for _, ref := range []store.SessionRef{store.BySessionID("not-a-uuid"), store.BySessionID("6f1c1f7e-0000-4000-8000-000000000000"), {}} {
+		_, err := e.store.ValidateSession(e.ctx, t0, ref)
+		wantCode(t, err, store.CodeInvalidAgentSession)
+	}
+}
+
+func TestBlockSendsRecordsTheThrottlePenalty(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	a, err := e.store.BlockSends(e.ctx, t0, b.key, t0.Add(time.Hour))
+	if err != nil || a.SendsBlockedUntil == nil || !a.SendsBlockedUntil.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("block: %+v %v", a.SendsBlockedUntil, err)
+	}
+	_, err = e.store.BlockSends(e.ctx, t0, store.AccountKey("nobody@im.bot"), t0.Add(time.Hour))
+	wantCode(t, err, store.CodeAccountNotFound)
 }

@@ -225,7 +225,7 @@ func BenchmarkReserveStartComplete(b *testing.B) {
 						if err != nil {
 							return 0, fmt.Errorf("reserve: %w", err)
 						}
-						if _, err := e.store.StartReply(e.ctx, now, tok, a.AttemptID); err != nil {
+						if _, err := e.store.StartReply(e.ctx, now, store.ByToken(tok), a.AttemptID); err != nil {
 							return 0, fmt.Errorf("start: %w", err)
 						}
 						if _, err := e.store.CompleteAttempt(e.ctx, now, store.Completion{

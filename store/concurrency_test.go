@@ -42,7 +42,7 @@ func ccSend(e *env, tok sealing.Secret, label string) {
 	if err != nil {
 		e.t.Fatalf("reserve %s: %v", label, err)
 	}
-	if _, err := e.store.StartReply(e.ctx, t0, tok, a.AttemptID); err != nil {
+	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
 		e.t.Fatalf("start %s: %v", label, err)
 	}
 	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{
@@ -130,7 +130,7 @@ func TestConcurrencyTwoStartsForOnePeerOneSending(t *testing.T) {
 		var errs [2]error
 		var started [2]store.Attempt
 		ccRace(2, func(i int) {
-			started[i], errs[i] = e.store.StartReply(e.ctx, t0, tok, ids[i])
+			started[i], errs[i] = e.store.StartReply(e.ctx, t0, store.ByToken(tok), ids[i])
 		})
 
 		winner := -1

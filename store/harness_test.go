@@ -144,7 +144,7 @@ func wantCode(t testing.TB, err error, code store.Code) {
 }
 
 func storeReply(tok sealing.Secret, s string) store.ReplyInput {
-	return store.ReplyInput{SessionToken: tok, Content: text(s)}
+	return store.ReplyInput{Session: store.ByToken(tok), Content: text(s)}
 }
 
 var allTables = []string{

@@ -389,7 +389,7 @@ func (p *propRun) replyTraffic() {
 		i := p.r.IntN(len(p.pending))
 		pa := p.pending[i]
 		p.pending = slices.Delete(p.pending, i, i+1)
-		_, err := p.e.store.StartReply(p.e.ctx, p.now, pa.session.tok, pa.attemptID)
+		_, err := p.e.store.StartReply(p.e.ctx, p.now, store.ByToken(pa.session.tok), pa.attemptID)
 		switch store.CodeOf(err) {
 		case "":
 			outcomes := []store.Completion{

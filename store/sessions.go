@@ -104,13 +104,27 @@ func checkWindowUsable(ctx context.Context, q *dbq.Queries, now time.Time, w dbq
 // (checkWindowUsable, so a late agent hears "expired" rather than "invalid session");
 // the session itself is live (not closed, not past its own expiry, its message
 // processing). On a rule error the session and window found so far are returned too.
-func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, token sealing.Secret) (dbq.AgentSession, dbq.ReplyWindow, error) {
-	if token.IsZero() || len(token.Reveal()) > 512 {
+func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef) (dbq.AgentSession, dbq.ReplyWindow, error) {
+	var row dbq.SessionByTokenHashRow
+	switch {
+	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
+		r, err := q.SessionByTokenHash(ctx, tokenHash(ref.Token.Reveal()))
+		if err != nil {
+			return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
+		}
+		row = r
+	case ref.Token.IsZero() && ref.ID != "":
+		id, err := uuid.Parse(ref.ID)
+		if err != nil {
+			return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is not valid")
+		}
+		r, err := q.SessionByID(ctx, id)
+		if err != nil {
+			return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
+		}
+		row = dbq.SessionByTokenHashRow(r)
+	default:
 		return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is required")
-	}
-	row, err := q.SessionByTokenHash(ctx, tokenHash(token.Reveal()))
-	if err != nil {
-		return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
 	}
 	sess := row.AgentSession
 	w, err := q.LockReplyWindow(ctx, sess.ReplyWindowID)
@@ -127,6 +141,41 @@ func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, token sea
 		return sess, w, fail(CodeInvalidAgentSession, "agent session is not active")
 	}
 	return sess, w, nil
+}
+
+// SessionRef names an agent session: by its bearer token (the agent's capability, checked
+// at the edge) or by its id (inside the gateway, where no secret may travel, e.g. through
+// Temporal history). Exactly one is set.
+type SessionRef struct {
+	Token sealing.Secret
+	ID    string
+}
+
+// ByToken refers to a session by its bearer token.
+func ByToken(token sealing.Secret) SessionRef { return SessionRef{Token: token} }
+
+// BySessionID refers to a session by its id.
+func BySessionID(id string) SessionRef { return SessionRef{ID: id} }
+
+// ValidateSession resolves a bearer token to its live session, checking every session
+// and window rule (invalid_agent_session, reply_window_expired, reply_window_inactive,
+// account_not_active, generation_conflict). It writes nothing.
+func (s *Store) ValidateSession(ctx context.Context, now time.Time, ref SessionRef) (Session, error) {
+	if err := validNow(now); err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err := s.inTx(ctx, "validate session", func(q *dbq.Queries) error {
+		sess, _, err := sessionWindow(ctx, q, now, ref)
+		if err != nil {
+			return err
+		}
+		out = Session{SessionID: sess.SessionID.String(), SourceMessageKey: sess.SourceMessageKey,
+			ReplyWindowID: sess.ReplyWindowID, AccountKey: sess.AccountKey, PeerID: sess.PeerID,
+			CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt}
+		return nil
+	})
+	return out, err
 }
 
 // CloseAgentSession closes a session; closing a closed or unknown session is a no-op

@@ -69,6 +69,10 @@ type Account struct {
 	Cursor            string
 	CursorUpdatedAt   *time.Time
 	ReplacedBy        string
+	// LastSendAt is when the bot last started a send (pacing); SendsBlockedUntil is the
+	// end of a throttle penalty (the circuit breaker).
+	LastSendAt        *time.Time
+	SendsBlockedUntil *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -78,6 +82,7 @@ func accountFrom(r dbq.Account) Account {
 		AccountKey: r.AccountKey, ProviderAccountID: r.ProviderAccountID, OwnerPeerID: r.OwnerPeerID,
 		BaseURL: r.BaseUrl, Generation: r.Generation, Status: r.Status, StatusReason: r.StatusReason,
 		PauseUntil: r.PauseUntil, LastPollAt: r.LastPollAt, Cursor: r.Cursor, CursorUpdatedAt: r.CursorUpdatedAt,
+		LastSendAt: r.LastSendAt, SendsBlockedUntil: r.SendsBlockedUntil,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.ReplacedBy != nil {

@@ -10,6 +10,19 @@ import (
 	"time"
 )
 
+const blockSends = `-- name: BlockSends :execrows
+UPDATE accounts SET sends_blocked_until = $1::timestamptz, updated_at = $2
+WHERE account_key = $3
+`
+
+func (q *Queries) BlockSends(ctx context.Context, until time.Time, now time.Time, accountKey string) (int64, error) {
+	result, err := q.db.Exec(ctx, blockSends, until, now, accountKey)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const bumpAccountGeneration = `-- name: BumpAccountGeneration :execrows
 UPDATE accounts
 SET base_url = $1, generation = generation + 1, status = 'active', status_reason = '',
@@ -78,7 +91,7 @@ func (q *Queries) CountActiveAccounts(ctx context.Context) (int64, error) {
 }
 
 const getAccount = `-- name: GetAccount :one
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts WHERE account_key = $1
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE account_key = $1
 `
 
 func (q *Queries) GetAccount(ctx context.Context, accountKey string) (Account, error) {
@@ -99,6 +112,8 @@ func (q *Queries) GetAccount(ctx context.Context, accountKey string) (Account, e
 		&i.ReplacedBy,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LastSendAt,
+		&i.SendsBlockedUntil,
 	)
 	return i, err
 }
@@ -148,7 +163,7 @@ func (q *Queries) InsertAccount(ctx context.Context, arg InsertAccountParams) er
 }
 
 const listAccounts = `-- name: ListAccounts :many
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts ORDER BY created_at, account_key
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts ORDER BY created_at, account_key
 `
 
 func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
@@ -175,6 +190,8 @@ func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
 			&i.ReplacedBy,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.LastSendAt,
+			&i.SendsBlockedUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -187,7 +204,7 @@ func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
 }
 
 const listAccountsByStatus = `-- name: ListAccountsByStatus :many
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts WHERE status = $1 ORDER BY created_at, account_key
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE status = $1 ORDER BY created_at, account_key
 `
 
 func (q *Queries) ListAccountsByStatus(ctx context.Context, status string) ([]Account, error) {
@@ -214,6 +231,8 @@ func (q *Queries) ListAccountsByStatus(ctx context.Context, status string) ([]Ac
 			&i.ReplacedBy,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.LastSendAt,
+			&i.SendsBlockedUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -226,7 +245,7 @@ func (q *Queries) ListAccountsByStatus(ctx context.Context, status string) ([]Ac
 }
 
 const liveAccountsOfOwner = `-- name: LiveAccountsOfOwner :many
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts
 WHERE owner_peer_id = $1 AND status IN ('active', 'paused')
 ORDER BY account_key
 FOR NO KEY UPDATE
@@ -256,6 +275,8 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 			&i.ReplacedBy,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.LastSendAt,
+			&i.SendsBlockedUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -268,7 +289,7 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 }
 
 const lockAccount = `-- name: LockAccount :one
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockAccount(ctx context.Context, accountKey string) (Account, error) {
@@ -289,6 +310,8 @@ func (q *Queries) LockAccount(ctx context.Context, accountKey string) (Account, 
 		&i.ReplacedBy,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LastSendAt,
+		&i.SendsBlockedUntil,
 	)
 	return i, err
 }
@@ -337,6 +360,15 @@ func (q *Queries) SetAccountStatus(ctx context.Context, arg SetAccountStatusPara
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const touchLastSend = `-- name: TouchLastSend :exec
+UPDATE accounts SET last_send_at = $1::timestamptz WHERE account_key = $2
+`
+
+func (q *Queries) TouchLastSend(ctx context.Context, now time.Time, accountKey string) error {
+	_, err := q.db.Exec(ctx, touchLastSend, now, accountKey)
+	return err
 }
 
 const upsertAccountSecret = `-- name: UpsertAccountSecret :exec

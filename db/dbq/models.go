@@ -26,6 +26,8 @@ type Account struct {
 	ReplacedBy        *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	LastSendAt        *time.Time
+	SendsBlockedUntil *time.Time
 }
 
 type AccountSecret struct {
