@@ -88,7 +88,7 @@ func TestNoSecretInStoreErrors(t *testing.T) {
 	res, tok := e.deliver(b, "hello")
 	secrets := []string{tok.Reveal(), "CKctx-"}
 	var errs []error
-	_, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("wrong-"+tok.Reveal())), Content: text("x")})
+	_, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("wrong-" + tok.Reveal())), Content: text("x")})
 	errs = append(errs, err)
 	bad := b.msg("x", t0)
 	bad.PeerID = "o9-other@im.wechat"
