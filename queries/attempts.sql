@@ -6,12 +6,13 @@ FROM send_attempts WHERE source_message_key = $1;
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
-    error_code, error_message, fail_type, created_at, updated_at
+    error_code, error_message, fail_type, request_id, created_at, updated_at
 ) VALUES (
     sqlc.arg(attempt_id), sqlc.arg(client_message_id), sqlc.arg(source_message_key), sqlc.arg(account_key),
     sqlc.arg(peer_id), sqlc.arg(reply_window_id), sqlc.arg(send_index), sqlc.arg(window_send_index),
     sqlc.arg(source), sqlc.arg(content_type), sqlc.arg(payload), sqlc.arg(metadata), sqlc.arg(fingerprint),
-    sqlc.arg(status), sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(fail_type), sqlc.arg(now), sqlc.arg(now)
+    sqlc.arg(status), sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(fail_type), sqlc.narg(request_id),
+    sqlc.arg(now), sqlc.arg(now)
 )
 RETURNING *;
 
@@ -51,3 +52,6 @@ GROUP BY reply_window_id ORDER BY reply_window_id;
 -- name: CountAttemptsByStatus :many
 SELECT status, count(*)::integer AS attempts FROM send_attempts
 WHERE reply_window_id = $1 GROUP BY status ORDER BY status;
+
+-- name: AttemptByRequest :one
+SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = $2;

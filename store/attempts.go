@@ -20,6 +20,9 @@ type ReplyInput struct {
 	Content Content
 	// Metadata is free-form JSON-encodable data kept with the attempt (at most 8 KiB).
 	Metadata map[string]any
+	// RequestID, when set, makes the reservation idempotent: a retry with the same id finds
+	// the attempt it made (the same content is required) instead of reserving again.
+	RequestID string
 }
 
 // Reservation is the outcome of PrepareReply: a pending attempt, or — when the window had
@@ -98,10 +101,33 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 	if err != nil {
 		return Reservation{}, err
 	}
+	if len(in.RequestID) > 256 {
+		return Reservation{}, fail(CodeInvalidInput, "request id is too long")
+	}
+	var requestID *string
+	if in.RequestID != "" {
+		requestID = &in.RequestID
+	}
 	var out Reservation
 	err = s.inTx(ctx, "reserve reply", func(q *dbq.Queries) error {
 		var refused Code
 		sess, w, err := sessionWindow(ctx, q, now, in.Session)
+		if requestID != nil && sess.SourceMessageKey != "" {
+			prior, perr := q.AttemptByRequest(ctx, sess.SourceMessageKey, requestID)
+			if perr == nil {
+				if prior.Fingerprint != pc.fingerprint {
+					return fail(CodeAttemptConflict, "request id was used for other content")
+				}
+				out.Attempt, err = attemptFrom(prior)
+				if prior.FailType == FailRefused {
+					out.Refused = Code(prior.ErrorCode)
+				}
+				return err
+			}
+			if !errors.Is(perr, pgx.ErrNoRows) {
+				return perr
+			}
+		}
 		if err != nil {
 			if !record || CodeOf(err) != CodeReplyWindowExpired {
 				return err
@@ -139,7 +165,8 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			SourceMessageKey: sess.SourceMessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID,
 			ReplyWindowID: w.ReplyWindowID, SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "agent",
 			ContentType: in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
-			Status: status, ErrorCode: string(refused), ErrorMessage: message, FailType: failType, Now: now,
+			Status: status, ErrorCode: string(refused), ErrorMessage: message, FailType: failType,
+			RequestID: requestID, Now: now,
 		})
 		if err != nil {
 			return err

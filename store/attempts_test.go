@@ -406,3 +406,28 @@ func TestBlockSendsRecordsTheThrottlePenalty(t *testing.T) {
 	_, err = e.store.BlockSends(e.ctx, t0, store.AccountKey("nobody@im.bot"), t0.Add(time.Hour))
 	wantCode(t, err, store.CodeAccountNotFound)
 }
+
+func TestReservationWithRequestIDIsIdempotent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	in := store.ReplyInput{Session: store.ByToken(tok), Content: text("once"), RequestID: "update-1"}
+	first, err := e.store.ReserveReply(e.ctx, t0, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.digest()
+	again, err := e.store.ReserveReply(e.ctx, t0, in)
+	if err != nil || again.AttemptID != first.AttemptID {
+		t.Fatalf("retry reserved again: %+v %v", again, err)
+	}
+	e.unchanged(before)
+	in.Content = text("other content")
+	_, err = e.store.ReserveReply(e.ctx, t0, in)
+	wantCode(t, err, store.CodeAttemptConflict)
+	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	if w.Reserved != 1 {
+		t.Fatalf("reserved %d, want 1", w.Reserved)
+	}
+}

@@ -215,6 +215,7 @@ type Attempt struct {
 	ErrorCode         string
 	ErrorMessage      string
 	FailType          string
+	RequestID         string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -226,6 +227,9 @@ func attemptFrom(r dbq.SendAttempt) (Attempt, error) {
 		WindowSendIndex: r.WindowSendIndex, Source: r.Source, Metadata: r.Metadata, Fingerprint: r.Fingerprint,
 		Status: r.Status, ProviderMessageID: r.ProviderMessageID, ErrorCode: r.ErrorCode,
 		ErrorMessage: r.ErrorMessage, FailType: r.FailType, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.RequestID != nil {
+		a.RequestID = *r.RequestID
 	}
 	if err := json.Unmarshal(r.Payload, &a.Content); err != nil {
 		return Attempt{}, fail(CodeInternal, "stored payload of attempt %s does not decode", r.AttemptID)

@@ -11,6 +11,39 @@ import (
 	"time"
 )
 
+const attemptByRequest = `-- name: AttemptByRequest :one
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 AND request_id = $2
+`
+
+func (q *Queries) AttemptByRequest(ctx context.Context, sourceMessageKey string, requestID *string) (SendAttempt, error) {
+	row := q.db.QueryRow(ctx, attemptByRequest, sourceMessageKey, requestID)
+	var i SendAttempt
+	err := row.Scan(
+		&i.AttemptID,
+		&i.ClientMessageID,
+		&i.SourceMessageKey,
+		&i.AccountKey,
+		&i.PeerID,
+		&i.ReplyWindowID,
+		&i.SendIndex,
+		&i.WindowSendIndex,
+		&i.Source,
+		&i.ContentType,
+		&i.Payload,
+		&i.Metadata,
+		&i.Fingerprint,
+		&i.Status,
+		&i.ProviderMessageID,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.FailType,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.RequestID,
+	)
+	return i, err
+}
+
 const countAttemptsByStatus = `-- name: CountAttemptsByStatus :many
 SELECT status, count(*)::integer AS attempts FROM send_attempts
 WHERE reply_window_id = $1 GROUP BY status ORDER BY status
@@ -71,7 +104,7 @@ func (q *Queries) FailPendingAttemptsOfWindow(ctx context.Context, arg FailPendi
 }
 
 const getSendAttempt = `-- name: GetSendAttempt :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at FROM send_attempts WHERE attempt_id = $1
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE attempt_id = $1
 `
 
 func (q *Queries) GetSendAttempt(ctx context.Context, attemptID string) (SendAttempt, error) {
@@ -98,6 +131,7 @@ func (q *Queries) GetSendAttempt(ctx context.Context, attemptID string) (SendAtt
 		&i.FailType,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.RequestID,
 	)
 	return i, err
 }
@@ -106,14 +140,15 @@ const insertSendAttempt = `-- name: InsertSendAttempt :one
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
-    error_code, error_message, fail_type, created_at, updated_at
+    error_code, error_message, fail_type, request_id, created_at, updated_at
 ) VALUES (
     $1, $2, $3, $4,
     $5, $6, $7, $8,
     $9, $10, $11, $12, $13,
-    $14, $15, $16, $17, $18, $18
+    $14, $15, $16, $17, $18,
+    $19, $19
 )
-RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at
+RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
 `
 
 type InsertSendAttemptParams struct {
@@ -134,6 +169,7 @@ type InsertSendAttemptParams struct {
 	ErrorCode        string
 	ErrorMessage     string
 	FailType         string
+	RequestID        *string
 	Now              time.Time
 }
 
@@ -156,6 +192,7 @@ func (q *Queries) InsertSendAttempt(ctx context.Context, arg InsertSendAttemptPa
 		arg.ErrorCode,
 		arg.ErrorMessage,
 		arg.FailType,
+		arg.RequestID,
 		arg.Now,
 	)
 	var i SendAttempt
@@ -180,12 +217,13 @@ func (q *Queries) InsertSendAttempt(ctx context.Context, arg InsertSendAttemptPa
 		&i.FailType,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.RequestID,
 	)
 	return i, err
 }
 
 const listAttemptsOfMessage = `-- name: ListAttemptsOfMessage :many
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index
 `
 
 func (q *Queries) ListAttemptsOfMessage(ctx context.Context, sourceMessageKey string) ([]SendAttempt, error) {
@@ -218,6 +256,7 @@ func (q *Queries) ListAttemptsOfMessage(ctx context.Context, sourceMessageKey st
 			&i.FailType,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.RequestID,
 		); err != nil {
 			return nil, err
 		}
@@ -230,7 +269,7 @@ func (q *Queries) ListAttemptsOfMessage(ctx context.Context, sourceMessageKey st
 }
 
 const lockSendAttempt = `-- name: LockSendAttempt :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockSendAttempt(ctx context.Context, attemptID string) (SendAttempt, error) {
@@ -257,6 +296,7 @@ func (q *Queries) LockSendAttempt(ctx context.Context, attemptID string) (SendAt
 		&i.FailType,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.RequestID,
 	)
 	return i, err
 }
@@ -323,7 +363,7 @@ SET status = $1, provider_message_id = $2,
     error_code = $3, error_message = $4,
     fail_type = $5, updated_at = $6
 WHERE attempt_id = $7 AND status = $8
-RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at
+RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
 `
 
 type SetAttemptStatusParams struct {
@@ -370,6 +410,7 @@ func (q *Queries) SetAttemptStatus(ctx context.Context, arg SetAttemptStatusPara
 		&i.FailType,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.RequestID,
 	)
 	return i, err
 }

@@ -148,4 +148,5 @@ type SendAttempt struct {
 	FailType          string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	RequestID         *string
 }
