@@ -1,0 +1,183 @@
+package activities
+
+import (
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// Everything in this file crosses Temporal history: no field may hold a secret (bot
+// token, context token, session token, image locator, AES key).
+
+// AccountRef names one generation of an account.
+type AccountRef struct {
+	AccountKey string
+	Generation int32
+}
+
+// PollInput asks PollAccount to long-poll one account generation.
+type PollInput struct {
+	AccountKey string
+	Generation int32
+	// Probe makes one getupdates round trip and returns, whatever it finds (the probe
+	// after a stale-token pause).
+	Probe bool
+}
+
+// WindowRef describes a window a commit opened; it needs a ReplyWindow workflow.
+type WindowRef struct {
+	ReplyWindowID int64
+	AccountKey    string
+	MessageKey    string
+	ExpiresAt     time.Time
+	// Deliverable is false for a window whose message was deferred (backlog).
+	Deliverable bool
+}
+
+// PollResult is what one PollAccount activity found. The activity keeps polling while
+// pages are empty, so an idle account adds no history; it returns when a commit opened
+// or retired windows, on a stale token, an upstream error, a stop condition, or after
+// its session length.
+type PollResult struct {
+	Pages    int
+	Messages int
+	// Opened windows need a ReplyWindow workflow; Retired ones must be told to end.
+	Opened  []WindowRef
+	Retired []int64
+	// StaleToken: iLink answered -14.
+	StaleToken bool
+	// UpstreamError is the ilink error code of a failed round trip ("" when none).
+	UpstreamError string
+	// Stopped is set when the account can no longer be polled by this generation
+	// (account_not_active, generation_conflict, account_not_found).
+	Stopped string
+}
+
+// PauseInput pauses an account until Until.
+type PauseInput struct {
+	AccountKey string
+	Generation int32
+	Until      time.Time
+	Reason     string
+	Now        time.Time
+}
+
+// StatusInput changes the status of an account (resume, needs-relogin).
+type StatusInput struct {
+	AccountKey string
+	Generation int32
+	Reason     string
+	Now        time.Time
+}
+
+// StatusOutput reports the windows a status change cancelled.
+type StatusOutput struct {
+	Status             string
+	CancelledWindowIDs []int64
+}
+
+// WindowsInput starts ReplyWindow workflows for opened windows and signals retired ones.
+type WindowsInput struct {
+	Opened  []WindowRef
+	Retired []int64
+}
+
+// HandOffInput opens an agent session for the deliverable message of a window and hands
+// the message to the configured agent handler.
+type HandOffInput struct {
+	ReplyWindowID int64
+	// Attempt counts hand-offs of this window (re-offers); it keys the session.
+	Attempt int
+}
+
+// HandOffOutput names the session opened (the token itself went to the agent only).
+type HandOffOutput struct {
+	SessionID  string
+	MessageKey string
+	SessionEnd time.Time
+	// Delivered is false when no handler is configured or the handler refused for now.
+	Delivered bool
+}
+
+// SendInput is one reply through a window: reserve → start → transmit → complete, as one
+// idempotent activity keyed by RequestID.
+type SendInput struct {
+	SessionID string
+	RequestID string
+	Content   store.Content
+}
+
+// SendOutput is the outcome of a send.
+type SendOutput struct {
+	AttemptID         string
+	ClientMessageID   string
+	Status            string // sent, failed, unknown
+	ProviderMessageID string
+	// ErrorCode is a store code (reply_quota_exhausted, ...) or an iLink outcome
+	// (throttled, rejected, stale_token, not_sent, outcome_unknown).
+	ErrorCode string
+	// RetryAfter is set when the bot's sends are blocked (throttle breaker).
+	RetryAfter time.Time
+	// SendsLeft is the window's quota after this send.
+	SendsLeft int32
+}
+
+// ExpireInput retires a window whose expiry passed. Now is the workflow's time.
+type ExpireInput struct {
+	ReplyWindowID int64
+	Now           time.Time
+}
+
+// WindowState is the stored state of a window, for the workflow.
+type WindowState struct {
+	State     string
+	ExpiresAt time.Time
+	SendsLeft int32
+}
+
+// OfferInput records a login offer.
+type OfferInput struct {
+	OfferID     string
+	RequestedBy string
+	ExpiresAt   time.Time
+	Now         time.Time
+}
+
+// QRCodeOutput is the QR code of an offer: the poll key and the URL to render as a QR code.
+type QRCodeOutput struct {
+	QRCode    string
+	QRContent string
+}
+
+// QRPollInput polls the QR status once.
+type QRPollInput struct {
+	OfferID string
+	QRCode  string
+	// Host is the redirect host to poll ("" for the default base URL).
+	Host       string
+	VerifyCode string
+	Now        time.Time
+}
+
+// QRPollOutput is the QR status; on confirmation the activity itself ran the confirm
+// transaction (the bot token never leaves the activity).
+type QRPollOutput struct {
+	Status       string
+	RedirectHost string
+	Confirmed    *Confirmed
+}
+
+// Confirmed is the outcome of a confirmed enrollment.
+type Confirmed struct {
+	AccountKey          string
+	Generation          int32
+	Registered          bool
+	ReplacedAccountKeys []string
+	CancelledWindowIDs  []int64
+}
+
+// CloseOfferInput closes an offer that expired or was cancelled.
+type CloseOfferInput struct {
+	OfferID string
+	Now     time.Time
+}

@@ -1,0 +1,179 @@
+// Package wfapi is the public contract of ilinkflow's Temporal workflows: task queue,
+// workflow type names and ids, signal, update and query names, and their payloads. The
+// workflows implement it; activities, the worker, the operator CLI and agents use it.
+// No payload here may carry a secret: everything in it lands in Temporal history.
+package wfapi
+
+import (
+	"strconv"
+	"time"
+)
+
+// DefaultTaskQueue is the task queue of every ilinkflow workflow and activity.
+const DefaultTaskQueue = "ilinkflow"
+
+// Workflow type names.
+const (
+	AccountPollerWorkflow = "AccountPoller"
+	ReplyWindowWorkflow   = "ReplyWindow"
+	EnrollmentWorkflow    = "Enrollment"
+)
+
+// AccountPollerID is the workflow id of an account's poller: one per account.
+func AccountPollerID(accountKey string) string { return "ilink-account/" + accountKey }
+
+// ReplyWindowID is the workflow id of a reply window's workflow.
+func ReplyWindowID(windowID int64) string {
+	return "ilink-window/" + strconv.FormatInt(windowID, 10)
+}
+
+// EnrollmentID is the workflow id of an enrollment.
+func EnrollmentID(offerID string) string { return "ilink-enrollment/" + offerID }
+
+// AccountPoller signals and query.
+const (
+	// SignalRotate carries RotateSignal: poll a new generation.
+	SignalRotate = "rotate"
+	// SignalPause carries PauseSignal: an operator's pause.
+	SignalPause = "pause"
+	// SignalResume resumes a paused poller (no payload).
+	SignalResume = "resume"
+	// SignalStop stops the poller (StopSignal).
+	SignalStop = "stop"
+	// QueryPollerState answers PollerState.
+	QueryPollerState = "state"
+)
+
+// PollerInput starts (or continues as new) an AccountPoller. The timing fields are
+// configuration so that tests stay short; zero values take the documented defaults.
+type PollerInput struct {
+	AccountKey string
+	Generation int32
+	// Carried across continue-as-new.
+	Failures     int        // upstream failures in a row
+	PausedUntil  *time.Time // operator or stale-token pause in progress
+	StaleProbe   bool       // the next poll is the probe after a stale-token pause
+	Stopped      bool
+	Loops        int // loops in this run (continue-as-new after MaxLoops)
+	Config       PollerConfig
+	PendingStart []int64 // windows opened but not yet given a workflow (never lost across CAN)
+}
+
+// PollerConfig holds the poller's durations.
+type PollerConfig struct {
+	StalePause   time.Duration // pause after -14 (default 1h)
+	ShortBackoff time.Duration // after an upstream error (default 2s)
+	LongBackoff  time.Duration // after three failures in a row (default 30s)
+	MaxLoops     int           // continue-as-new after this many loops (default 500)
+}
+
+// RotateSignal moves a poller to a new generation.
+type RotateSignal struct{ Generation int32 }
+
+// PauseSignal pauses a poller until Until.
+type PauseSignal struct {
+	Until  time.Time
+	Reason string
+}
+
+// StopSignal stops a poller.
+type StopSignal struct{ Reason string }
+
+// PollerState is the answer to QueryPollerState.
+type PollerState struct {
+	AccountKey  string
+	Generation  int32
+	Status      string // polling, paused, backing_off, stopped
+	PausedUntil *time.Time
+	Failures    int
+	Pages       int
+	Messages    int
+}
+
+// ReplyWindow update, signal and query.
+const (
+	// UpdateSend carries SendRequest and answers SendResult.
+	UpdateSend = "send"
+	// SignalRetired tells a window workflow that its window was retired (no payload).
+	SignalRetired = "retired"
+	// QueryWindowState answers WindowState.
+	QueryWindowState = "state"
+)
+
+// WindowInput starts a ReplyWindow workflow.
+type WindowInput struct {
+	ReplyWindowID int64
+	AccountKey    string
+	MessageKey    string
+	ExpiresAt     time.Time
+	MaxSends      int32
+	// Deliverable is false for a deferred message: the window only waits to expire.
+	Deliverable bool
+	// Carried across continue-as-new.
+	SendsUsed int32
+	SessionID string
+}
+
+// SendRequest is one reply through a window. RequestID makes it idempotent (default:
+// the update id).
+type SendRequest struct {
+	Type      string // text, image, file, video
+	Text      string
+	RequestID string
+}
+
+// SendResult is the outcome of a send.
+type SendResult struct {
+	AttemptID         string
+	ClientMessageID   string
+	Status            string // sent, failed, unknown
+	ProviderMessageID string
+	ErrorCode         string
+	RetryAfter        time.Time
+	SendsLeft         int32
+}
+
+// WindowState is the answer to QueryWindowState.
+type WindowState struct {
+	ReplyWindowID int64
+	State         string // open, retired, expired
+	ExpiresAt     time.Time
+	SendsLeft     int32
+	SessionID     string
+}
+
+// Enrollment signals and query.
+const (
+	// SignalVerifyCode carries VerifyCodeSignal.
+	SignalVerifyCode = "verify_code"
+	// SignalCancel cancels an enrollment (no payload).
+	SignalCancel = "cancel"
+	// QueryEnrollmentState answers EnrollmentState.
+	QueryEnrollmentState = "state"
+)
+
+// EnrollmentInput starts an Enrollment.
+type EnrollmentInput struct {
+	OfferID     string
+	RequestedBy string
+	// Lifetime of the offer (default 5m); PollGap between QR polls (default 1s).
+	Lifetime time.Duration
+	PollGap  time.Duration
+}
+
+// VerifyCodeSignal answers iLink's need_verifycode.
+type VerifyCodeSignal struct{ Code string }
+
+// EnrollmentState is the answer to QueryEnrollmentState.
+type EnrollmentState struct {
+	OfferID   string
+	Status    string // iLink status, or done states: confirmed, expired, cancelled, failed, already_bound
+	QRContent string // the URL to render as a QR code
+	Host      string
+	NeedsCode bool
+	// Set when confirmed.
+	AccountKey string
+	Generation int32
+	Replaced   []string
+	Error      string
+}
