@@ -1,0 +1,65 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Activity options, one per kind of activity. Rule violations are non-retryable
+// application errors raised by the activities themselves.
+var (
+	// storeOptions: one short transaction.
+	storeOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+		},
+	}
+	// pollOptions: a long-poll session that heartbeats.
+	pollOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 20 * time.Minute,
+		HeartbeatTimeout:    45 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+		},
+	}
+	// sendOptions: reserve → start → transmit → complete; a retry never re-sends (the
+	// activity completes an attempt it finds sending as unknown).
+	sendOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 10,
+		},
+	}
+	// upstreamOptions: one iLink call (QR, notify).
+	upstreamOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 5,
+		},
+	}
+)
+
+func withOptions(ctx workflow.Context, o workflow.ActivityOptions) workflow.Context {
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+// sleepOrSignal waits until d passes or one of the channels has a message (it does not
+// consume it). It reports whether the full duration passed.
+func sleepOrSignal(ctx workflow.Context, d time.Duration, chans ...workflow.ReceiveChannel) bool {
+	if d <= 0 {
+		return true
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	fired := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) { fired = true })
+	for _, ch := range chans {
+		sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) {})
+	}
+	sel.Select(ctx)
+	return fired
+}

@@ -1,0 +1,231 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+var acts *activities.Activities // method values name the activities; never called here
+
+func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
+	if c.StalePause <= 0 {
+		c.StalePause = time.Hour
+	}
+	if c.ShortBackoff <= 0 {
+		c.ShortBackoff = 2 * time.Second
+	}
+	if c.LongBackoff <= 0 {
+		c.LongBackoff = 30 * time.Second
+	}
+	if c.MaxLoops <= 0 {
+		c.MaxLoops = 500
+	}
+	return c
+}
+
+// poller is the state machine of one account's poller.
+type poller struct {
+	in                          wfapi.PollerInput
+	rotate, pause, resume, stop workflow.ReceiveChannel
+	status                      string
+	pages, messages             int
+}
+
+// AccountPoller polls one account (design.md §4): it loops long-poll → page commit (both
+// inside the PollAccount activity, so no page and no token crosses history and an idle
+// account adds no events), starts a ReplyWindow workflow for each window a commit opens
+// and tells superseded ones to end, backs off after upstream errors (2 s, then 30 s after
+// three failures in a row), pauses one hour on a stale token (-14) and probes once after,
+// marking the account needs_relogin on a second -14, obeys rotate/pause/resume/stop
+// signals, and continues as new before its history grows large.
+func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
+	in.Config = pollerDefaults(in.Config)
+	p := &poller{
+		in:     in,
+		rotate: workflow.GetSignalChannel(ctx, wfapi.SignalRotate),
+		pause:  workflow.GetSignalChannel(ctx, wfapi.SignalPause),
+		resume: workflow.GetSignalChannel(ctx, wfapi.SignalResume),
+		stop:   workflow.GetSignalChannel(ctx, wfapi.SignalStop),
+		status: "polling",
+	}
+	if err := workflow.SetQueryHandler(ctx, wfapi.QueryPollerState, p.state); err != nil {
+		return err
+	}
+	if in.Loops == 0 && !in.Stopped && in.PausedUntil == nil {
+		p.notify(ctx, acts.NotifyStart)
+	}
+	for {
+		p.drain()
+		if p.in.Stopped {
+			p.status = "stopped"
+			p.notify(ctx, acts.NotifyStop)
+			return nil
+		}
+		if p.in.PausedUntil != nil {
+			if !p.waitPause(ctx) {
+				continue // a signal arrived: re-evaluate
+			}
+		}
+		if err := p.pollOnce(ctx); err != nil {
+			return err
+		}
+		p.in.Loops++
+		if p.in.Loops >= p.in.Config.MaxLoops || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			p.drain()
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return err
+			}
+			next := p.in
+			next.Loops = 0
+			if next.Stopped {
+				continue
+			}
+			return workflow.NewContinueAsNewError(ctx, wfapi.AccountPollerWorkflow, next)
+		}
+	}
+}
+
+func (p *poller) state() (wfapi.PollerState, error) {
+	return wfapi.PollerState{AccountKey: p.in.AccountKey, Generation: p.in.Generation, Status: p.status,
+		PausedUntil: p.in.PausedUntil, Failures: p.in.Failures, Pages: p.pages, Messages: p.messages}, nil
+}
+
+// drain applies every pending signal (signals are not carried across continue-as-new).
+func (p *poller) drain() {
+	var rot wfapi.RotateSignal
+	for p.rotate.ReceiveAsync(&rot) {
+		if rot.Generation > p.in.Generation {
+			p.in.Generation = rot.Generation
+			p.in.Failures, p.in.PausedUntil, p.in.StaleProbe = 0, nil, false
+		}
+	}
+	var ps wfapi.PauseSignal
+	for p.pause.ReceiveAsync(&ps) {
+		until := ps.Until
+		p.in.PausedUntil = &until
+	}
+	for p.resume.ReceiveAsync(nil) {
+		if p.in.PausedUntil != nil {
+			now := time.Time{}
+			p.in.PausedUntil = &now // ends the pause at the next evaluation
+		}
+	}
+	var st wfapi.StopSignal
+	for p.stop.ReceiveAsync(&st) {
+		p.in.Stopped = true
+	}
+}
+
+// waitPause sleeps on a timer until the pause ends (true), or until a signal arrives
+// (false). When the pause ends the account is resumed in the store; after a stale-token
+// pause the next poll is the probe.
+func (p *poller) waitPause(ctx workflow.Context) bool {
+	p.status = "paused"
+	if !sleepOrSignal(ctx, p.in.PausedUntil.Sub(workflow.Now(ctx)), p.rotate, p.pause, p.resume, p.stop) {
+		return false
+	}
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ResumeAccount, activities.StatusInput{
+		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "pause ended", Now: workflow.Now(ctx),
+	}).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("resume after pause failed", "account", p.in.AccountKey, "error", err)
+		p.in.Stopped = true
+		return false
+	}
+	p.in.PausedUntil = nil
+	p.status = "polling"
+	return true
+}
+
+func (p *poller) pollOnce(ctx workflow.Context) error {
+	gen := p.in.Generation
+	var res activities.PollResult
+	err := workflow.ExecuteActivity(withOptions(ctx, pollOptions), acts.PollAccount, activities.PollInput{
+		AccountKey: p.in.AccountKey, Generation: gen, Probe: p.in.StaleProbe,
+	}).Get(ctx, &res)
+	if err != nil {
+		// Retries are exhausted only for rule violations: this generation cannot poll.
+		workflow.GetLogger(ctx).Error("poll failed", "account", p.in.AccountKey, "error", err)
+		p.in.Stopped = true
+		return nil
+	}
+	p.pages += res.Pages
+	p.messages += res.Messages
+	if len(res.Opened) > 0 || len(res.Retired) > 0 {
+		if err := p.syncWindows(ctx, activities.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
+			return err
+		}
+	}
+	switch {
+	case res.Stopped != "":
+		p.drain()
+		if p.in.Generation == gen { // not a rotation that overtook the poll
+			p.in.Stopped = true
+		}
+	case res.StaleToken:
+		return p.onStaleToken(ctx)
+	case res.UpstreamError != "":
+		p.in.Failures++
+		backoff := p.in.Config.ShortBackoff
+		if p.in.Failures >= 3 {
+			backoff = p.in.Config.LongBackoff
+		}
+		p.status = "backing_off"
+		sleepOrSignal(ctx, backoff, p.stop, p.rotate)
+		p.status = "polling"
+	default:
+		p.in.Failures = 0
+		p.in.StaleProbe = false
+	}
+	return nil
+}
+
+// onStaleToken: the first -14 pauses the account for StalePause, after which one probe
+// runs; a -14 on the probe marks the account needs_relogin and stops the poller.
+func (p *poller) onStaleToken(ctx workflow.Context) error {
+	now := workflow.Now(ctx)
+	if p.in.StaleProbe {
+		var out activities.StatusOutput
+		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.MarkNeedsRelogin, activities.StatusInput{
+			AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "bot token stale (-14) after the pause", Now: now,
+		}).Get(ctx, &out)
+		if err != nil {
+			workflow.GetLogger(ctx).Error("mark needs_relogin failed", "account", p.in.AccountKey, "error", err)
+		}
+		if len(out.CancelledWindowIDs) > 0 {
+			if err := p.syncWindows(ctx, activities.WindowsInput{Retired: out.CancelledWindowIDs}); err != nil {
+				return err
+			}
+		}
+		p.in.Stopped = true
+		return nil
+	}
+	until := now.Add(p.in.Config.StalePause)
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.PauseAccount, activities.PauseInput{
+		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Until: until, Reason: "bot token stale (-14)", Now: now,
+	}).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("pause failed", "account", p.in.AccountKey, "error", err)
+		p.in.Stopped = true
+		return nil
+	}
+	p.in.PausedUntil, p.in.StaleProbe = &until, true
+	return nil
+}
+
+func (p *poller) syncWindows(ctx workflow.Context, in activities.WindowsInput) error {
+	return workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.SyncWindows, in).Get(ctx, nil)
+}
+
+// notify calls NotifyStart or NotifyStop; their failures are logged, never fatal.
+func (p *poller) notify(ctx workflow.Context, activity any) {
+	err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), activity,
+		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("notify failed", "account", p.in.AccountKey, "error", err)
+	}
+}
