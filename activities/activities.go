@@ -6,7 +6,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // Config holds the activities' tunables. Durations are configuration so that tests stay
@@ -29,11 +29,12 @@ type Config struct {
 	PollSession time.Duration
 	// HeartbeatEvery is the heartbeat period of long-running activities (default 10s).
 	HeartbeatEvery time.Duration
-	// SendGap is the minimum gap between two sends of one bot (default 2s).
+	// SendGap is the minimum gap between two sends of one bot (default 2s; negative: no
+	// gap).
 	SendGap time.Duration
 	// ThrottlePenalty is how long a bot's sends stop after an unexplained ret -2 (60m).
 	ThrottlePenalty time.Duration
-	// MaxAccounts bounds the number of active accounts at enrollment.
+	// MaxAccounts bounds the number of active accounts at enrollment (default 100).
 	MaxAccounts int
 	// DeferredBefore, when set, defers messages sent before it (backlog at first start).
 	DeferredBefore *time.Time
@@ -67,90 +68,97 @@ type Activities struct {
 	Logger   *slog.Logger
 	// NewClient builds an iLink client for a base URL and bot token (nil: ilink.New).
 	NewClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
+
+	// hooks lets tests of this package observe fixed points of an activity (nil in
+	// production).
+	hooks *testHooks
 }
 
-var errNotImplemented = errors.New("activities: not implemented yet")
-
-// PollAccount long-polls one account generation, committing each non-empty page with its
-// cursor before anything else happens, under a per-account PostgreSQL lock so that two
-// attempts never poll the same bot at once.
-func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult, error) {
-	return PollResult{}, errNotImplemented
+// testHooks are called, when set, at fixed points of the activities.
+type testHooks struct {
+	// leased runs once PollAccount holds its lease, with the lease connection's backend pid.
+	leased func(pid uint32)
+	// beforeFetch runs before the n-th getupdates (from 0) of a PollAccount, after the
+	// lease connection was checked.
+	beforeFetch func(n int)
 }
 
-// NotifyStart tells iLink that the account's poller started (failures are ignored).
-func (a *Activities) NotifyStart(ctx context.Context, in AccountRef) error { return errNotImplemented }
+// Defaults of Config.
+const (
+	DefaultPollSession     = 10 * time.Minute
+	DefaultHeartbeatEvery  = 10 * time.Second
+	DefaultSendGap         = 2 * time.Second
+	DefaultThrottlePenalty = 60 * time.Minute
+	DefaultMaxAccounts     = 100
+)
 
-// NotifyStop tells iLink that the account's poller stopped (failures are ignored).
-func (a *Activities) NotifyStop(ctx context.Context, in AccountRef) error { return errNotImplemented }
-
-// PauseAccount pauses an account (stale-token pause).
-func (a *Activities) PauseAccount(ctx context.Context, in PauseInput) error { return errNotImplemented }
-
-// ResumeAccount makes a paused account active again.
-func (a *Activities) ResumeAccount(ctx context.Context, in StatusInput) error {
-	return errNotImplemented
+// withDefaults returns the configuration with every zero tunable at its default.
+func (c Config) withDefaults() Config {
+	if c.TaskQueue == "" {
+		c.TaskQueue = wfapi.DefaultTaskQueue
+	}
+	if c.PollSession <= 0 {
+		c.PollSession = DefaultPollSession
+	}
+	if c.HeartbeatEvery <= 0 {
+		c.HeartbeatEvery = DefaultHeartbeatEvery
+	}
+	if c.SendGap < 0 {
+		c.SendGap = 0
+	} else if c.SendGap == 0 {
+		c.SendGap = DefaultSendGap
+	}
+	if c.ThrottlePenalty <= 0 {
+		c.ThrottlePenalty = DefaultThrottlePenalty
+	}
+	if c.MaxAccounts <= 0 {
+		c.MaxAccounts = DefaultMaxAccounts
+	}
+	if c.SessionTTL < 0 {
+		c.SessionTTL = 0
+	}
+	return c
 }
 
-// MarkNeedsRelogin records a dead bot token; its windows are cancelled.
-func (a *Activities) MarkNeedsRelogin(ctx context.Context, in StatusInput) (StatusOutput, error) {
-	return StatusOutput{}, errNotImplemented
+func (a *Activities) cfg() Config { return a.Config.withDefaults() }
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
 }
 
-// SyncWindows starts a ReplyWindow workflow for each opened window (idempotent) and
-// signals each retired one to end (a window without a workflow is ignored).
-func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
-	return errNotImplemented
+// client builds an iLink client for baseURL ("" keeps Config.Client.BaseURL) and token.
+func (a *Activities) client(baseURL string, token ilink.Secret) (*ilink.Client, error) {
+	cfg := a.Config.Client
+	if baseURL != "" {
+		cfg.BaseURL = baseURL
+	}
+	if a.NewClient != nil {
+		return a.NewClient(cfg, token)
+	}
+	return ilink.New(cfg, token)
 }
 
-// HandOff opens an agent session for the window's deliverable message and delivers it.
-func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutput, error) {
-	return HandOffOutput{}, errNotImplemented
+// botClient builds the iLink client of a stored account with its opened bot token.
+func (a *Activities) botClient(acct store.AccountWithSecret) (*ilink.Client, error) {
+	return a.client(acct.BaseURL, ilink.Secret(acct.BotToken.Reveal()))
 }
 
-// Send runs one reply through a window: reserve (idempotent by request id), pace and
-// gate per bot, start, transmit once, complete. A transmit whose outcome is unknown
-// completes the attempt as unknown and is never re-sent; a retried activity that finds
-// its attempt already sending completes it as unknown.
-func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
-	return SendOutput{}, errNotImplemented
+// now is the activities' clock (activities may read the wall clock; the store never does).
+func now() time.Time { return time.Now() }
+
+// nowOr returns t, or the wall clock when t is zero (inputs carry the workflow's time).
+func nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		return now()
+	}
+	return t
 }
 
-// GetWindowState reads a window's stored state.
-func (a *Activities) GetWindowState(ctx context.Context, windowID int64) (WindowState, error) {
-	return WindowState{}, errNotImplemented
-}
-
-// ExpireWindow retires a window whose expiry passed (idempotent).
-func (a *Activities) ExpireWindow(ctx context.Context, in ExpireInput) (WindowState, error) {
-	return WindowState{}, errNotImplemented
-}
-
-// CreateOffer records a QR login offer (idempotent).
-func (a *Activities) CreateOffer(ctx context.Context, in OfferInput) error { return errNotImplemented }
-
-// FetchQRCode asks iLink for a QR code, listing the tokens of our live bots so that iLink
-// can answer binded_redirect.
-func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (QRCodeOutput, error) {
-	return QRCodeOutput{}, errNotImplemented
-}
-
-// PollQRStatus polls the QR status once; on "scaned" it marks the offer scanned, on
-// "confirmed" it runs the confirm transaction.
-func (a *Activities) PollQRStatus(ctx context.Context, in QRPollInput) (QRPollOutput, error) {
-	return QRPollOutput{}, errNotImplemented
-}
-
-// CloseOffer deletes an offer that expired or was cancelled (idempotent).
-func (a *Activities) CloseOffer(ctx context.Context, in CloseOfferInput) error {
-	return errNotImplemented
-}
-
-// StartPoller starts the AccountPoller of an account generation, or tells the running one
-// to rotate to it (signal-with-start).
-func (a *Activities) StartPoller(ctx context.Context, in AccountRef) error { return errNotImplemented }
-
-// StopPollers tells the pollers of the given accounts to stop (a missing one is ignored).
-func (a *Activities) StopPollers(ctx context.Context, accountKeys []string) error {
-	return errNotImplemented
+// detached returns a context that outlives ctx's cancellation for at most d: used to
+// record an outcome (or release a lock) after the activity was cancelled.
+func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }

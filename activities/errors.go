@@ -1,0 +1,61 @@
+package activities
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// Error types of the non-retryable application errors the activities raise besides the
+// store codes (which are used as they are).
+const (
+	// ErrTypeInvalidInput: an activity input that can never succeed.
+	ErrTypeInvalidInput = "invalid_input"
+	// ErrTypeUpstream: an iLink call failed in a way a retry cannot fix.
+	ErrTypeUpstream = "upstream"
+)
+
+// errLeaseHeld is returned (retryable) when another attempt holds an account's poll lease.
+var errLeaseHeld = errors.New("activities: another poller holds the account's lease")
+
+// storeErr maps a store failure to an activity error: a rule violation is a
+// non-retryable application error whose type is the store code (retrying the same call
+// cannot succeed); anything else (database unreachable, serialization conflict) is a
+// plain, retryable error. Store errors never carry a secret.
+func storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if store.IsRuleViolation(err) {
+		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), string(store.CodeOf(err)), err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// upstreamErr maps an iLink failure of a one-shot call (QR login, notify): a failure that
+// surely had no effect or may pass (transport, 5xx, 408, 429) is retryable; an invalid
+// input is not; everything else is retryable as well, so that a short outage of iLink
+// does not fail an enrollment. ilink errors never carry a secret.
+func upstreamErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ilink.CodeOf(err) == ilink.CodeInvalidInput {
+		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), ErrTypeInvalidInput, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// pollStopCode reports the PollResult.Stopped code of a store error that means "this
+// generation can no longer poll", or "".
+func pollStopCode(err error) string {
+	switch c := store.CodeOf(err); c {
+	case store.CodeAccountNotActive, store.CodeGenerationConflict, store.CodeAccountNotFound:
+		return string(c)
+	}
+	return ""
+}

@@ -1,0 +1,134 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/activity"
+)
+
+// Namespaces of the PostgreSQL advisory locks, so that a poll lease and a send lock of
+// the same account never collide.
+const (
+	pollLeaseNamespace = "ilinkflow/poll-lease"
+	sendLockNamespace  = "ilinkflow/send-lock"
+)
+
+// lockKey derives the int64 key of an advisory lock from a namespace and an account key.
+func lockKey(namespace, accountKey string) int64 {
+	sum := sha256.Sum256([]byte(namespace + "\x00" + accountKey))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// lease is a session-level PostgreSQL advisory lock held on one pooled connection. The
+// lock lives exactly as long as that connection's session: if the connection dies the
+// lock is gone, which is why holders check the connection before acting on the lock.
+type lease struct {
+	conn *pgxpool.Conn
+	key  int64
+	once sync.Once
+}
+
+// tryLease takes the advisory lock key without waiting. It returns (nil, nil) when
+// another session holds it.
+func tryLease(ctx context.Context, pool *pgxpool.Pool, key int64) (*lease, error) {
+	if pool == nil {
+		return nil, errors.New("activities: no database pool for the lease")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease connection: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("take lease: %w", err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, nil
+	}
+	return &lease{conn: conn, key: key}, nil
+}
+
+// waitLease takes the advisory lock key, waiting until it is free or ctx is done.
+func waitLease(ctx context.Context, pool *pgxpool.Pool, key int64) (*lease, error) {
+	if pool == nil {
+		return nil, errors.New("activities: no database pool for the lock")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire lock connection: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		// A cancelled wait may leave the session in doubt: never return it to the pool.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+		return nil, fmt.Errorf("take lock: %w", err)
+	}
+	return &lease{conn: conn, key: key}, nil
+}
+
+// pid is the backend process id of the lease's session.
+func (l *lease) pid() uint32 { return l.conn.Conn().PgConn().PID() }
+
+// alive checks that the lease's session still exists (the lock is only held while it does).
+func (l *lease) alive(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := l.conn.Exec(ctx, "SELECT 1"); err != nil {
+		return fmt.Errorf("lease connection lost: %w", err)
+	}
+	return nil
+}
+
+// release unlocks and returns the connection to the pool. When the unlock cannot be
+// confirmed, the connection is closed instead (closing the session drops its locks).
+// It is safe to call more than once.
+func (l *lease) release(ctx context.Context) {
+	l.once.Do(func() {
+		uctx, cancel := detached(ctx, 5*time.Second)
+		defer cancel()
+		var ok bool
+		if err := l.conn.QueryRow(uctx, "SELECT pg_advisory_unlock($1)", l.key).Scan(&ok); err != nil || !ok {
+			_ = l.conn.Conn().Close(uctx)
+		}
+		l.conn.Release()
+	})
+}
+
+// heartbeat records a heartbeat at once and then every period until the returned stop
+// function is called; details() supplies the details of each one. It runs on its own
+// goroutine because the activity's goroutine is blocked in long polls.
+func heartbeat(ctx context.Context, period time.Duration, details func() any) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		activity.RecordHeartbeat(ctx, details())
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, details())
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}

@@ -1,0 +1,307 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// maxHeartbeatCursor bounds the cursor copied into heartbeat details; a longer one is
+// left out (the stored cursor is authoritative anyway).
+const maxHeartbeatCursor = 4096
+
+// PollProgress is the heartbeat detail of PollAccount. The cursor is opaque but not a
+// credential; the stored cursor stays authoritative for a retried attempt.
+type PollProgress struct {
+	Pages    int
+	Messages int
+	Cursor   string
+}
+
+// PollAccount long-polls one account generation, committing each non-empty page with its
+// cursor before anything else happens, under a per-account PostgreSQL lock so that two
+// attempts never poll the same bot at once.
+func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult, error) {
+	cfg := a.cfg()
+	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
+
+	l, err := tryLease(ctx, a.Pool, lockKey(pollLeaseNamespace, in.AccountKey))
+	if err != nil {
+		return PollResult{}, err
+	}
+	if l == nil {
+		return PollResult{}, errLeaseHeld
+	}
+	defer l.release(ctx)
+	if a.hooks != nil && a.hooks.leased != nil {
+		a.hooks.leased(l.pid())
+	}
+
+	var (
+		mu       sync.Mutex
+		progress PollProgress
+	)
+	stopHeartbeat := heartbeat(ctx, cfg.HeartbeatEvery, func() any {
+		mu.Lock()
+		defer mu.Unlock()
+		return progress
+	})
+	defer stopHeartbeat()
+
+	acct, err := a.Store.GetAccountWithSecret(ctx, in.AccountKey)
+	if err != nil {
+		if code := pollStopCode(err); code != "" {
+			return PollResult{Stopped: code}, nil
+		}
+		return PollResult{}, storeErr("read account", err)
+	}
+	switch {
+	case acct.Generation != in.Generation:
+		return PollResult{Stopped: string(store.CodeGenerationConflict)}, nil
+	case acct.Status != store.AccountActive:
+		return PollResult{Stopped: string(store.CodeAccountNotActive)}, nil
+	}
+	cl, err := a.botClient(acct)
+	if err != nil {
+		return PollResult{}, upstreamErr("ilink client", err)
+	}
+
+	// The in-flight long poll ends when the activity is cancelled or the worker stops.
+	pollCtx, cancelPoll := context.WithCancel(ctx)
+	defer cancelPoll()
+	stopCh := activity.GetWorkerStopChannel(ctx)
+	workerStopping := func() bool {
+		select {
+		case <-stopCh:
+			return true
+		default:
+			return false
+		}
+	}
+	go func() {
+		select {
+		case <-stopCh:
+			cancelPoll()
+		case <-pollCtx.Done():
+		}
+	}()
+
+	p := poller{a: a, in: in, owner: acct.OwnerPeerID, cursor: acct.Cursor, log: log,
+		deferredBefore: cfg.DeferredBefore, maxSkew: a.Store.Limits().MaxClockSkew}
+	sessionEnd := now().Add(cfg.PollSession)
+	for n := 0; ; n++ {
+		if ctx.Err() != nil {
+			return p.res, ctx.Err()
+		}
+		if workerStopping() {
+			return p.res, nil
+		}
+		if err := l.alive(ctx); err != nil {
+			log.Warn("poll lease lost; stopping", "error", err)
+			return p.res, err
+		}
+		if a.hooks != nil && a.hooks.beforeFetch != nil {
+			a.hooks.beforeFetch(n)
+		}
+		page, err := cl.GetUpdates(pollCtx, ilink.GetUpdatesRequest{Cursor: p.cursor})
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return p.res, ctx.Err()
+			case workerStopping():
+				return p.res, nil
+			case ilink.IsStaleToken(err):
+				log.Warn("bot token is stale (-14)")
+				p.res.StaleToken = true
+				return p.res, nil
+			}
+			log.Warn("getupdates failed", "error", err)
+			p.res.UpstreamError = string(ilink.CodeOf(err))
+			if p.res.UpstreamError == "" {
+				p.res.UpstreamError = string(ilink.CodeOutcomeUnknown)
+			}
+			return p.res, nil
+		}
+		done, err := p.commit(ctx, page)
+		mu.Lock()
+		progress = PollProgress{Pages: p.res.Pages, Messages: p.res.Messages}
+		if len(p.cursor) <= maxHeartbeatCursor {
+			progress.Cursor = p.cursor
+		}
+		mu.Unlock()
+		if err != nil || done || in.Probe || !now().Before(sessionEnd) {
+			return p.res, err
+		}
+	}
+}
+
+// poller is the state of one PollAccount loop.
+type poller struct {
+	a              *Activities
+	in             PollInput
+	owner          string
+	cursor         string
+	log            *slog.Logger
+	deferredBefore *time.Time
+	maxSkew        time.Duration
+	res            PollResult
+}
+
+// commit stores one getupdates page: a page with entries or a moved cursor is committed
+// with its cursor (compare-and-set on the stored one); an empty page with an unchanged
+// cursor records the round trip (health). done reports that the activity must return:
+// the commit opened or retired windows, or the account can no longer be polled.
+func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool, err error) {
+	received := now()
+	entries := p.entries(page.Messages, received)
+	if len(entries) == 0 && page.Cursor == p.cursor {
+		if err := p.a.Store.RecordPoll(ctx, received, p.in.AccountKey, p.in.Generation); err != nil {
+			return p.storeFailure("record poll", err)
+		}
+		return false, nil
+	}
+	res, err := p.a.Store.CommitPage(ctx, received, store.PageInput{
+		AccountKey: p.in.AccountKey, Generation: p.in.Generation,
+		ExpectedCursor: p.cursor, NextCursor: page.Cursor,
+		Entries: entries, DeferredBefore: p.deferredBefore,
+	})
+	if err != nil {
+		return p.storeFailure("commit page", err)
+	}
+	p.cursor = res.Cursor
+	p.res.Pages++
+	p.res.Messages += res.Inserted
+	if res.OpenedWindowID != 0 {
+		ref := WindowRef{ReplyWindowID: res.OpenedWindowID, AccountKey: p.in.AccountKey,
+			Deliverable: res.Deliverable != nil}
+		if res.Deliverable != nil {
+			ref.MessageKey = res.Deliverable.MessageKey
+		}
+		// The page is committed: from here on nothing may fail the activity, or the
+		// opened window would never get its workflow (a retry starts after this page).
+		if w, err := p.a.readWindow(ctx, res.OpenedWindowID); err == nil {
+			ref.MessageKey, ref.ExpiresAt = w.SourceMessageKey, w.ExpiresAt
+		} else {
+			p.log.Error("opened window unreadable; its workflow must read its expiry",
+				"reply_window_id", res.OpenedWindowID, "error", err)
+		}
+		p.res.Opened = append(p.res.Opened, ref)
+	}
+	p.res.Retired = append(p.res.Retired, res.RetiredWindowIDs...)
+	return len(p.res.Opened) > 0 || len(p.res.Retired) > 0, nil
+}
+
+// entries converts a page's messages, leaving out what the store would refuse for the
+// whole page: bot echoes, messages without a context token, and messages that are not
+// from the account's owner (an iLink bot talks to its owner only). A sent-at beyond the
+// allowed clock skew is clamped to the time the page arrived.
+func (p *poller) entries(msgs []ilink.Message, received time.Time) []store.PageEntry {
+	out := make([]store.PageEntry, 0, len(msgs))
+	for i := range msgs {
+		e, err := convertMessage(&msgs[i], p.cursor, received)
+		switch {
+		case errors.Is(err, errBotMessage):
+			continue
+		case err != nil:
+			p.log.Warn("inbound message dropped", "reason", err.Error(), "message_id", msgs[i].ID())
+			continue
+		case e.PeerID != p.owner:
+			p.log.Warn("inbound message dropped", "reason", "sender is not the bot's owner",
+				"provider_message_id", e.ProviderMessageID)
+			continue
+		}
+		if e.SentAt.After(received.Add(p.maxSkew)) {
+			p.log.Warn("inbound message sent-at is in the future; clamped",
+				"provider_message_id", e.ProviderMessageID, "sent_at", e.SentAt)
+			e.SentAt = received
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// storeFailure maps a failed commit or health record: the account can no longer be
+// polled by this generation → Stopped; a cursor that moved under us (a poller that lost
+// its lease) → retryable, so that a retry starts again from the stored cursor; any other
+// rule violation → non-retryable; infrastructure → retryable.
+func (p *poller) storeFailure(op string, err error) (bool, error) {
+	if code := pollStopCode(err); code != "" {
+		p.res.Stopped = code
+		return true, nil
+	}
+	if store.CodeOf(err) == store.CodeCursorConflict {
+		return true, fmt.Errorf("%s: %w", op, err)
+	}
+	return true, storeErr(op, err)
+}
+
+// NotifyStart tells iLink that the account's poller started (failures are ignored).
+func (a *Activities) NotifyStart(ctx context.Context, in AccountRef) error {
+	a.notify(ctx, in, "notifystart", (*ilink.Client).NotifyStart)
+	return nil
+}
+
+// NotifyStop tells iLink that the account's poller stopped (failures are ignored).
+func (a *Activities) NotifyStop(ctx context.Context, in AccountRef) error {
+	a.notify(ctx, in, "notifystop", (*ilink.Client).NotifyStop)
+	return nil
+}
+
+func (a *Activities) notify(ctx context.Context, in AccountRef, op string, call func(*ilink.Client, context.Context) error) {
+	log := a.log().With("account", in.AccountKey, "generation", in.Generation, "op", op)
+	acct, err := a.Store.GetAccountWithSecret(ctx, in.AccountKey)
+	if err != nil {
+		log.Warn("notify skipped: account unreadable", "error", err)
+		return
+	}
+	cl, err := a.botClient(acct)
+	if err != nil {
+		log.Warn("notify skipped: no client", "error", err)
+		return
+	}
+	if err := call(cl, ctx); err != nil {
+		log.Warn("notify failed (ignored)", "error", err)
+	}
+}
+
+// readWindow reads a window, retrying a few times on infrastructure errors (used after a
+// commit, when the activity must not fail any more).
+func (a *Activities) readWindow(ctx context.Context, id int64) (store.Window, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		var w store.Window
+		rctx, cancel := detached(ctx, 5*time.Second)
+		w, err = a.Store.GetWindow(rctx, id)
+		cancel()
+		if err == nil || store.IsRuleViolation(err) {
+			return w, err
+		}
+		if werr := wait(ctx, time.Duration(try+1)*200*time.Millisecond); werr != nil {
+			break
+		}
+	}
+	return store.Window{}, err
+}
+
+// wait pauses for d, or until ctx is done (its error is returned then).
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,325 @@
+package activities
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+func TestFetchedPageIsCommittedBeforeReturnAndTheInboxHoldsTheMessageOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	in := h.inject(ilinksim.InjectRequest{Text: "hello", Duplicates: []ilinksim.DuplicateSpec{{Mode: ilinksim.DupSame}}})
+
+	res, err := h.poll(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Opened) != 1 || res.Messages != 1 || res.Pages < 1 || res.StaleToken || res.UpstreamError != "" || res.Stopped != "" {
+		t.Fatalf("result %+v, want one opened window and one message", res)
+	}
+	w := res.Opened[0]
+	if !w.Deliverable || w.AccountKey != h.key || w.ExpiresAt.IsZero() {
+		t.Fatalf("window ref %+v", w)
+	}
+	// The page was committed when the activity returned: the message, its window and the
+	// moved cursor are in the store.
+	msg, err := h.store.GetMessage(h.ctx, w.MessageKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.ProviderMessageID != itoa(in.MessageID) || msg.Payload == nil || msg.Payload.Summary != "hello" {
+		t.Fatalf("message %+v", msg)
+	}
+	if h.account().Cursor == "" || h.account().LastPollAt == nil {
+		t.Fatalf("cursor or health not recorded: %+v", h.account())
+	}
+	// The duplicate copy (same page or the next) never makes a second row.
+	if _, err := h.poll(true); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.count("SELECT count(*) FROM inbound_messages"); n != 1 {
+		t.Fatalf("inbox holds %d messages, want 1", n)
+	}
+	if n := h.count("SELECT count(*) FROM reply_windows"); n != 1 {
+		t.Fatalf("%d windows, want 1", n)
+	}
+}
+
+func TestIdlePollReturnsAfterItsSessionAndRecordsHealth(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	start := time.Now()
+	res, err := h.poll(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Opened) != 0 || res.Messages != 0 {
+		t.Fatalf("idle result %+v", res)
+	}
+	if time.Since(start) < h.acts.Config.PollSession {
+		t.Fatalf("returned after %v, before the poll session of %v", time.Since(start), h.acts.Config.PollSession)
+	}
+	if n := h.requests("getupdates"); n < 2 {
+		t.Fatalf("%d getupdates in an idle session, want the loop to keep polling", n)
+	}
+	if h.account().LastPollAt == nil {
+		t.Fatal("an empty round trip did not record the account's health")
+	}
+}
+
+func TestProbePollMakesOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	if _, err := h.poll(true); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.requests("getupdates"); n != 1 {
+		t.Fatalf("probe made %d getupdates, want 1", n)
+	}
+}
+
+func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *options) {
+		o.config = func(c *Config) { c.PollSession = time.Hour }
+	})
+	leased := make(chan struct{})
+	var once sync.Once
+	h.acts.hooks = &testHooks{leased: func(uint32) { once.Do(func() { close(leased) }) }}
+
+	stop := make(chan struct{})
+	first := h.env()
+	first.SetWorkerStopChannel(stop)
+	type outcome struct {
+		res PollResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := runIn[PollResult](first, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1})
+		done <- outcome{res, err}
+	}()
+	<-leased
+
+	// The second attempt cannot take the lease while the first holds it: it fails
+	// (retryable) without a round trip to iLink.
+	before := h.requests("getupdates")
+	_, err := h.poll(true)
+	wantRetryable(t, err)
+	if !strings.Contains(err.Error(), "lease") {
+		t.Fatalf("second poller failed with %v, want the lease refusal", err)
+	}
+
+	// A graceful worker stop ends the first one cleanly and frees the lease.
+	close(stop)
+	out := <-done
+	if out.err != nil || out.res.Stopped != "" || out.res.StaleToken || out.res.UpstreamError != "" {
+		t.Fatalf("stopped poller: %+v %v", out.res, out.err)
+	}
+	if got := h.requests("getupdates"); got < before {
+		t.Fatalf("request log went backwards")
+	}
+	if _, err := h.poll(true); err != nil {
+		t.Fatalf("lease not released after the first poller ended: %v", err)
+	}
+}
+
+func TestPollStopsFetchingWhenTheLeaseConnectionIsLost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *options) {
+		o.config = func(c *Config) { c.PollSession = time.Hour }
+	})
+	var pid uint32
+	h.acts.hooks = &testHooks{
+		leased: func(p uint32) { pid = p },
+		beforeFetch: func(n int) {
+			if n == 1 { // after one round trip, the database drops the lease's session
+				if _, err := h.pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", int64(pid)); err != nil {
+					t.Errorf("terminate lease backend: %v", err)
+				}
+			}
+		},
+	}
+	_, err := h.poll(false)
+	wantRetryable(t, err)
+	if n := h.requests("getupdates"); n != 2 {
+		t.Fatalf("%d getupdates, want 2 (the loop must stop as soon as the lease is gone)", n)
+	}
+}
+
+func TestStaleTokenIsReportedAsAResult(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	if err := h.ctl.KillBot(h.ctx, h.bot.BotID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.poll(false)
+	if err != nil || !res.StaleToken || res.UpstreamError != "" {
+		t.Fatalf("result %+v %v, want StaleToken", res, err)
+	}
+}
+
+func TestUpstream5xxIsReportedAndNothingIsCommitted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.inject(ilinksim.InjectRequest{Text: "kept for later"})
+	if err := h.ctl.AddFault(h.ctx, ilinksim.Fault{Endpoint: "getupdates", Kind: ilinksim.FaultStatus, Status: 502}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.poll(false)
+	if err != nil || res.UpstreamError != "http_status" || res.StaleToken {
+		t.Fatalf("result %+v %v, want UpstreamError http_status", res, err)
+	}
+	if n := h.count("SELECT count(*) FROM inbound_messages"); n != 0 {
+		t.Fatalf("%d messages committed after a 5xx", n)
+	}
+	if c := h.account().Cursor; c != "" {
+		t.Fatalf("cursor moved to %q after a 5xx", c)
+	}
+	// The next poll gets the message: nothing was lost.
+	res, err = h.poll(false)
+	if err != nil || res.Messages != 1 {
+		t.Fatalf("next poll %+v %v", res, err)
+	}
+}
+
+func TestPollOfAnInactiveOrRotatedAccountStops(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	res, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 2})
+	if err != nil || res.Stopped != string(store.CodeGenerationConflict) {
+		t.Fatalf("wrong generation: %+v %v", res, err)
+	}
+	res, err = run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1})
+	if err != nil || res.Stopped != string(store.CodeAccountNotFound) {
+		t.Fatalf("unknown account: %+v %v", res, err)
+	}
+	now := time.Now()
+	if err := runErr(h, h.acts.PauseAccount, PauseInput{
+		AccountKey: h.key, Generation: 1, Until: now.Add(time.Hour), Reason: "test", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.poll(false)
+	if err != nil || res.Stopped != string(store.CodeAccountNotActive) {
+		t.Fatalf("paused account: %+v %v", res, err)
+	}
+	if n := h.requests("getupdates"); n != 0 {
+		t.Fatalf("%d getupdates for accounts that cannot poll", n)
+	}
+}
+
+func TestMessageWithoutMessageIDGetsAStableID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.inject(ilinksim.InjectRequest{Text: "no id", NoMessageID: true,
+		Duplicates: []ilinksim.DuplicateSpec{{Mode: ilinksim.DupSame}}})
+	res, err := h.poll(false)
+	if err != nil || len(res.Opened) != 1 {
+		t.Fatalf("poll: %+v %v", res, err)
+	}
+	if _, err := h.poll(true); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := h.store.GetMessage(h.ctx, res.Opened[0].MessageKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(msg.ProviderMessageID, "nomsg:") || len(msg.ProviderMessageID) != len("nomsg:")+32 {
+		t.Fatalf("derived id %q", msg.ProviderMessageID)
+	}
+	if n := h.count("SELECT count(*) FROM inbound_messages"); n != 1 {
+		t.Fatalf("the redelivered copy without an id made %d rows, want 1", n)
+	}
+}
+
+func TestMessageIDsKeepAllSixtyFourBits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.inject(ilinksim.InjectRequest{Text: "max", MessageID: 18446744073709551615})
+	res, err := h.poll(false)
+	if err != nil || len(res.Opened) != 1 {
+		t.Fatalf("poll: %+v %v", res, err)
+	}
+	msg, err := h.store.GetMessage(h.ctx, res.Opened[0].MessageKey)
+	if err != nil || msg.ProviderMessageID != "18446744073709551615" {
+		t.Fatalf("message %+v %v", msg, err)
+	}
+}
+
+func TestPollHeartbeatsCarryNoToken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var mu sync.Mutex
+	var beats []PollProgress
+	env := h.env()
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var p PollProgress
+		if err := details.Get(&p); err != nil {
+			t.Errorf("heartbeat details: %v", err)
+		}
+		mu.Lock()
+		beats = append(beats, p)
+		mu.Unlock()
+	})
+	h.inject(ilinksim.InjectRequest{Text: "beat"})
+	if _, err := runIn[PollResult](env, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// An idle session heartbeats from its ticker while the long poll blocks.
+	if _, err := runIn[PollResult](env, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(beats) < 2 {
+		t.Fatalf("%d heartbeats, want the ticker to beat during the session", len(beats))
+	}
+	for _, b := range beats {
+		if strings.Contains(b.Cursor, h.bot.Token) {
+			t.Fatal("a heartbeat carries the bot token")
+		}
+	}
+}
+
+func TestNotifyStartAndStopReachIlinkAndFailuresAreIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ref := AccountRef{AccountKey: h.key, Generation: 1}
+	if err := runErr(h, h.acts.NotifyStart, ref); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.ctl.BotState(h.ctx, h.bot.BotID)
+	if err != nil || !st.Online {
+		t.Fatalf("bot not online after notifystart: %+v %v", st, err)
+	}
+	if err := runErr(h, h.acts.NotifyStop, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ctl.AddFault(h.ctx, ilinksim.Fault{Endpoint: "msg/notifystart", Kind: ilinksim.FaultStatus, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runErr(h, h.acts.NotifyStart, ref); err != nil {
+		t.Fatalf("a failed notify must be ignored: %v", err)
+	}
+	if err := runErr(h, h.acts.NotifyStop, AccountRef{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1}); err != nil {
+		t.Fatalf("a notify for an unknown account must be ignored: %v", err)
+	}
+}
+
+// runErr executes an activity that returns only an error.
+func runErr(h *harness, fn any, args ...any) error {
+	_, err := h.env().ExecuteActivity(fn, args...)
+	return err
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -1,0 +1,131 @@
+package activities
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+func TestAccountStatusActivitiesUseTheWorkflowsTime(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.deliver("hello")
+	wfNow := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	until := wfNow.Add(time.Hour)
+	if err := runErr(h, h.acts.PauseAccount, PauseInput{AccountKey: h.key, Generation: 1, Until: until, Reason: "stale", Now: wfNow}); err != nil {
+		t.Fatal(err)
+	}
+	acct := h.account()
+	if acct.Status != store.AccountPaused || !acct.PauseUntil.Equal(until) || !acct.UpdatedAt.Equal(wfNow) {
+		t.Fatalf("paused account %+v", acct)
+	}
+	if err := runErr(h, h.acts.ResumeAccount, StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow}); err != nil {
+		t.Fatal(err)
+	}
+	if acct := h.account(); acct.Status != store.AccountActive {
+		t.Fatalf("resumed account %+v", acct)
+	}
+	out, err := run[StatusOutput](h, h.acts.MarkNeedsRelogin, StatusInput{AccountKey: h.key, Generation: 1, Reason: "-14 twice", Now: wfNow})
+	if err != nil || out.Status != store.AccountNeedsRelogin || len(out.CancelledWindowIDs) != 1 {
+		t.Fatalf("needs relogin %+v %v", out, err)
+	}
+	// Rule violations are not retried.
+	err = runErr(h, h.acts.PauseAccount, PauseInput{AccountKey: h.key, Generation: 1, Until: wfNow.Add(-time.Second), Now: wfNow})
+	wantNonRetryable(t, err, string(store.CodeInvalidInput))
+	err = runErr(h, h.acts.ResumeAccount, StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow})
+	wantNonRetryable(t, err, string(store.CodeAccountNotActive))
+}
+
+func TestWindowStateAndExpiry(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w, _ := h.deliver("hello")
+	st, err := run[WindowState](h, h.acts.GetWindowState, w.ReplyWindowID)
+	if err != nil || st.State != store.WindowOpen || st.SendsLeft != 10 || !st.ExpiresAt.Equal(w.ExpiresAt) {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	_, err = run[WindowState](h, h.acts.ExpireWindow, ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: time.Now()})
+	wantNonRetryable(t, err, string(store.CodeInvalidInput)) // not yet
+	for i := 0; i < 2; i++ {
+		st, err = run[WindowState](h, h.acts.ExpireWindow, ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: w.ExpiresAt})
+		if err != nil || st.State != store.WindowExpired || st.SendsLeft != 0 {
+			t.Fatalf("expire #%d: %+v %v", i, st, err)
+		}
+	}
+	_, err = run[WindowState](h, h.acts.GetWindowState, int64(987654))
+	wantNonRetryable(t, err, string(store.CodeReplyWindowNotFound))
+}
+
+func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := &mocks.Client{}
+	h.acts.Temporal = c
+	exp := time.Now().Add(24 * time.Hour)
+	opened := []WindowRef{
+		{ReplyWindowID: 1, AccountKey: h.key, MessageKey: "im_1", ExpiresAt: exp, Deliverable: true},
+		{ReplyWindowID: 2, AccountKey: h.key, MessageKey: "im_2", ExpiresAt: exp},
+	}
+	for _, w := range opened {
+		want := client.StartWorkflowOptions{
+			ID: wfapi.ReplyWindowID(w.ReplyWindowID), TaskQueue: wfapi.DefaultTaskQueue,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}
+		in := wfapi.WindowInput{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
+			ExpiresAt: w.ExpiresAt, MaxSends: 10, Deliverable: w.Deliverable}
+		var err error
+		if w.ReplyWindowID == 2 { // already started (and closed): success
+			err = serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
+		}
+		c.On("ExecuteWorkflow", mock.Anything, want, wfapi.ReplyWindowWorkflow, mock.MatchedBy(func(got wfapi.WindowInput) bool {
+			return got.ReplyWindowID == in.ReplyWindowID && got.AccountKey == in.AccountKey && got.MessageKey == in.MessageKey &&
+				got.ExpiresAt.Equal(in.ExpiresAt) && got.MaxSends == in.MaxSends && got.Deliverable == in.Deliverable
+		})).Return(nil, err).Once()
+	}
+	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(3), "", wfapi.SignalRetired, nil).Return(nil).Once()
+	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(4), "", wfapi.SignalRetired, nil).
+		Return(serviceerror.NewNotFound("gone")).Once()
+	if err := runErr(h, h.acts.SyncWindows, WindowsInput{Opened: opened, Retired: []int64{3, 4}}); err != nil {
+		t.Fatal(err)
+	}
+	c.AssertExpectations(t)
+
+	// Other failures are retried.
+	c2 := &mocks.Client{}
+	h.acts.Temporal = c2
+	c2.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(5), "", wfapi.SignalRetired, nil).
+		Return(serviceerror.NewUnavailable("down")).Once()
+	wantRetryable(t, runErr(h, h.acts.SyncWindows, WindowsInput{Retired: []int64{5}}))
+}
+
+func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *options) {
+		o.config = func(c *Config) { c.TaskQueue = "custom-queue" }
+	})
+	c := &mocks.Client{}
+	h.acts.Temporal = c
+	id := wfapi.AccountPollerID(h.key)
+	c.On("SignalWithStartWorkflow", mock.Anything, id, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
+		client.StartWorkflowOptions{ID: id, TaskQueue: "custom-queue"}, wfapi.AccountPollerWorkflow,
+		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
+	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID("a"), "", wfapi.SignalStop, mock.Anything).Return(nil).Once()
+	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID("b"), "", wfapi.SignalStop, mock.Anything).
+		Return(serviceerror.NewNotFound("no poller")).Once()
+	if err := runErr(h, h.acts.StopPollers, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	c.AssertExpectations(t)
+}

@@ -1,0 +1,80 @@
+package workflows_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+	"github.com/ilinkflow/ilinkflow/workflows"
+)
+
+func TestStaleTokenPausesThenProbesThenNeedsRelogin(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	b := r.bot()
+	if err := r.ctl.KillBot(r.ctx, b.info.BotID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r.env.SetStartTime(start)
+	var pausedAt time.Time
+	r.env.SetOnActivityCompletedListener(func(info *activityInfo, _ converter.EncodedValue, err error) {
+		if info.ActivityType.Name == "PauseAccount" && err == nil {
+			pausedAt = r.env.Now()
+		}
+	})
+	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
+		Config: wfapi.PollerConfig{StalePause: time.Hour}})
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if pausedAt.IsZero() {
+		t.Fatal("the first -14 must pause the account")
+	}
+	if end := r.env.Now(); end.Sub(pausedAt) < time.Hour {
+		t.Fatalf("the probe ran %v after the pause, want at least the 1h pause", end.Sub(pausedAt))
+	}
+	a, err := r.store.GetAccount(r.ctx, b.key)
+	if err != nil || a.Status != store.AccountNeedsRelogin {
+		t.Fatalf("account after the probe: %s %v, want needs_relogin", a.Status, err)
+	}
+}
+
+func TestContinueAsNewCarriesStateAndLosesNoSignal(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	b := r.bot()
+	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", "before continue-as-new"); err != nil {
+		t.Fatal(err)
+	}
+	// A rotation arrives while the first poll runs; the run continues as new after one loop.
+	r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "PollAccount" {
+			r.env.SignalWorkflow(wfapi.SignalRotate, wfapi.RotateSignal{Generation: 2})
+		}
+	})
+	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
+		Config: wfapi.PollerConfig{MaxLoops: 1}})
+	err := r.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !asCAN(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next wfapi.PollerInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Generation != 2 || next.AccountKey != b.key || next.Config.MaxLoops != 1 {
+		t.Fatalf("continued with %+v: the rotate signal or the state was lost", next)
+	}
+	c, err := r.store.GetCursor(r.ctx, b.key)
+	if err != nil || c.Cursor == "" {
+		t.Fatalf("cursor %q (%v): the page before continue-as-new must be committed", c.Cursor, err)
+	}
+	if n := countRows(r, "SELECT count(*) FROM inbound_messages"); n != 1 {
+		t.Fatalf("%d messages, want 1", n)
+	}
+}
