@@ -154,7 +154,6 @@ func windowInput(w activities.WindowRef, limits store.Limits) wfapi.WindowInput 
 		ExpiresAt: w.ExpiresAt, MaxSends: limits.MaxSends, Deliverable: w.Deliverable}
 }
 
-
 type activityInfo = activity.Info
 
 func asCAN(err error, target **workflow.ContinueAsNewError) bool { return errors.As(err, target) }
