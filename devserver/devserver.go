@@ -1,0 +1,405 @@
+// Package devserver runs the real Temporal dev server (the `temporal` CLI, started through
+// go.temporal.io/sdk/testsuite.StartDevServer) for integration tests. Nothing is downloaded:
+// the CLI binary must be installed, and a test that needs it fails (never skips) with the
+// install command when it is missing.
+//
+// A test binary shares one server when its TestMain calls [Main]; without it, [Start] gives
+// each test a private server that its cleanup stops. Either way each test should use its
+// own task queue ([TaskQueue]) so that tests stay isolated on a shared server.
+package devserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// CLIVersion is the pinned version of the Temporal CLI.
+const CLIVersion = "v1.5.1"
+
+// InstallCommand installs the pinned CLI into $(go env GOPATH)/bin.
+const InstallCommand = "go install github.com/temporalio/cli/cmd/temporal@" + CLIVersion
+
+// EnvCLI names the environment variable that points at the CLI binary.
+const EnvCLI = "TEMPORAL_CLI"
+
+// DefaultNamespace is the namespace the test servers register and clients use.
+const DefaultNamespace = "ilinkflow-test"
+
+// SuggestContinueAsNewEvents is the history length after which the servers started here
+// suggest continue-as-new (the server's default is 4096 events, far beyond what a
+// real-time test reaches).
+const SuggestContinueAsNewEvents = 200
+
+// startTimeout bounds starting a server (the CLI is ready in about a second).
+const startTimeout = 2 * time.Minute
+
+// defaultArgs are the dev server flags every server gets: usable continue-as-new
+// thresholds, the APIs the workflows use, and fast SQLite settings.
+var defaultArgs = []string{
+	"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=" + strconv.Itoa(SuggestContinueAsNewEvents),
+	"--dynamic-config-value", "limit.historySize.suggestContinueAsNew=1048576",
+	"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
+	"--dynamic-config-value", "frontend.enableExecuteMultiOperation=true",
+	"--sqlite-pragma", "journal_mode=WAL",
+	"--sqlite-pragma", "synchronous=OFF",
+}
+
+// Options configures [New].
+type Options struct {
+	// Namespace to register and use (DefaultNamespace when empty).
+	Namespace string
+	// ExtraArgs are appended to the dev server's command line (after the defaults, so a
+	// repeated --dynamic-config-value overrides them).
+	ExtraArgs []string
+	// LogLevel of the server process ("error" when empty).
+	LogLevel string
+	// Logger receives the SDK client's log (warnings and errors to stderr when nil).
+	Logger *slog.Logger
+}
+
+// Server is a running dev server.
+type Server struct {
+	// HostPort is the frontend address, e.g. 127.0.0.1:41234.
+	HostPort string
+	// Namespace is the registered namespace the client uses.
+	Namespace string
+	// Client is connected to the server and Namespace. Do not close it; Stop does.
+	Client client.Client
+
+	dev      *testsuite.DevServer
+	out      *tail
+	logger   tlog.Logger
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New starts a dev server with the CLI that [FindCLI] finds. The caller stops it.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	path, err := FindCLI()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "error"
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	out := &tail{max: 64 << 10}
+	clientLogger := tlog.NewStructuredLogger(logger.With("component", "devserver-client"))
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath: path,
+		ClientOptions: &client.Options{
+			Namespace: opts.Namespace,
+			Logger:    clientLogger,
+		},
+		EnableUI:  false,
+		LogLevel:  opts.LogLevel,
+		LogFormat: "json",
+		ExtraArgs: append(append([]string(nil), defaultArgs...), opts.ExtraArgs...),
+		// A writer that is not an *os.File makes exec copy through a pipe owned by this
+		// process, so an abandoned server cannot hold the test's output open.
+		Stdout: out,
+		Stderr: out,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devserver: start %s: %w%s", path, err, out.suffix())
+	}
+	return &Server{
+		HostPort:  dev.FrontendHostPort(),
+		Namespace: opts.Namespace,
+		Client:    dev.Client(),
+		dev:       dev,
+		out:       out,
+		logger:    clientLogger,
+	}, nil
+}
+
+// Stop closes the client and stops the server, waiting for the process to exit. It is
+// safe to call more than once.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.Client.Close()
+		err := s.dev.Stop()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			// The CLI exits non-zero on SIGINT; an exit is what was asked for.
+			err = nil
+		}
+		s.stopErr = err
+	})
+	return s.stopErr
+}
+
+// Output returns the tail of the server process's output (its log), for diagnostics.
+func (s *Server) Output() string { return s.out.String() }
+
+// Dial opens another client to the server with the given options: HostPort is filled in,
+// and Namespace when empty, as is the logger. The caller closes it.
+func (s *Server) Dial(ctx context.Context, opts client.Options) (client.Client, error) {
+	opts.HostPort = s.HostPort
+	if opts.Namespace == "" {
+		opts.Namespace = s.Namespace
+	}
+	if opts.Logger == nil {
+		opts.Logger = s.logger
+	}
+	return client.DialContext(ctx, opts)
+}
+
+// NewNamespace registers a namespace of its own for tb on the server and returns its name
+// and a client for it, closed at tb's cleanup. Workflow ids are unique per namespace, so
+// tests whose stores hand out the same ids (every fresh schema's first window is 1) do not
+// collide on a shared server.
+func (s *Server) NewNamespace(tb testing.TB) (string, client.Client) {
+	tb.Helper()
+	var raw [6]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		tb.Fatalf("devserver: random namespace: %v", err)
+	}
+	ns := "t-" + hex.EncodeToString(raw[:])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.Client.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace:                        ns,
+		Description:                      tb.Name(),
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	}); err != nil {
+		tb.Fatalf("devserver: register namespace %s: %v", ns, err)
+	}
+	// The frontend may serve a namespace a moment after it is registered.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := s.Client.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("devserver: namespace %s not served: %v", ns, err)
+		case <-tick.C:
+		}
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: ns, Logger: s.logger})
+	if err != nil {
+		tb.Fatalf("devserver: dial namespace %s: %v", ns, err)
+	}
+	tb.Cleanup(c.Close)
+	return ns, c
+}
+
+var shared struct {
+	managed bool // set by Main before any test runs
+	once    sync.Once
+	srv     *Server
+	err     error
+}
+
+// Main runs the tests of a package that shares one dev server, and stops that server
+// (when a test started it) after the last test:
+//
+//	func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
+//
+// The server starts lazily, at the first [Start] or [StartShared].
+func Main(m *testing.M) int {
+	shared.managed = true
+	code := m.Run()
+	if shared.srv != nil {
+		if err := shared.srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "devserver: stop shared server:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// StartShared returns the test binary's shared server, starting it on first use. The
+// server is stopped by [Main], which the package's TestMain must call; without Main it
+// would outlive the test binary, so StartShared refuses to run.
+func StartShared() (*Server, error) {
+	if !shared.managed {
+		return nil, errors.New("devserver: StartShared needs TestMain to call devserver.Main(m), which stops the shared server")
+	}
+	shared.once.Do(func() {
+		shared.srv, shared.err = New(context.Background(), Options{})
+	})
+	return shared.srv, shared.err
+}
+
+// Start returns a running dev server for tb: the shared one when TestMain calls [Main],
+// otherwise a private one that tb's cleanup stops. A missing CLI or a server that does not
+// start fails the test with the reason (for a missing CLI, the install command).
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	if shared.managed {
+		srv, err := StartShared()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return srv
+	}
+	srv, err := New(context.Background(), Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			tb.Errorf("devserver: stop: %v", err)
+		}
+	})
+	return srv
+}
+
+var unsafeQueueChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// TaskQueue returns a task queue name unique to tb (its name plus random bytes), so that
+// tests sharing a server never pick up each other's tasks.
+func TaskQueue(tb testing.TB) string {
+	tb.Helper()
+	var raw [4]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		tb.Fatalf("devserver: random task queue suffix: %v", err)
+	}
+	name := unsafeQueueChars.ReplaceAllString(tb.Name(), "-")
+	if len(name) > 120 {
+		name = name[:120]
+	}
+	return "test-" + name + "-" + hex.EncodeToString(raw[:])
+}
+
+// FindCLI locates the Temporal CLI: the file named by $TEMPORAL_CLI, else `temporal` on
+// PATH, else $(go env GOPATH)/bin/temporal. The error for a missing binary carries the
+// install command.
+func FindCLI() (string, error) {
+	return findCLI(os.Getenv, exec.LookPath, goBinDirs)
+}
+
+// findCLI is FindCLI with its environment injected.
+func findCLI(getenv func(string) string, lookPath func(string) (string, error), binDirs func() []string) (string, error) {
+	if p := strings.TrimSpace(getenv(EnvCLI)); p != "" {
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("devserver: %s=%q: %w; install the pinned CLI with: %s", EnvCLI, p, err, InstallCommand)
+		}
+		return p, nil
+	}
+	if p, err := lookPath("temporal"); err == nil {
+		return p, nil
+	}
+	var tried []string
+	for _, dir := range binDirs() {
+		p := filepath.Join(dir, "temporal")
+		if executable(p) == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	return "", missingCLIError(tried)
+}
+
+func missingCLIError(tried []string) error {
+	where := "PATH"
+	if len(tried) > 0 {
+		where += ", " + strings.Join(tried, ", ")
+	}
+	return fmt.Errorf("devserver: the Temporal CLI (temporal %s) was not found (looked at $%s, %s); install it with:\n\t%s\n(it builds in a few minutes and is cached afterwards)",
+		CLIVersion, EnvCLI, where, InstallCommand)
+}
+
+// executable reports why path is not an executable file (nil when it is).
+func executable(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		return &fs.PathError{Op: "exec", Path: path, Err: errors.New("is a directory")}
+	}
+	if info.Mode().Perm()&0o111 == 0 {
+		return &fs.PathError{Op: "exec", Path: path, Err: errors.New("is not executable")}
+	}
+	return nil
+}
+
+// goBinDirs returns the bin directories of $(go env GOPATH) (GOPATH may list several).
+func goBinDirs() []string {
+	gopath := ""
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		gopath = strings.TrimSpace(string(out))
+	}
+	if gopath == "" {
+		gopath = os.Getenv("GOPATH")
+	}
+	if gopath == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			gopath = filepath.Join(home, "go")
+		}
+	}
+	var dirs []string
+	for _, p := range filepath.SplitList(gopath) {
+		if p != "" {
+			dirs = append(dirs, filepath.Join(p, "bin"))
+		}
+	}
+	return dirs
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// suffix formats the output for an error message ("" when there is none).
+func (t *tail) suffix() string {
+	s := strings.TrimSpace(t.String())
+	if s == "" {
+		return ""
+	}
+	return "\nserver output (tail):\n" + s
+}

@@ -1,0 +1,141 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// execution is one workflow run with its full history.
+type execution struct {
+	workflowType, workflowID, runID string
+	history                         *historypb.History
+}
+
+// executions reads every workflow run of the test's namespace with its history.
+func (s *system) executions() []execution {
+	s.t.Helper()
+	var out []execution
+	var token []byte
+	for {
+		resp, err := s.tc.ListWorkflow(s.ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.ns, NextPageToken: token})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, info := range resp.Executions {
+			e := execution{workflowType: info.GetType().GetName(), workflowID: info.GetExecution().GetWorkflowId(),
+				runID: info.GetExecution().GetRunId(), history: &historypb.History{}}
+			it := s.tc.GetWorkflowHistory(s.ctx, e.workflowID, e.runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					s.t.Fatal(err)
+				}
+				e.history.Events = append(e.history.Events, ev)
+			}
+			out = append(out, e)
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			break
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].workflowID+out[i].runID < out[j].workflowID+out[j].runID })
+	return out
+}
+
+// assertNoSecretInHistory reads every event of every workflow the test ran and fails if
+// any secret the simulator issued or the agent received appears in it.
+func (s *system) assertNoSecretInHistory(secrets []string) {
+	s.t.Helper()
+	secrets = nonEmpty(secrets)
+	execs := s.executions()
+	if len(execs) < 5 {
+		s.t.Fatalf("only %d workflow runs found", len(execs))
+	}
+	events := 0
+	for _, e := range execs {
+		raw, err := protojson.Marshal(e.history)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		events += len(e.history.Events)
+		text := string(raw)
+		for _, secret := range secrets {
+			if strings.Contains(text, secret) {
+				s.t.Errorf("a secret (%d bytes) appears in the history of %s (%s)", len(secret), e.workflowID, e.workflowType)
+			}
+		}
+	}
+	s.t.Logf("no secret in history: %d secrets checked against %d events of %d workflow runs", len(secrets), events, len(execs))
+}
+
+// recordHistories writes every history as JSON under workflows/testdata/histories when
+// ILINKFLOW_RECORD_HISTORIES is set, for the replay tests.
+func (s *system) recordHistories() {
+	s.t.Helper()
+	if os.Getenv("ILINKFLOW_RECORD_HISTORIES") == "" {
+		return
+	}
+	dir := filepath.Join("..", "workflows", "testdata", "histories")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range s.executions() {
+		seen[e.workflowType]++
+		raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(e.history)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		name := fmt.Sprintf("%s-%d.json", e.workflowType, seen[e.workflowType])
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.t.Logf("recorded %d histories in %s", len(seen), dir)
+}
+
+// actionEvents are the history events that Temporal bills as actions (one each).
+var actionEvents = map[enumspb.EventType]bool{
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:                   true,
+	enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:                      true,
+	enumspb.EVENT_TYPE_TIMER_STARTED:                                true,
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:                  true,
+	enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: true,
+	enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:     true,
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:           true,
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:          true,
+}
+
+// reportActions counts the Temporal actions one inbound message with one reply cost: the
+// history of its window workflow, plus the poller's share (the poll activity that
+// committed its page).
+func (s *system) reportActions(windowID int64) {
+	s.t.Helper()
+	for _, e := range s.executions() {
+		if !strings.HasSuffix(e.workflowID, fmt.Sprintf("/%d", windowID)) || e.workflowType != "ReplyWindow" {
+			continue
+		}
+		count := map[string]int{}
+		total := 0
+		for _, ev := range e.history.Events {
+			if actionEvents[ev.EventType] {
+				name := ev.EventType.String()
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+					name += ":" + a.GetActivityType().GetName()
+				}
+				count[name]++
+				total++
+			}
+		}
+		s.t.Logf("actions of one inbound message with one reply: window workflow %d %v, plus 1 PollAccount activity on the poller (heartbeats not counted)", total, count)
+	}
+}

@@ -1,0 +1,483 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// DefaultDatabaseURL is the database used when DATABASE_URL is unset (the local test
+// server of the README).
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Config is the configuration of a worker process. Build it with [ConfigFromEnv] or start
+// from [DefaultConfig]; [Run] validates it.
+type Config struct {
+	// TemporalAddress is the Temporal frontend host:port.
+	TemporalAddress string
+	// TemporalNamespace is the Temporal namespace.
+	TemporalNamespace string
+	// TaskQueue is the task queue of the workflows and activities.
+	TaskQueue string
+	// DatabaseURL is the PostgreSQL connection string. It may hold a password: it is never
+	// logged or echoed in an error.
+	DatabaseURL string
+	// ILinkBaseURL is the default iLink API base (accounts keep the base URL iLink gave
+	// them at enrollment).
+	ILinkBaseURL string
+	// ILinkCDNBaseURL is the iLink media CDN base.
+	ILinkCDNBaseURL string
+	// Keyring seals and opens secrets at rest (from ILINKFLOW_SEALING_KEYS or _FILE).
+	Keyring *sealing.Keyring
+
+	// Limits are iLink's observed limits and the gateway's bounds (window lifetime, reply
+	// quota, text size, ...).
+	Limits store.Limits
+	// SendGap is the minimum gap between two sends of one bot.
+	SendGap time.Duration
+	// ThrottlePenalty is how long a bot's sends stop after an unexplained ret -2.
+	ThrottlePenalty time.Duration
+	// StalePause is how long an account pauses after a stale bot token (-14).
+	StalePause time.Duration
+	// PollSession bounds one polling activity on an idle account.
+	PollSession time.Duration
+	// MaxAccounts bounds the number of active accounts at enrollment.
+	MaxAccounts int
+	// SessionTTL bounds agent sessions (0: the window's expiry).
+	SessionTTL time.Duration
+	// Heartbeat is the heartbeat period of long-running activities.
+	Heartbeat time.Duration
+	// ShutdownGrace is how long a stopping worker lets in-flight activities (sends) finish.
+	ShutdownGrace time.Duration
+	// DeferredBefore, when set, defers messages sent before it (backlog at first start).
+	DeferredBefore *time.Time
+
+	// LogLevel is the minimum level logged; LogFormat is "text" or "json".
+	LogLevel  slog.Level
+	LogFormat string
+}
+
+// DefaultConfig returns the defaults of every setting. It has no key ring: the sealing
+// key has no default.
+func DefaultConfig() Config {
+	return Config{
+		TemporalAddress:   "127.0.0.1:7233",
+		TemporalNamespace: "default",
+		TaskQueue:         wfapi.DefaultTaskQueue,
+		DatabaseURL:       DefaultDatabaseURL,
+		ILinkBaseURL:      ilink.DefaultBaseURL,
+		ILinkCDNBaseURL:   ilink.DefaultCDNBaseURL,
+		Limits:            store.DefaultLimits(),
+		SendGap:           2 * time.Second,
+		ThrottlePenalty:   60 * time.Minute,
+		StalePause:        time.Hour,
+		PollSession:       10 * time.Minute,
+		MaxAccounts:       100,
+		SessionTTL:        0,
+		Heartbeat:         10 * time.Second,
+		ShutdownGrace:     30 * time.Second,
+		LogLevel:          slog.LevelInfo,
+		LogFormat:         "text",
+	}
+}
+
+// setting is one configuration value: a flag, its environment fallback and its default.
+type setting struct {
+	flag, env, help string
+	// def renders the default from DefaultConfig.
+	def func(c Config) string
+	// set parses a value into c; its error says what is wrong without naming the source.
+	set func(c *Config, v string) error
+	// secret values are never echoed in errors.
+	secret bool
+}
+
+var settings = []setting{
+	{flag: "temporal-address", env: "TEMPORAL_ADDRESS", help: "Temporal frontend host:port",
+		def: func(c Config) string { return c.TemporalAddress },
+		set: func(c *Config, v string) error {
+			host, port, err := net.SplitHostPort(v)
+			if err != nil || host == "" {
+				return errors.New("want host:port, e.g. 127.0.0.1:7233")
+			}
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return errors.New("port must be a number in 1..65535")
+			}
+			c.TemporalAddress = v
+			return nil
+		}},
+	{flag: "temporal-namespace", env: "TEMPORAL_NAMESPACE", help: "Temporal namespace",
+		def: func(c Config) string { return c.TemporalNamespace },
+		set: func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
+	{flag: "task-queue", env: "ILINKFLOW_TASK_QUEUE", help: "task queue of the workflows and activities",
+		def: func(c Config) string { return c.TaskQueue },
+		set: func(c *Config, v string) error { c.TaskQueue = v; return nil }},
+	{flag: "database-url", env: "DATABASE_URL", secret: true,
+		help: "PostgreSQL URL; prefer the environment when it holds a password",
+		def:  func(c Config) string { return c.DatabaseURL },
+		set: func(c *Config, v string) error {
+			if _, err := pgxpool.ParseConfig(v); err != nil {
+				return errors.New("not a valid PostgreSQL URL or DSN (the value is not shown: it may hold a password)")
+			}
+			c.DatabaseURL = v
+			return nil
+		}},
+	{flag: "ilink-base-url", env: "ILINK_BASE_URL", help: "iLink API base URL",
+		def: func(c Config) string { return c.ILinkBaseURL },
+		set: func(c *Config, v string) error {
+			if _, err := ilink.New(ilink.Config{BaseURL: v}, ""); err != nil {
+				return errors.New("want an absolute http(s) URL without query or user info")
+			}
+			c.ILinkBaseURL = v
+			return nil
+		}},
+	{flag: "ilink-cdn-base-url", env: "ILINK_CDN_BASE_URL", help: "iLink media CDN base URL",
+		def: func(c Config) string { return c.ILinkCDNBaseURL },
+		set: func(c *Config, v string) error {
+			if _, err := ilink.New(ilink.Config{CDNBaseURL: v}, ""); err != nil {
+				return errors.New("want an absolute http(s) URL without query or user info")
+			}
+			c.ILinkCDNBaseURL = v
+			return nil
+		}},
+	{flag: "window-lifetime", env: "ILINKFLOW_WINDOW_LIFETIME", help: "how long a context token allows replies",
+		def: func(c Config) string { return shortDuration(c.Limits.WindowLifetime) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.Limits.WindowLifetime }, false)},
+	{flag: "max-sends", env: "ILINKFLOW_MAX_SENDS", help: "reply quota of one context token (1..1000)",
+		def: func(c Config) string { return strconv.Itoa(int(c.Limits.MaxSends)) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 1, 1000)
+			c.Limits.MaxSends = int32(n)
+			return err
+		}},
+	{flag: "send-gap", env: "ILINKFLOW_SEND_GAP", help: "minimum gap between two sends of one bot",
+		def: func(c Config) string { return shortDuration(c.SendGap) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.SendGap }, true)},
+	{flag: "throttle-penalty", env: "ILINKFLOW_THROTTLE_PENALTY", help: "how long a throttled bot stops sending",
+		def: func(c Config) string { return shortDuration(c.ThrottlePenalty) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.ThrottlePenalty }, false)},
+	{flag: "stale-pause", env: "ILINKFLOW_STALE_PAUSE", help: "pause of an account after a stale bot token",
+		def: func(c Config) string { return shortDuration(c.StalePause) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.StalePause }, false)},
+	{flag: "poll-session", env: "ILINKFLOW_POLL_SESSION", help: "length of one polling activity on an idle account",
+		def: func(c Config) string { return shortDuration(c.PollSession) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.PollSession }, false)},
+	{flag: "max-accounts", env: "ILINKFLOW_MAX_ACCOUNTS", help: "maximum number of active accounts",
+		def: func(c Config) string { return strconv.Itoa(c.MaxAccounts) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 1, 1_000_000)
+			c.MaxAccounts = int(n)
+			return err
+		}},
+	{flag: "session-ttl", env: "ILINKFLOW_SESSION_TTL", help: "lifetime of an agent session (0: until the window expires)",
+		def: func(c Config) string { return shortDuration(c.SessionTTL) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.SessionTTL }, true)},
+	{flag: "heartbeat", env: "ILINKFLOW_HEARTBEAT", help: "heartbeat period of long-running activities",
+		def: func(c Config) string { return shortDuration(c.Heartbeat) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.Heartbeat }, false)},
+	{flag: "shutdown-grace", env: "ILINKFLOW_SHUTDOWN_GRACE", help: "how long a stopping worker lets in-flight sends finish",
+		def: func(c Config) string { return shortDuration(c.ShutdownGrace) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.ShutdownGrace }, true)},
+	{flag: "defer-before", env: "ILINKFLOW_DEFER_BEFORE", help: "RFC 3339 instant: messages sent before it are stored but not dispatched",
+		def: func(c Config) string {
+			if c.DeferredBefore == nil {
+				return ""
+			}
+			return c.DeferredBefore.Format(time.RFC3339)
+		},
+		set: func(c *Config, v string) error {
+			if v == "" {
+				c.DeferredBefore = nil
+				return nil
+			}
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return errors.New("want an RFC 3339 time such as 2026-11-30T08:00:00Z")
+			}
+			c.DeferredBefore = &t
+			return nil
+		}},
+	{flag: "log-level", env: "ILINKFLOW_LOG_LEVEL", help: "debug, info, warn or error",
+		def: func(c Config) string { return strings.ToLower(c.LogLevel.String()) },
+		set: func(c *Config, v string) error {
+			if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+				return errors.New("want debug, info, warn or error")
+			}
+			return nil
+		}},
+	{flag: "log-format", env: "ILINKFLOW_LOG_FORMAT", help: "text or json",
+		def: func(c Config) string { return c.LogFormat },
+		set: func(c *Config, v string) error {
+			if v != "text" && v != "json" {
+				return errors.New("want text or json")
+			}
+			c.LogFormat = v
+			return nil
+		}},
+}
+
+// keysFileFlag names the flag that overrides ILINKFLOW_SEALING_KEYS_FILE. The key spec
+// itself has no flag: a command line is visible to every local user.
+const keysFileFlag = "sealing-keys-file"
+
+func durationSetter(field func(*Config) *time.Duration, allowZero bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errors.New("want a duration such as 2s, 1m30s or 24h")
+		}
+		if d < 0 || (d == 0 && !allowZero) {
+			if allowZero {
+				return errors.New("must not be negative")
+			}
+			return errors.New("must be positive")
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// shortDuration formats d without trailing zero units: 24h, 10m, 1m30s, 0s.
+func shortDuration(d time.Duration) string {
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = out[:len(out)-2]
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = out[:len(out)-2]
+	}
+	return out
+}
+
+func parseInt(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("want an integer in %d..%d", lo, hi)
+	}
+	return n, nil
+}
+
+// ConfigFromEnv builds the configuration from command-line flags, falling back to the
+// environment (read through getenv), then to the defaults. A flag given on the command
+// line wins over its environment variable. The sealing key ring comes from
+// ILINKFLOW_SEALING_KEYS or the file named by ILINKFLOW_SEALING_KEYS_FILE (or
+// --sealing-keys-file). It returns an error wrapping flag.ErrHelp for -h/--help (print
+// [Usage] then), and a clear error naming the flag or variable for a bad value.
+func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	cfg := DefaultConfig()
+	values := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		values[s.flag] = fs.String(s.flag, "", s.help)
+	}
+	keysFile := fs.String(keysFileFlag, "", "file of sealing keys")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w (run with --help for the settings)", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q (run with --help for the settings)", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	var errs []error
+	for _, s := range settings {
+		raw, source := "", ""
+		switch {
+		case given[s.flag]:
+			raw, source = *values[s.flag], "flag --"+s.flag
+		case strings.TrimSpace(getenv(s.env)) != "":
+			raw, source = getenv(s.env), "environment variable "+s.env
+		default:
+			continue // DefaultConfig holds it
+		}
+		raw = strings.TrimSpace(raw)
+		if raw == "" && s.flag != "defer-before" {
+			errs = append(errs, fmt.Errorf("%s is empty", source))
+			continue
+		}
+		if err := s.set(&cfg, raw); err != nil {
+			if s.secret {
+				errs = append(errs, fmt.Errorf("%s: %v", source, err))
+			} else {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", source, raw, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+
+	keyEnv := getenv
+	if given[keysFileFlag] {
+		path := strings.TrimSpace(*keysFile)
+		if path == "" {
+			return Config{}, fmt.Errorf("flag --%s is empty", keysFileFlag)
+		}
+		keyEnv = func(k string) string {
+			switch k {
+			case sealing.EnvKeysFile:
+				return path
+			case sealing.EnvKeys:
+				return "" // the flag wins over the environment
+			}
+			return getenv(k)
+		}
+	}
+	keys, err := sealing.LoadKeyring(keyEnv)
+	if err != nil {
+		return Config{}, fmt.Errorf("sealing keys: %w", err)
+	}
+	cfg.Keyring = keys
+	if err := cfg.validate(false); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Validate reports the first problems of a configuration built by hand; ConfigFromEnv
+// returns only configurations that pass it.
+func (c Config) Validate() error { return c.validate(true) }
+
+func (c Config) validate(needKeys bool) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := net.SplitHostPort(c.TemporalAddress); err != nil {
+		bad("Temporal address %q: want host:port", c.TemporalAddress)
+	}
+	if strings.TrimSpace(c.TemporalNamespace) == "" {
+		bad("Temporal namespace is empty")
+	}
+	if strings.TrimSpace(c.TaskQueue) == "" {
+		bad("task queue is empty")
+	}
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		bad("database URL is not a valid PostgreSQL URL or DSN")
+	}
+	if _, err := ilink.New(c.ILinkConfig(), ""); err != nil {
+		bad("iLink configuration: %v", err)
+	}
+	if needKeys && c.Keyring == nil {
+		bad("no sealing key ring (set %s or %s)", sealing.EnvKeys, sealing.EnvKeysFile)
+	}
+	l := c.Limits
+	if l.WindowLifetime <= 0 || l.MaxSends < 1 || l.MaxSends > 1000 || l.MaxMergedSummaryBytes < 256 ||
+		l.MaxTextBytes <= 0 || l.MaxClockSkew < 0 {
+		bad("store limits are invalid: window lifetime and text size must be positive, max sends in 1..1000, merged summary at least 256 bytes")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		zero bool
+	}{
+		{"send gap", c.SendGap, true}, {"throttle penalty", c.ThrottlePenalty, false},
+		{"stale pause", c.StalePause, false}, {"poll session", c.PollSession, false},
+		{"session TTL", c.SessionTTL, true}, {"heartbeat", c.Heartbeat, false},
+		{"shutdown grace", c.ShutdownGrace, true},
+	} {
+		if d.v < 0 || (d.v == 0 && !d.zero) {
+			bad("%s %v must be positive", d.name, d.v)
+		}
+	}
+	if c.Heartbeat > 0 && c.PollSession > 0 && c.Heartbeat >= c.PollSession {
+		bad("heartbeat %v must be shorter than the poll session %v", c.Heartbeat, c.PollSession)
+	}
+	if c.MaxAccounts < 1 {
+		bad("max accounts must be at least 1")
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log format %q: want text or json", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// ILinkConfig is the iLink client configuration the activities use.
+func (c Config) ILinkConfig() ilink.Config {
+	return ilink.Config{BaseURL: c.ILinkBaseURL, CDNBaseURL: c.ILinkCDNBaseURL}
+}
+
+// NewLogger returns the process logger: LogFormat to w, at LogLevel.
+func (c Config) NewLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// LogValue summarises the configuration for the log: no secret, and the database URL
+// reduced to host, port, database and user.
+func (c Config) LogValue() slog.Value {
+	db := "invalid"
+	if pc, err := pgxpool.ParseConfig(c.DatabaseURL); err == nil {
+		db = fmt.Sprintf("%s@%s:%d/%s", pc.ConnConfig.User, pc.ConnConfig.Host, pc.ConnConfig.Port, pc.ConnConfig.Database)
+	}
+	keys := "none"
+	if c.Keyring != nil {
+		keys = c.Keyring.String()
+	}
+	return slog.GroupValue(
+		slog.String("temporal", c.TemporalAddress),
+		slog.String("namespace", c.TemporalNamespace),
+		slog.String("task_queue", c.TaskQueue),
+		slog.String("database", db),
+		slog.String("ilink", c.ILinkBaseURL),
+		slog.String("ilink_cdn", c.ILinkCDNBaseURL),
+		slog.String("keys", keys),
+		slog.Duration("window_lifetime", c.Limits.WindowLifetime),
+		slog.Int("max_sends", int(c.Limits.MaxSends)),
+		slog.Duration("send_gap", c.SendGap),
+		slog.Duration("throttle_penalty", c.ThrottlePenalty),
+		slog.Duration("stale_pause", c.StalePause),
+		slog.Duration("poll_session", c.PollSession),
+		slog.Int("max_accounts", c.MaxAccounts),
+		slog.Duration("session_ttl", c.SessionTTL),
+		slog.Duration("heartbeat", c.Heartbeat),
+		slog.Duration("shutdown_grace", c.ShutdownGrace),
+	)
+}
+
+// Usage writes the worker's settings: each flag with its environment variable and default.
+func Usage(w io.Writer) {
+	def := DefaultConfig()
+	fmt.Fprint(w, `usage: worker [flags]
+
+Runs an ilinkflow worker: migrates PostgreSQL, connects to Temporal, serves the workflows
+and activities on the task queue, and makes sure every active account has its poller and
+every open reply window its workflow. Every flag falls back to its environment variable,
+then to the default; a flag given on the command line wins.
+
+flags (environment variable, default):
+`)
+	for _, s := range settings {
+		d := s.def(def)
+		if d == "" {
+			d = "unset"
+		}
+		fmt.Fprintf(w, "  --%s (%s, default %s)\n      %s\n", s.flag, s.env, d, s.help)
+	}
+	fmt.Fprintf(w, "  --%s (%s)\n      %s\n", keysFileFlag, sealing.EnvKeysFile, "file of sealing keys, one \"N:<base64>\" per line")
+	fmt.Fprintf(w, `
+sealing keys (required): %s="2:<base64 32 bytes>,1:<base64 32 bytes>" (the highest
+generation seals, all open), or a file named by %s / --%s.
+Generate one with: go run ./starter keygen --generation 1
+`, sealing.EnvKeys, sealing.EnvKeysFile, keysFileFlag)
+}

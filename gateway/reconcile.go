@@ -1,0 +1,318 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// maxReconciledWindows is the most open windows one reconcile lists (the store's cap).
+const maxReconciledWindows = 10000
+
+// ReconcileReport says what a reconcile found and did.
+type ReconcileReport struct {
+	// RecoveredAttempts counts pending attempts released because a crash orphaned them.
+	RecoveredAttempts int
+	// Accounts counts the active accounts; each now has a poller.
+	Accounts int
+	// PollersStarted counts pollers that were not running and were started;
+	// PollersSignalled counts running pollers that were told their generation again.
+	PollersStarted, PollersSignalled int
+	// PausedWithoutPoller lists paused accounts whose poller is not running: nothing will
+	// resume them (an operator should resume or re-enroll them).
+	PausedWithoutPoller []string
+	// Windows counts the open windows; WindowsStarted got a new ReplyWindow workflow and
+	// WindowsRunning already had a running one.
+	Windows, WindowsStarted, WindowsRunning int
+	// WindowsClosed lists open windows whose workflow already ran and closed: the id
+	// policy (REJECT_DUPLICATE) refuses a second run, so an operator must look at them.
+	WindowsClosed []int64
+	// WindowsTruncated is set when more open windows exist than one reconcile lists.
+	WindowsTruncated bool
+}
+
+// LogValue summarises the report for the log.
+func (r ReconcileReport) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Int("recovered_attempts", r.RecoveredAttempts),
+		slog.Int("accounts", r.Accounts),
+		slog.Int("pollers_started", r.PollersStarted),
+		slog.Int("pollers_signalled", r.PollersSignalled),
+		slog.Int("paused_without_poller", len(r.PausedWithoutPoller)),
+		slog.Int("windows", r.Windows),
+		slog.Int("windows_started", r.WindowsStarted),
+		slog.Int("windows_running", r.WindowsRunning),
+		slog.Int("windows_closed", len(r.WindowsClosed)),
+		slog.Bool("windows_truncated", r.WindowsTruncated),
+	)
+}
+
+// ReconcileOptions configures [ReconcileWithOptions].
+type ReconcileOptions struct {
+	// TaskQueue is where started workflows run.
+	TaskQueue string
+	// Limits supplies the reply quota of a window stored without one.
+	Limits store.Limits
+	// Activities, when set, are the activities whose StartPoller starts the pollers (the
+	// worker's own, so that pollers started here and at enrollment get the same input);
+	// by default activities over the store, the client and TaskQueue.
+	Activities *activities.Activities
+	// Logger receives progress and problems (slog.Default when nil).
+	Logger *slog.Logger
+	// Now is the clock stamped on recovered attempts (time.Now when nil).
+	Now func() time.Time
+}
+
+// Reconcile makes Temporal match the store after a start or a crash: pending attempts
+// orphaned by a crash are released (their quota given back), every active account has
+// its AccountPoller (activities.StartPoller: signal-with-start with its generation), and
+// every open window has its ReplyWindow workflow ([StartWindow]). It is idempotent: a
+// second run starts nothing new. Errors of single accounts or windows do not stop the
+// others; they are joined in the returned error, next to a report of what was done.
+func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue string, limits store.Limits) (ReconcileReport, error) {
+	return ReconcileWithOptions(ctx, st, tc, ReconcileOptions{TaskQueue: taskQueue, Limits: limits})
+}
+
+// ReconcileWithOptions is [Reconcile] with the worker's activities, a logger and a clock.
+//
+// Pending attempts are recovered first, so that window workflows start against released
+// reservations. An attempt is pending only between its reservation and its start, and
+// recovery fails it, so a send that a live process (this one after a restart, or another
+// worker of the fleet) was about to start is refused at its start instead of being sent:
+// never a double send, at worst a failed one the agent sees.
+func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client, opts ReconcileOptions) (ReconcileReport, error) {
+	var rep ReconcileReport
+	if st == nil || tc == nil {
+		return rep, errors.New("reconcile: store and Temporal client are required")
+	}
+	if opts.TaskQueue == "" {
+		return rep, errors.New("reconcile: task queue is empty")
+	}
+	acts := opts.Activities
+	if acts == nil {
+		acts = &activities.Activities{Store: st, Temporal: tc, Config: activities.Config{TaskQueue: opts.TaskQueue}, Logger: opts.Logger}
+	}
+	actsQueue := acts.Config.TaskQueue
+	if actsQueue == "" {
+		actsQueue = wfapi.DefaultTaskQueue // the activities' default
+	}
+	if acts.Temporal == nil || actsQueue != opts.TaskQueue {
+		return rep, fmt.Errorf("reconcile: the activities must have a Temporal client and start workflows on task queue %s (not %s)", opts.TaskQueue, actsQueue)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	var errs []error
+
+	n, err := st.RecoverPendingAttempts(ctx, now())
+	if err != nil {
+		errs = append(errs, fmt.Errorf("recover pending attempts: %w", err))
+	}
+	rep.RecoveredAttempts = n
+	if n > 0 {
+		logger.Warn("released pending attempts orphaned by a crash", "attempts", n)
+	}
+
+	active, err := st.ListAccounts(ctx, store.AccountActive)
+	if err != nil {
+		return rep, errors.Join(append(errs, fmt.Errorf("list active accounts: %w", err))...)
+	}
+	rep.Accounts = len(active)
+	for _, a := range active {
+		if ctx.Err() != nil {
+			return rep, errors.Join(append(errs, ctx.Err())...)
+		}
+		started, err := ensurePoller(ctx, tc, acts, a)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("poller of account %s: %w", a.AccountKey, err))
+			continue
+		}
+		if started {
+			rep.PollersStarted++
+			logger.Info("started account poller", "account", a.AccountKey, "generation", a.Generation)
+		} else {
+			rep.PollersSignalled++
+		}
+	}
+
+	paused, err := st.ListAccounts(ctx, store.AccountPaused)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list paused accounts: %w", err))
+	}
+	for _, a := range paused {
+		running, _, err := isRunning(ctx, tc, wfapi.AccountPollerID(a.AccountKey))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("poller of paused account %s: %w", a.AccountKey, err))
+			continue
+		}
+		if !running {
+			rep.PausedWithoutPoller = append(rep.PausedWithoutPoller, a.AccountKey)
+			logger.Warn("paused account has no running poller: nothing will resume it", "account", a.AccountKey)
+		}
+	}
+
+	windows, err := st.ListWindows(ctx, store.WindowFilter{State: store.WindowOpen, Limit: maxReconciledWindows})
+	if err != nil {
+		return rep, errors.Join(append(errs, fmt.Errorf("list open windows: %w", err))...)
+	}
+	rep.Windows = len(windows)
+	if len(windows) >= maxReconciledWindows {
+		rep.WindowsTruncated = true
+		logger.Warn("more open windows than one reconcile lists; the oldest were not checked", "listed", len(windows))
+	}
+	for _, w := range windows {
+		if ctx.Err() != nil {
+			return rep, errors.Join(append(errs, ctx.Err())...)
+		}
+		msg, err := st.GetMessage(ctx, w.SourceMessageKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("window %d: read its message: %w", w.ReplyWindowID, err))
+			continue
+		}
+		in := WindowInput(w, msg)
+		if in.MaxSends <= 0 {
+			in.MaxSends = opts.Limits.MaxSends
+		}
+		outcome, err := StartWindow(ctx, tc, opts.TaskQueue, in)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
+			continue
+		}
+		switch outcome {
+		case WindowStarted:
+			rep.WindowsStarted++
+			logger.Info("started reply window workflow", "window", w.ReplyWindowID, "account", w.AccountKey)
+		case WindowRunning:
+			rep.WindowsRunning++
+		case WindowClosed:
+			rep.WindowsClosed = append(rep.WindowsClosed, w.ReplyWindowID)
+			logger.Warn("open window's workflow already closed; not restarted (REJECT_DUPLICATE)",
+				"window", w.ReplyWindowID, "account", w.AccountKey)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// ensurePoller makes sure an active account's poller runs, through the code path of the
+// enrollment: activities.StartPoller (signal-with-start of wfapi.AccountPollerWorkflow
+// with wfapi.SignalRotate and the account's generation). It reports whether a new run
+// started.
+func ensurePoller(ctx context.Context, tc client.Client, acts *activities.Activities, a store.Account) (bool, error) {
+	id := wfapi.AccountPollerID(a.AccountKey)
+	wasRunning, runID, err := isRunning(ctx, tc, id)
+	if err != nil {
+		return false, err
+	}
+	if err := acts.StartPoller(ctx, activities.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
+		return false, err
+	}
+	if !wasRunning {
+		return true, nil
+	}
+	nowRunning, nowRunID, err := isRunning(ctx, tc, id)
+	if err != nil {
+		return false, err
+	}
+	return nowRunning && nowRunID != runID, nil
+}
+
+// WindowInput is the ReplyWindow input of a stored open window and its source message.
+// The message is deliverable (handed to an agent) unless it was deferred or is already
+// handled or failed; SendsUsed counts the quota already reserved or transmitted.
+func WindowInput(w store.Window, m store.Message) wfapi.WindowInput {
+	deliverable := !m.Deferred && (m.Status == store.MessageReceived || m.Status == store.MessageProcessing)
+	return wfapi.WindowInput{
+		ReplyWindowID: w.ReplyWindowID,
+		AccountKey:    w.AccountKey,
+		MessageKey:    w.SourceMessageKey,
+		ExpiresAt:     w.ExpiresAt,
+		MaxSends:      w.MaxSends,
+		Deliverable:   deliverable,
+		SendsUsed:     w.Reserved + w.Transmitted,
+	}
+}
+
+// WindowOutcome is what StartWindow found.
+type WindowOutcome int
+
+// StartWindow outcomes.
+const (
+	// WindowStarted: a new ReplyWindow workflow started.
+	WindowStarted WindowOutcome = iota + 1
+	// WindowRunning: the window's workflow was already running.
+	WindowRunning
+	// WindowClosed: the window's workflow already ran and closed; none was started.
+	WindowClosed
+)
+
+// String names the outcome.
+func (o WindowOutcome) String() string {
+	switch o {
+	case WindowStarted:
+		return "started"
+	case WindowRunning:
+		return "running"
+	case WindowClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// StartWindow starts the ReplyWindow workflow of a window unless its id is taken: a
+// running workflow is left alone and a closed one is not run again (REJECT_DUPLICATE),
+// so starting is idempotent and "already started" is not an error.
+func StartWindow(ctx context.Context, tc client.Client, taskQueue string, in wfapi.WindowInput) (WindowOutcome, error) {
+	id := wfapi.ReplyWindowID(in.ReplyWindowID)
+	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// FAIL plus the error below tells "already running" from "started", which
+		// USE_EXISTING hides; the effect on a running workflow is the same: none.
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, wfapi.ReplyWindowWorkflow, in)
+	if err == nil {
+		return WindowStarted, nil
+	}
+	if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return 0, fmt.Errorf("start %s: %w", id, err)
+	}
+	running, _, err := isRunning(ctx, tc, id)
+	if err != nil {
+		return 0, err
+	}
+	if running {
+		return WindowRunning, nil
+	}
+	return WindowClosed, nil
+}
+
+// isRunning reports whether the latest run of a workflow id is running, and its run id.
+func isRunning(ctx context.Context, tc client.Client, id string) (bool, string, error) {
+	d, err := tc.DescribeWorkflow(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("describe %s: %w", id, err)
+	}
+	return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecution.RunID, nil
+}

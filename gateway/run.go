@@ -1,0 +1,206 @@
+// Package gateway builds and runs an ilinkflow worker process: it connects PostgreSQL
+// (migrating the schema), the store and Temporal, serves the workflows and activities on
+// the task queue, and reconciles Temporal with the store at start (every active account
+// has its poller, every open window its workflow, crash-orphaned reservations are
+// released). Configuration comes from flags and the environment ([ConfigFromEnv]).
+// Nothing here logs a secret: tokens are sealing.Secret or ilink.Secret values, the
+// database URL is reduced to its host, and the Temporal SDK's logger drops payloads.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/workflows"
+)
+
+// Options are the dependencies a caller (a test, a local all-in-one command) may inject
+// into Run instead of letting it build them from the configuration.
+type Options struct {
+	// Logger is the process logger (cfg.NewLogger(os.Stderr) when nil).
+	Logger *slog.Logger
+	// Handler receives deliverable messages (the agent hand-off); nil: none configured.
+	Handler activities.Handler
+	// Pool, when set, is used instead of connecting to cfg.DatabaseURL; Run does not close it.
+	Pool *pgxpool.Pool
+	// Keyring, when set, overrides cfg.Keyring.
+	Keyring *sealing.Keyring
+	// Temporal, when set, is used instead of dialing cfg.TemporalAddress; Run does not
+	// close it. Its namespace wins over cfg.TemporalNamespace.
+	Temporal client.Client
+	// NewILinkClient builds iLink clients (nil: ilink.New), e.g. to reach a simulator.
+	NewILinkClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
+	// Ready, when set, is called once the worker runs and the start-up reconcile is done.
+	Ready func(ReconcileReport)
+}
+
+// Run runs a worker until ctx is done: it connects PostgreSQL and applies the migrations,
+// builds the store, dials Temporal, starts a worker on cfg.TaskQueue with the workflows
+// and activities, reconciles once, then waits. On cancellation it stops the worker, which
+// lets in-flight activities (sends) finish for up to cfg.ShutdownGrace, and returns nil.
+// A failure to start, a failed reconcile or a fatal worker error is returned.
+func Run(ctx context.Context, cfg Config, opts Options) (err error) {
+	if opts.Keyring != nil {
+		cfg.Keyring = opts.Keyring
+	}
+	if cfg.LogFormat == "" {
+		cfg.LogFormat = "text"
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = cfg.NewLogger(os.Stderr)
+	}
+	logger.Info("worker starting", "config", cfg)
+	if cfg.StalePause != DefaultConfig().StalePause {
+		// activities.StartPoller starts pollers without a PollerConfig, so the workflow's
+		// default applies until activities.Config carries one.
+		logger.Warn("the stale-token pause setting is not applied yet: pollers pause for the workflow default",
+			"configured", cfg.StalePause, "applied", DefaultConfig().StalePause)
+	}
+	// A shutdown requested while starting is not a failure.
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			logger.Info("worker start interrupted", "error", err)
+			err = nil
+		}
+	}()
+
+	pool := opts.Pool
+	if pool == nil {
+		pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+		if err != nil {
+			return errors.New("database URL is not a valid PostgreSQL URL or DSN")
+		}
+		pool, err = pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return fmt.Errorf("connect PostgreSQL: %w", err)
+		}
+		defer pool.Close()
+		if err := pool.Ping(ctx); err != nil {
+			return fmt.Errorf("connect PostgreSQL at %s:%d: %w", pc.ConnConfig.Host, pc.ConnConfig.Port, err)
+		}
+	}
+	mig, err := db.Migrate(ctx, pool, logger.With("component", "migrate"))
+	if err != nil {
+		return err
+	}
+	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
+	st, err := store.New(pool, cfg.Keyring, cfg.Limits)
+	if err != nil {
+		return err
+	}
+
+	tc := opts.Temporal
+	if tc == nil {
+		tc, err = client.DialContext(ctx, client.Options{
+			HostPort:  cfg.TemporalAddress,
+			Namespace: cfg.TemporalNamespace,
+			Logger:    NewTemporalLogger(logger.With("component", "temporal")),
+		})
+		if err != nil {
+			return fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
+		}
+		defer tc.Close()
+	}
+
+	acts := &activities.Activities{
+		Store:     st,
+		Pool:      pool,
+		Temporal:  tc,
+		Handler:   opts.Handler,
+		Config:    cfg.activitiesConfig(),
+		Logger:    logger.With("component", "activities"),
+		NewClient: opts.NewILinkClient,
+	}
+	fatal := make(chan error, 1)
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+		// Stop waits this long for in-flight activities, so a send in progress completes
+		// (or records its outcome) instead of being abandoned mid-transmit.
+		WorkerStopTimeout: cfg.ShutdownGrace,
+		OnFatalError: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
+	})
+	workflows.Register(w)
+	w.RegisterActivity(acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %s: %w", cfg.TaskQueue, err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			logger.Info("worker stopping", "grace", cfg.ShutdownGrace)
+			w.Stop()
+		}
+	}
+	defer stop()
+	logger.Info("worker started", "task_queue", cfg.TaskQueue)
+
+	rep, err := ReconcileWithOptions(ctx, st, tc, ReconcileOptions{
+		TaskQueue:  cfg.TaskQueue,
+		Limits:     cfg.Limits,
+		Activities: acts,
+		Logger:     logger.With("component", "reconcile"),
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	logger.Info("reconciled", "report", rep)
+	if opts.Ready != nil {
+		opts.Ready(rep)
+	}
+
+	select {
+	case <-ctx.Done():
+		stop()
+		logger.Info("worker stopped")
+		return nil
+	case err := <-fatal:
+		stop()
+		return fmt.Errorf("worker: %w", err)
+	}
+}
+
+// activitiesConfig is the activities' share of the configuration.
+func (c Config) activitiesConfig() activities.Config {
+	return activities.Config{
+		TaskQueue:       c.TaskQueue,
+		Client:          c.ILinkConfig(),
+		PollSession:     c.PollSession,
+		HeartbeatEvery:  c.Heartbeat,
+		SendGap:         sendGap(c.SendGap),
+		ThrottlePenalty: c.ThrottlePenalty,
+		MaxAccounts:     c.MaxAccounts,
+		DeferredBefore:  c.DeferredBefore,
+		SessionTTL:      c.SessionTTL,
+	}
+}
+
+// sendGap maps the configuration's "0: no gap" to the activities' convention, where zero
+// means the default gap and a negative value means none.
+func sendGap(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
