@@ -40,6 +40,9 @@ type Config struct {
 	DeferredBefore *time.Time
 	// SessionTTL bounds agent sessions (0: the window's expiry).
 	SessionTTL time.Duration
+	// Poller is the configuration of the pollers StartPoller starts (stale pause,
+	// back-offs); zero values take the workflow's defaults.
+	Poller wfapi.PollerConfig
 }
 
 // Handler receives deliverable messages (the agent hand-off, design.md §5).

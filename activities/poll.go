@@ -30,6 +30,46 @@ type PollProgress struct {
 // cursor before anything else happens, under a per-account PostgreSQL lock so that two
 // attempts never poll the same bot at once.
 func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult, error) {
+	if a.Temporal != nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		// A retry after a crash: the previous attempt may have committed a page without
+		// starting its window's workflow.
+		a.syncOpenWindows(ctx, in.AccountKey)
+	}
+	res, err := a.pollAccount(ctx, in)
+	if a.Temporal != nil && (len(res.Opened) > 0 || len(res.Retired) > 0) {
+		// Starting the windows' workflows here saves the poller a workflow round trip (and
+		// a Temporal action) per page; the workflow does it when this fails.
+		if serr := a.SyncWindows(ctx, WindowsInput{Opened: res.Opened, Retired: res.Retired}); serr != nil {
+			a.log().Warn("starting window workflows from the poll failed", "account", in.AccountKey, "error", serr)
+		} else {
+			res.Synced = true
+		}
+	}
+	return res, err
+}
+
+// syncOpenWindows makes sure the account's open windows have their workflows.
+func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string) {
+	open, err := a.Store.ListWindows(ctx, store.WindowFilter{AccountKey: accountKey, State: store.WindowOpen})
+	if err != nil {
+		a.log().Warn("listing open windows failed", "account", accountKey, "error", err)
+		return
+	}
+	var refs []WindowRef
+	for _, w := range open {
+		m, err := a.Store.GetMessage(ctx, w.SourceMessageKey)
+		deliverable := err == nil && !m.Deferred && (m.Status == store.MessageReceived || m.Status == store.MessageProcessing)
+		refs = append(refs, WindowRef{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey,
+			MessageKey: w.SourceMessageKey, ExpiresAt: w.ExpiresAt, Deliverable: deliverable})
+	}
+	if len(refs) > 0 {
+		if err := a.SyncWindows(ctx, WindowsInput{Opened: refs}); err != nil {
+			a.log().Warn("starting open windows' workflows failed", "account", accountKey, "error", err)
+		}
+	}
+}
+
+func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult, error) {
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 

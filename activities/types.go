@@ -44,6 +44,8 @@ type PollResult struct {
 	// Opened windows need a ReplyWindow workflow; Retired ones must be told to end.
 	Opened  []WindowRef
 	Retired []int64
+	// Synced is true when the activity already started and signalled those workflows.
+	Synced bool
 	// StaleToken: iLink answered -14.
 	StaleToken bool
 	// UpstreamError is the ilink error code of a failed round trip ("" when none).

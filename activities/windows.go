@@ -84,7 +84,7 @@ func (a *Activities) StartPoller(ctx context.Context, in AccountRef) error {
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, id, wfapi.SignalRotate,
 		wfapi.RotateSignal{Generation: in.Generation},
 		client.StartWorkflowOptions{ID: id, TaskQueue: a.cfg().TaskQueue},
-		wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: in.AccountKey, Generation: in.Generation})
+		wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: in.AccountKey, Generation: in.Generation, Config: a.Config.Poller})
 	if err != nil {
 		return fmt.Errorf("signal-with-start poller: %w", err)
 	}

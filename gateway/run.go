@@ -24,6 +24,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
 
@@ -67,12 +68,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		logger = cfg.NewLogger(os.Stderr)
 	}
 	logger.Info("worker starting", "config", cfg)
-	if cfg.StalePause != DefaultConfig().StalePause {
-		// activities.StartPoller starts pollers without a PollerConfig, so the workflow's
-		// default applies until activities.Config carries one.
-		logger.Warn("the stale-token pause setting is not applied yet: pollers pause for the workflow default",
-			"configured", cfg.StalePause, "applied", DefaultConfig().StalePause)
-	}
 	// A shutdown requested while starting is not a failure.
 	defer func() {
 		if err != nil && ctx.Err() != nil {
@@ -193,6 +188,7 @@ func (c Config) activitiesConfig() activities.Config {
 		MaxAccounts:     c.MaxAccounts,
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
+		Poller:          wfapi.PollerConfig{StalePause: c.StalePause},
 	}
 }
 

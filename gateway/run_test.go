@@ -94,8 +94,8 @@ func TestRunServesReconcilesAndStops(t *testing.T) {
 	}
 	var in wfapi.PollerInput
 	startInput(ctx, t, tc, id, info.GetExecution().GetRunId(), &in)
-	if in.AccountKey != acct.key || in.Generation != acct.generation {
-		t.Fatalf("poller input %+v", in)
+	if in.AccountKey != acct.key || in.Generation != acct.generation || in.Config.StalePause != cfg.StalePause {
+		t.Fatalf("poller input %+v: the configured stale pause must reach the poller", in)
 	}
 
 	// The worker polls the task queue for workflow and activity tasks. A poller shows up
@@ -112,7 +112,7 @@ func TestRunServesReconcilesAndStops(t *testing.T) {
 		t.Fatal("Run did not return after cancellation")
 	}
 	out := logs.String()
-	for _, want := range []string{"worker started", "reconciled", "worker stopped", "stale-token pause setting is not applied yet"} {
+	for _, want := range []string{"worker started", "reconciled", "worker stopped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}

@@ -20,7 +20,7 @@ var (
 	// pollOptions: a long-poll session that heartbeats.
 	pollOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 20 * time.Minute,
-		HeartbeatTimeout:    45 * time.Second,
+		HeartbeatTimeout:    20 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 		},
@@ -28,7 +28,7 @@ var (
 	// sendOptions: reserve → start → transmit → complete; a retry never re-sends (the
 	// activity completes an attempt it finds sending as unknown).
 	sendOptions = workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: 45 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 10,
 		},

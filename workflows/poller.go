@@ -155,7 +155,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 	}
 	p.pages += res.Pages
 	p.messages += res.Messages
-	if len(res.Opened) > 0 || len(res.Retired) > 0 {
+	if (len(res.Opened) > 0 || len(res.Retired) > 0) && !res.Synced {
 		if err := p.syncWindows(ctx, activities.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
 			return err
 		}
