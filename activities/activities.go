@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -48,9 +49,25 @@ type Config struct {
 // Handler receives deliverable messages (the agent hand-off, design.md §5).
 type Handler interface {
 	// Deliver hands a message to the agent. The session token is the agent's capability
-	// to reply; it must not be logged. A nil error means the agent has it.
-	Deliver(ctx context.Context, d Delivery) error
+	// to reply; it must not be logged. A nil error means the agent has it; the answer may
+	// carry replies to send at once and say the message is handled. A *PermanentError
+	// means the hand-off can never succeed: the message is marked failed.
+	Deliver(ctx context.Context, d Delivery) (Answer, error)
 }
+
+// Answer is what a handler returned for a delivery.
+type Answer struct {
+	// Replies are texts to send through the window at once, in order.
+	Replies []string
+	// Handled marks the message handled once the replies are sent.
+	Handled bool
+}
+
+// PermanentError is a hand-off failure that retrying cannot fix.
+type PermanentError struct{ Reason string }
+
+// Error implements error.
+func (e *PermanentError) Error() string { return "hand-off failed permanently: " + e.Reason }
 
 // Delivery is what an agent receives.
 type Delivery struct {
@@ -67,6 +84,7 @@ type Activities struct {
 	Pool     *pgxpool.Pool
 	Temporal client.Client
 	Handler  Handler
+	Metrics  *metrics.Product
 	Config   Config
 	Logger   *slog.Logger
 	// NewClient builds an iLink client for a base URL and bot token (nil: ilink.New).

@@ -42,9 +42,10 @@ func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutpu
 	if err != nil {
 		return HandOffOutput{}, storeErr("read window", err)
 	}
-	if err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w}); err != nil {
+	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w})
+	if err != nil {
 		return HandOffOutput{}, fmt.Errorf("deliver message %s (attempt %d): %w", sess.SourceMessageKey, in.Attempt, err)
 	}
-	out.Delivered = true
+	out.Delivered, out.Replies, out.Handled = true, ans.Replies, ans.Handled
 	return out, nil
 }

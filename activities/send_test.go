@@ -314,7 +314,7 @@ func TestHandOffHandlerFailureIsRetryableAndRefusalsAreNot(t *testing.T) {
 
 type handlerFunc func(Delivery) error
 
-func (f handlerFunc) Deliver(_ context.Context, d Delivery) error { return f(d) }
+func (f handlerFunc) Deliver(_ context.Context, d Delivery) (Answer, error) { return Answer{}, f(d) }
 
 func TestASendWithoutRequestIDIsIdempotentPerScheduledActivity(t *testing.T) {
 	t.Parallel()

@@ -99,6 +99,9 @@ type HandOffOutput struct {
 	SessionEnd time.Time
 	// Delivered is false when no handler is configured or the handler refused for now.
 	Delivered bool
+	// Replies and Handled are the handler's answer (see Answer).
+	Replies []string
+	Handled bool
 }
 
 // SendInput is one reply through a window: reserve → start → transmit → complete, as one

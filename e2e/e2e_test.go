@@ -45,11 +45,11 @@ type recorder struct {
 	deliveries []activities.Delivery
 }
 
-func (r *recorder) Deliver(_ context.Context, d activities.Delivery) error {
+func (r *recorder) Deliver(_ context.Context, d activities.Delivery) (activities.Answer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deliveries = append(r.deliveries, d)
-	return nil
+	return activities.Answer{}, nil
 }
 
 func (r *recorder) tokens() []string {
