@@ -163,7 +163,9 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 	switch {
 	case res.Stopped != "":
 		p.drain()
-		if p.in.Generation == gen { // not a rotation that overtook the poll
+		// Not stopped by a rotation that overtook the poll, nor by an operator's pause
+		// (the account is paused in the store; the pause signal says until when).
+		if p.in.Generation == gen && p.in.PausedUntil == nil {
 			p.in.Stopped = true
 		}
 	case res.StaleToken:

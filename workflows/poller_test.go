@@ -78,3 +78,41 @@ func TestContinueAsNewCarriesStateAndLosesNoSignal(t *testing.T) {
 		t.Fatalf("%d messages, want 1", n)
 	}
 }
+
+func TestOperatorPauseStopsPollingUntilItEndsThenResumes(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	b := r.bot()
+	start := time.Now()
+	r.env.SetStartTime(start)
+	until := start.Add(time.Hour)
+	polls := 0
+	r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name != "PollAccount" {
+			return
+		}
+		polls++
+		if polls == 1 { // the operator pauses while the first poll runs (what `starter pause` does)
+			if _, err := r.store.PauseAccount(r.ctx, time.Now(), b.key, 1, until, "operator"); err != nil {
+				t.Error(err)
+			}
+			r.env.SignalWorkflow(wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: "operator"})
+		}
+		if polls == 2 { // polling again after the pause: the test is over
+			if now := r.env.Now(); now.Before(until) {
+				t.Errorf("polled again at %v, before the pause ended at %v", now, until)
+			}
+			r.env.SignalWorkflow(wfapi.SignalStop, wfapi.StopSignal{Reason: "test over"})
+		}
+	})
+	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1})
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if polls < 2 {
+		t.Fatalf("%d polls: the poller must poll again after the pause", polls)
+	}
+	a, err := r.store.GetAccount(r.ctx, b.key)
+	if err != nil || a.Status != store.AccountActive {
+		t.Fatalf("account after the pause: %s %v, want active", a.Status, err)
+	}
+}
