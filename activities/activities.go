@@ -44,6 +44,9 @@ type Config struct {
 	// Poller is the configuration of the pollers StartPoller starts (stale pause,
 	// back-offs); zero values take the workflow's defaults.
 	Poller wfapi.PollerConfig
+	// ReofferAfter is the re-offer interval of the ReplyWindow workflows SyncWindows
+	// starts (wfapi.WindowInput.ReofferAfter: 0 the workflow's default, negative never).
+	ReofferAfter time.Duration
 }
 
 // Handler receives deliverable messages (the agent hand-off, design.md §5).

@@ -4,14 +4,25 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
+// ErrTypeHandOffFailed is the type of the non-retryable error HandOff returns when the
+// handler failed permanently (a *PermanentError): the message was marked failed.
+const ErrTypeHandOffFailed = "handoff_failed"
+
 // sessionTokenBytes is the entropy of an agent session token.
 const sessionTokenBytes = 32
+
+// maxFailureReason is the longest failure reason the store keeps.
+const maxFailureReason = 2048
 
 // newSessionToken returns a fresh bearer token: 32 random bytes, base64url.
 func newSessionToken() sealing.Secret {
@@ -23,9 +34,11 @@ func newSessionToken() sealing.Secret {
 // HandOff opens an agent session for the window's deliverable message and delivers it.
 //
 // A retry opens another session (a re-offer, which the store allows); the token of each
-// goes to the agent only, never to the result. A store refusal (window expired or
-// retired, message already handled) is a non-retryable error typed with the store code;
-// a handler failure is retryable.
+// goes to the agent only, never to the result or an error (a handler's error text and
+// answer are redacted). A store refusal (window expired or retired, message already
+// handled or failed) is a non-retryable error typed with the store code; a handler
+// failure is retryable, except a *PermanentError: the message is then marked failed with
+// its reason and the error is non-retryable, typed ErrTypeHandOffFailed.
 func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutput, error) {
 	token := newSessionToken()
 	sess, msg, err := a.Store.OpenAgentSession(ctx, now(), store.OpenSessionInput{
@@ -44,8 +57,49 @@ func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutpu
 	}
 	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w})
 	if err != nil {
-		return HandOffOutput{}, fmt.Errorf("deliver message %s (attempt %d): %w", sess.SourceMessageKey, in.Attempt, err)
+		var perm *PermanentError
+		if errors.As(err, &perm) {
+			return HandOffOutput{}, a.failHandOff(ctx, in, sess, redact(perm.Reason, token))
+		}
+		// The cause is not wrapped: its text is redacted, and nothing upstream needs it.
+		return HandOffOutput{}, fmt.Errorf("deliver message %s (attempt %d): %s",
+			sess.SourceMessageKey, in.Attempt, redact(err.Error(), token))
 	}
-	out.Delivered, out.Replies, out.Handled = true, ans.Replies, ans.Handled
+	out.Delivered, out.Handled = true, ans.Handled
+	for _, r := range ans.Replies {
+		out.Replies = append(out.Replies, redact(r, token))
+	}
 	return out, nil
+}
+
+// failHandOff marks the message of a permanently failed hand-off failed with the reason
+// and returns the non-retryable error that tells the workflow so. A failure to record it
+// is retryable (the retry delivers again, and most likely fails the same way).
+func (a *Activities) failHandOff(ctx context.Context, in HandOffInput, sess store.Session, reason string) error {
+	reason = clean(strings.TrimSpace(reason), maxFailureReason)
+	if reason == "" {
+		reason = "the agent hand-off failed permanently"
+	}
+	_, err := a.Store.FinishMessage(ctx, now(), sess.SourceMessageKey, store.MessageFailed, reason)
+	switch {
+	case err == nil:
+		a.log().Warn("hand-off failed permanently; message marked failed", "message", sess.SourceMessageKey,
+			"reply_window_id", in.ReplyWindowID, "attempt", in.Attempt, "reason", reason)
+	case store.IsRuleViolation(err):
+		// Finished meanwhile (the agent's verdict won): nothing to record.
+		a.log().Warn("hand-off failed permanently; message already finished", "message", sess.SourceMessageKey,
+			"reply_window_id", in.ReplyWindowID, "error", err)
+	default:
+		return fmt.Errorf("mark message %s failed after a permanent hand-off failure: %w", sess.SourceMessageKey, err)
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("deliver message %s (attempt %d): hand-off failed permanently: %s",
+		sess.SourceMessageKey, in.Attempt, reason), ErrTypeHandOffFailed, nil)
+}
+
+// redact removes every occurrence of the session token from s.
+func redact(s string, token sealing.Secret) string {
+	if t := token.Reveal(); t != "" {
+		s = strings.ReplaceAll(s, t, sealing.Redacted)
+	}
+	return s
 }

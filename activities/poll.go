@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
@@ -160,6 +161,7 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 				return p.res, nil
 			case ilink.IsStaleToken(err):
 				log.Warn("bot token is stale (-14)")
+				a.Metrics.Poll(in.AccountKey, metrics.PollStaleToken)
 				p.res.StaleToken = true
 				return p.res, nil
 			}
@@ -168,8 +170,10 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 			if p.res.UpstreamError == "" {
 				p.res.UpstreamError = string(ilink.CodeOutcomeUnknown)
 			}
+			a.Metrics.Poll(in.AccountKey, p.res.UpstreamError)
 			return p.res, nil
 		}
+		a.Metrics.Poll(in.AccountKey, metrics.PollOK)
 		done, err := p.commit(ctx, page)
 		mu.Lock()
 		progress = PollProgress{Pages: p.res.Pages, Messages: p.res.Messages}
@@ -218,6 +222,14 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	}
 	p.cursor = res.Cursor
 	p.res.Pages++
+	p.a.Metrics.Page(p.in.AccountKey)
+	p.a.Metrics.Messages(metrics.MessageInserted, res.Inserted)
+	p.a.Metrics.Messages(metrics.MessageDuplicate, res.Duplicates)
+	p.a.Metrics.Messages(metrics.MessageAbsorbed, res.Absorbed)
+	p.a.Metrics.Messages(metrics.MessageDeferred, res.Deferred)
+	if res.Deliverable != nil {
+		p.a.Metrics.Messages(metrics.MessageDeliverable, 1)
+	}
 	p.res.Messages += res.Inserted
 	if res.OpenedWindowID != 0 {
 		ref := WindowRef{ReplyWindowID: res.OpenedWindowID, AccountKey: p.in.AccountKey,
@@ -252,10 +264,12 @@ func (p *poller) entries(msgs []ilink.Message, received time.Time) []store.PageE
 			continue
 		case err != nil:
 			p.log.Warn("inbound message dropped", "reason", err.Error(), "message_id", msgs[i].ID())
+			p.a.Metrics.Messages(metrics.MessageDropped, 1)
 			continue
 		case e.PeerID != p.owner:
 			p.log.Warn("inbound message dropped", "reason", "sender is not the bot's owner",
 				"provider_message_id", e.ProviderMessageID)
+			p.a.Metrics.Messages(metrics.MessageDropped, 1)
 			continue
 		}
 		if e.SentAt.After(received.Add(p.maxSkew)) {

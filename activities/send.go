@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
@@ -51,6 +52,9 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	}
 	att, err := a.Store.ReserveReply(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content, RequestID: requestID})
 	if err != nil {
+		if store.IsRuleViolation(err) {
+			a.Metrics.Send(metrics.SendRefused)
+		}
 		return refusal("reserve reply", err)
 	}
 	log := a.log().With("account", att.AccountKey, "attempt", att.AttemptID, "reply_window_id", att.ReplyWindowID)
@@ -178,6 +182,7 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 		att, err = a.Store.CompleteAttempt(cctx, now(), c)
 		cancel()
 		if err == nil {
+			a.Metrics.Send(metrics.SendOutcome(att.Status, att.ErrorCode))
 			return a.output(ctx, att), nil
 		}
 		if store.IsRuleViolation(err) {
@@ -203,6 +208,7 @@ func (a *Activities) release(ctx context.Context, att store.Attempt, reason stri
 	if err != nil {
 		return SendOutput{}, storeErr("read attempt", err)
 	}
+	a.Metrics.Send(metrics.SendOutcome(got.Status, got.ErrorCode))
 	return a.output(ctx, got), nil
 }
 

@@ -99,9 +99,23 @@ type HandOffOutput struct {
 	SessionEnd time.Time
 	// Delivered is false when no handler is configured or the handler refused for now.
 	Delivered bool
-	// Replies and Handled are the handler's answer (see Answer).
+	// Replies and Handled are the handler's answer (see Answer). A reply never holds the
+	// session token (the activity redacts it).
 	Replies []string
 	Handled bool
+}
+
+// FinishInput records the verdict on a message: Status is handled or failed (with
+// Reason).
+type FinishInput struct {
+	MessageKey string
+	Status     string
+	Reason     string
+}
+
+// FinishOutput is the message's status after FinishMessage.
+type FinishOutput struct {
+	Status string
 }
 
 // SendInput is one reply through a window: reserve → start → transmit → complete, as one

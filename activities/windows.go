@@ -34,7 +34,7 @@ func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		}, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{
 			ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
-			ExpiresAt: w.ExpiresAt, MaxSends: maxSends, Deliverable: w.Deliverable,
+			ExpiresAt: w.ExpiresAt, MaxSends: maxSends, Deliverable: w.Deliverable, ReofferAfter: cfg.ReofferAfter,
 		})
 		if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			return fmt.Errorf("start window workflow %d: %w", w.ReplyWindowID, err)

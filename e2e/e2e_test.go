@@ -77,7 +77,11 @@ type system struct {
 	limits  store.Limits
 }
 
-func start(t *testing.T, limits store.Limits) *system {
+// startOption adjusts the worker's configuration and options before it starts (e.g. to
+// configure the agent handler instead of the test's recorder).
+type startOption func(*gateway.Config, *gateway.Options)
+
+func start(t *testing.T, limits store.Limits, opts ...startOption) *system {
 	t.Helper()
 	dev := devserver.Start(t)
 	ns, tc := dev.NewNamespace(t)
@@ -98,6 +102,7 @@ func start(t *testing.T, limits store.Limits) *system {
 	cfg.PollSession = 3 * time.Second
 	cfg.Heartbeat = time.Second
 	cfg.ShutdownGrace = 5 * time.Second
+	cfg.HTTPAddr = "" // no HTTP server: tests run in parallel (replyapi_test.go serves it on port 0)
 	st, err := store.New(pool, keyring, limits)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +113,13 @@ func start(t *testing.T, limits store.Limits) *system {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
+	gopts := gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: s.handler,
+		Ready: func(gateway.ReconcileReport) { close(ready) }}
+	for _, o := range opts {
+		o(&cfg, &gopts)
+	}
 	go func() {
-		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: s.handler,
-			Ready: func(gateway.ReconcileReport) { close(ready) }})
+		done <- gateway.Run(ctx, cfg, gopts)
 	}()
 	t.Cleanup(func() {
 		cancel()

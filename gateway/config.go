@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -68,6 +69,28 @@ type Config struct {
 	// LogLevel is the minimum level logged; LogFormat is "text" or "json".
 	LogLevel  slog.Level
 	LogFormat string
+
+	// HTTPAddr is where the reply API (/v1/reply, /v1/done), /metrics and /healthz are
+	// served; empty disables the HTTP server (see gateway/http.go).
+	HTTPAddr string
+	// HealthWindow is how long an active account may go without a successful getupdates
+	// round trip before /healthz fails (default 3 long-poll periods).
+	HealthWindow time.Duration
+
+	// Handler is the agent hand-off (design.md §5): none, echo, webhook or workflow
+	// (package handoff); Options.Handler overrides it.
+	Handler string
+	// WebhookURL and WebhookSecret (from ILINKFLOW_WEBHOOK_SECRET only, never logged)
+	// configure the webhook handler; WebhookTimeout bounds one webhook request.
+	WebhookURL     string
+	WebhookSecret  sealing.Secret
+	WebhookTimeout time.Duration
+	// AgentWorkflow and AgentTaskQueue name the agent workflow the workflow handler starts.
+	AgentWorkflow  string
+	AgentTaskQueue string
+	// ReofferAfter is how long an unhandled message waits before it is offered again
+	// while its window is open (0: never).
+	ReofferAfter time.Duration
 }
 
 // DefaultConfig returns the defaults of every setting. It has no key ring: the sealing
@@ -91,6 +114,11 @@ func DefaultConfig() Config {
 		ShutdownGrace:     30 * time.Second,
 		LogLevel:          slog.LevelInfo,
 		LogFormat:         "text",
+		HTTPAddr:          DefaultHTTPAddr,
+		HealthWindow:      DefaultHealthWindow,
+		Handler:           handoff.KindNone,
+		WebhookTimeout:    handoff.DefaultTimeout,
+		ReofferAfter:      wfapi.DefaultReofferAfter,
 	}
 }
 
@@ -227,7 +255,42 @@ var settings = []setting{
 			c.LogFormat = v
 			return nil
 		}},
+	{flag: "http-addr", env: "ILINKFLOW_HTTP_ADDR", help: "host:port of the reply API, /metrics and /healthz (\"\" or off: disabled)",
+		def: func(c Config) string { return c.HTTPAddr },
+		set: setHTTPAddr},
+	{flag: "health-window", env: "ILINKFLOW_HEALTH_WINDOW", help: "how long an active account may go without a successful poll before /healthz fails",
+		def: func(c Config) string { return shortDuration(c.HealthWindow) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.HealthWindow }, false)},
+	{flag: "handler", env: "ILINKFLOW_HANDLER", help: "agent hand-off: none, echo, webhook or workflow",
+		def: func(c Config) string { return c.Handler },
+		set: func(c *Config, v string) error {
+			switch v {
+			case handoff.KindNone, handoff.KindEcho, handoff.KindWebhook, handoff.KindWorkflow:
+				c.Handler = v
+				return nil
+			}
+			return errors.New("want none, echo, webhook or workflow")
+		}},
+	{flag: "webhook-url", env: "ILINKFLOW_WEBHOOK_URL", help: "URL the webhook handler POSTs deliveries to (secret: " + EnvWebhookSecret + ")",
+		def: func(c Config) string { return c.WebhookURL },
+		set: func(c *Config, v string) error { c.WebhookURL = v; return nil }},
+	{flag: "webhook-timeout", env: "ILINKFLOW_WEBHOOK_TIMEOUT", help: "timeout of one webhook request (at most 90s)",
+		def: func(c Config) string { return shortDuration(c.WebhookTimeout) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.WebhookTimeout }, false)},
+	{flag: "agent-workflow", env: "ILINKFLOW_AGENT_WORKFLOW", help: "workflow type the workflow handler starts for each message",
+		def: func(c Config) string { return c.AgentWorkflow },
+		set: func(c *Config, v string) error { c.AgentWorkflow = v; return nil }},
+	{flag: "agent-task-queue", env: "ILINKFLOW_AGENT_TASK_QUEUE", help: "task queue of the agent workflow",
+		def: func(c Config) string { return c.AgentTaskQueue },
+		set: func(c *Config, v string) error { c.AgentTaskQueue = v; return nil }},
+	{flag: "reoffer-after", env: "ILINKFLOW_REOFFER_AFTER", help: "how long an unhandled message waits before it is offered to the agent again (0: never)",
+		def: func(c Config) string { return shortDuration(c.ReofferAfter) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.ReofferAfter }, true)},
 }
+
+// EnvWebhookSecret names the environment variable of the webhook signing secret. It has
+// no flag: a command line is visible to every local user.
+const EnvWebhookSecret = "ILINKFLOW_WEBHOOK_SECRET"
 
 // keysFileFlag names the flag that overrides ILINKFLOW_SEALING_KEYS_FILE. The key spec
 // itself has no flag: a command line is visible to every local user.
@@ -310,7 +373,7 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 			continue // DefaultConfig holds it
 		}
 		raw = strings.TrimSpace(raw)
-		if raw == "" && s.flag != "defer-before" {
+		if raw == "" && s.flag != "defer-before" && s.flag != "http-addr" {
 			errs = append(errs, fmt.Errorf("%s is empty", source))
 			continue
 		}
@@ -347,6 +410,9 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 		return Config{}, fmt.Errorf("sealing keys: %w", err)
 	}
 	cfg.Keyring = keys
+	if v := strings.TrimSpace(getenv(EnvWebhookSecret)); v != "" {
+		cfg.WebhookSecret = sealing.NewSecret(v)
+	}
 	if err := cfg.validate(false); err != nil {
 		return Config{}, err
 	}
@@ -406,7 +472,22 @@ func (c Config) validate(needKeys bool) error {
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log format %q: want text or json", c.LogFormat)
 	}
+	if err := c.validateHTTP(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.HandoffConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ReofferAfter < 0 {
+		bad("re-offer interval %v must not be negative", c.ReofferAfter)
+	}
 	return errors.Join(errs...)
+}
+
+// HandoffConfig is the agent handler's share of the configuration.
+func (c Config) HandoffConfig() handoff.Config {
+	return handoff.Config{Kind: c.Handler, WebhookURL: c.WebhookURL, WebhookSecret: c.WebhookSecret,
+		Timeout: c.WebhookTimeout, WorkflowType: c.AgentWorkflow, TaskQueue: c.AgentTaskQueue}
 }
 
 // ILinkConfig is the iLink client configuration the activities use.
@@ -452,6 +533,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("session_ttl", c.SessionTTL),
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
+		slog.String("http_addr", c.HTTPAddr),
+		slog.Duration("health_window", c.HealthWindow),
 	)
 }
 
@@ -480,4 +563,5 @@ sealing keys (required): %s="2:<base64 32 bytes>,1:<base64 32 bytes>" (the highe
 generation seals, all open), or a file named by %s / --%s.
 Generate one with: go run ./starter keygen --generation 1
 `, sealing.EnvKeys, sealing.EnvKeysFile, keysFileFlag)
+	fmt.Fprintf(w, "\nwebhook secret (required by --handler webhook, at least %d bytes): %s\n", handoff.MinSecretBytes, EnvWebhookSecret)
 }

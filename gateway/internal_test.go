@@ -28,6 +28,15 @@ func TestActivitiesConfigMapsTheConfiguration(t *testing.T) {
 	if got := c.activitiesConfig().SendGap; got != 3*time.Second {
 		t.Fatalf("send gap 3s became %v", got)
 	}
+	// Likewise the re-offer interval: the configuration's 0 is "never", a negative one for
+	// the workflow.
+	if got := c.activitiesConfig().ReofferAfter; got != c.ReofferAfter || got <= 0 {
+		t.Fatalf("re-offer interval %v became %v", c.ReofferAfter, got)
+	}
+	c.ReofferAfter = 0
+	if got := c.activitiesConfig().ReofferAfter; got >= 0 {
+		t.Fatalf("re-offer interval 0 became %v for the workflows", got)
+	}
 }
 
 func TestShortDuration(t *testing.T) {

@@ -189,6 +189,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		if in.MaxSends <= 0 {
 			in.MaxSends = opts.Limits.MaxSends
 		}
+		in.ReofferAfter = acts.Config.ReofferAfter
 		outcome, err := StartWindow(ctx, tc, opts.TaskQueue, in)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))

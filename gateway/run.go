@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -21,7 +23,9 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -46,6 +50,16 @@ type Options struct {
 	NewILinkClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
 	// Ready, when set, is called once the worker runs and the start-up reconcile is done.
 	Ready func(ReconcileReport)
+
+	// HTTPListener, when set, serves the reply API, /metrics and /healthz instead of
+	// listening on cfg.HTTPAddr; Run closes it once it serves. HTTPStarted, when set, is
+	// called with the bound address once the server serves (cfg.HTTPAddr may use port 0).
+	HTTPListener net.Listener
+	HTTPStarted  func(net.Addr)
+	// Metrics, when set, is the registry Run records into and serves. A caller that
+	// injects Temporal dials its client with Metrics.TemporalHandler() as
+	// client.Options.MetricsHandler to get the SDK's metrics too.
+	Metrics *metrics.Registry
 }
 
 // Run runs a worker until ctx is done: it connects PostgreSQL and applies the migrations,
@@ -101,12 +115,21 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		return err
 	}
 
+	reg, err := newRegistry(cfg, opts, logger)
+	if err != nil {
+		return err
+	}
+	if opts.Metrics == nil {
+		defer func() { _ = reg.Close(context.Background()) }()
+	}
+
 	tc := opts.Temporal
 	if tc == nil {
 		tc, err = client.DialContext(ctx, client.Options{
-			HostPort:  cfg.TemporalAddress,
-			Namespace: cfg.TemporalNamespace,
-			Logger:    NewTemporalLogger(logger.With("component", "temporal")),
+			HostPort:       cfg.TemporalAddress,
+			Namespace:      cfg.TemporalNamespace,
+			Logger:         NewTemporalLogger(logger.With("component", "temporal")),
+			MetricsHandler: temporalMetrics(reg),
 		})
 		if err != nil {
 			return fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
@@ -114,11 +137,16 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		defer tc.Close()
 	}
 
+	handler, err := newHandler(cfg, opts, tc, logger)
+	if err != nil {
+		return err
+	}
 	acts := &activities.Activities{
 		Store:     st,
 		Pool:      pool,
 		Temporal:  tc,
-		Handler:   opts.Handler,
+		Handler:   handler,
+		Metrics:   reg.Product(),
 		Config:    cfg.activitiesConfig(),
 		Logger:    logger.With("component", "activities"),
 		NewClient: opts.NewILinkClient,
@@ -150,6 +178,16 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 	defer stop()
 	logger.Info("worker started", "task_queue", cfg.TaskQueue)
+	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, logger, func(err error) {
+		select {
+		case fatal <- err:
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer httpSrv.shutdown() // before the worker stops (defers run last-in first-out)
 
 	rep, err := ReconcileWithOptions(ctx, st, tc, ReconcileOptions{
 		TaskQueue:  cfg.TaskQueue,
@@ -167,10 +205,12 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 
 	select {
 	case <-ctx.Done():
+		httpSrv.shutdown()
 		stop()
 		logger.Info("worker stopped")
 		return nil
 	case err := <-fatal:
+		httpSrv.shutdown()
 		stop()
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -189,7 +229,41 @@ func (c Config) activitiesConfig() activities.Config {
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
 		Poller:          wfapi.PollerConfig{StalePause: c.StalePause},
+		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
+}
+
+// reofferAfter maps the configuration's "0: never" to the workflow's convention, where
+// zero means the default interval and a negative value means never.
+func reofferAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// newHandler is the agent handler: opts.Handler when set, else the one the configuration
+// selects (nil for none).
+func newHandler(cfg Config, opts Options, tc client.Client, logger *slog.Logger) (activities.Handler, error) {
+	if opts.Handler != nil {
+		logger.Info("agent hand-off", "handler", "injected", "reoffer_after", cfg.ReofferAfter)
+		return opts.Handler, nil
+	}
+	h, err := handoff.New(cfg.HandoffConfig(), tc)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	attrs := []any{"handler", cfg.Handler, "reoffer_after", cfg.ReofferAfter}
+	switch cfg.Handler {
+	case handoff.KindWebhook:
+		if u, err := url.Parse(cfg.WebhookURL); err == nil {
+			attrs = append(attrs, "webhook_host", u.Host, "webhook_timeout", cfg.WebhookTimeout) // not the URL: it may hold a key
+		}
+	case handoff.KindWorkflow:
+		attrs = append(attrs, "agent_workflow", cfg.AgentWorkflow, "agent_task_queue", cfg.AgentTaskQueue)
+	}
+	logger.Info("agent hand-off", attrs...)
+	return h, nil
 }
 
 // sendGap maps the configuration's "0: no gap" to the activities' convention, where zero

@@ -62,6 +62,7 @@ func TestRunServesReconcilesAndStops(t *testing.T) {
 	cfg.DatabaseURL = "postgres://unused@127.0.0.1:1/unused" // the injected pool is used
 	cfg.StalePause = 3 * time.Minute
 	cfg.ShutdownGrace = time.Second
+	cfg.HTTPAddr = "" // no HTTP server: tests run in parallel
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 

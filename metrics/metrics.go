@@ -1,22 +1,171 @@
 // Package metrics holds ilinkflow's own Prometheus metrics. Every method is safe on a nil
 // *Product, so code that records metrics never needs to check whether metrics are on.
+//
+// A [Registry] gathers three kinds of metrics on one Prometheus registry: the product's
+// counters ([Product]), gauges read from the store at scrape time ([Source]), and the
+// Temporal SDK's own metrics, which reach it through an OpenTelemetry meter provider and
+// the OpenTelemetry Prometheus exporter ([Registry.TemporalHandler] goes into
+// client.Options.MetricsHandler). Account keys appear as label values: they are hashes,
+// not secrets. No label ever carries a token.
 package metrics
 
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a getupdates round trip (besides the ilink error codes).
+const (
+	PollOK         = "ok"
+	PollStaleToken = "stale_token"
+)
+
+// Outcomes of inbound messages.
+const (
+	MessageInserted    = "inserted"    // new in the inbox
+	MessageDuplicate   = "duplicate"   // already in the inbox (iLink delivered it again)
+	MessageAbsorbed    = "absorbed"    // merged into the deliverable message of its peer
+	MessageDeferred    = "deferred"    // stored, not dispatched (backlog)
+	MessageDeliverable = "deliverable" // opened a window and goes to the agent
+	MessageDropped     = "dropped"     // not storable (no context token, not from the owner)
+)
+
+// Outcomes of sends.
+const (
+	SendSent      = "sent"
+	SendFailed    = "failed"
+	SendUnknown   = "unknown"
+	SendRefused   = "refused"   // refused by our bookkeeping before anything left
+	SendThrottled = "throttled" // iLink's throttle, or the bot's open breaker
+)
+
+// throttledCode is the activities' error code of a throttled send.
+const throttledCode = "throttled"
+
 // Product records the product's counters (polls, pages, messages by outcome, sends by
-// outcome). Gauges read from the store at scrape time (windows by state, throttle
-// breakers open, seconds since the last good poll) are collected separately.
-type Product struct{}
+// outcome, reply API requests). Gauges read from the store at scrape time (windows by
+// state, throttle breakers open, seconds since the last good poll) are collected
+// separately (see [Registry.WatchStore]). The zero of *Product (nil) records nothing.
+type Product struct {
+	polls    *prometheus.CounterVec
+	pages    prometheus.Counter
+	messages *prometheus.CounterVec
+	sends    *prometheus.CounterVec
+	replies  *prometheus.CounterVec
+}
+
+// NewProduct creates the product counters and registers them with reg. Every known
+// outcome starts at zero, so that a rate over a missing series never hides a problem.
+func NewProduct(reg prometheus.Registerer) (*Product, error) {
+	p := &Product{
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_polls_total",
+			Help: "getupdates round trips by outcome: ok, stale_token, or the iLink client's error code.",
+		}, []string{"outcome"}),
+		pages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ilinkflow_pages_total",
+			Help: "getupdates pages committed to the store (new messages or a moved cursor).",
+		}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_messages_total",
+			Help: "Inbound messages by outcome: inserted, duplicate, absorbed, deferred, deliverable, dropped. " +
+				"absorbed, deferred and deliverable are subsets of inserted.",
+		}, []string{"outcome"}),
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_sends_total",
+			Help: "Send activities by outcome: sent, failed, unknown, refused, throttled.",
+		}, []string{"outcome"}),
+		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_reply_api_requests_total",
+			Help: "Reply API requests by route and answer code (ok, unknown, or the error code).",
+		}, []string{"route", "code"}),
+	}
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	p.polls.WithLabelValues(PollOK)
+	p.polls.WithLabelValues(PollStaleToken)
+	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageDropped} {
+		p.messages.WithLabelValues(o)
+	}
+	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled} {
+		p.sends.WithLabelValues(o)
+	}
+	return p, nil
+}
 
 // Poll records one getupdates round trip of an account; outcome is ok, stale_token or an
-// ilink error code.
-func (p *Product) Poll(accountKey, outcome string) {}
+// ilink error code. The account is not a label of the counter (per-account health is the
+// seconds-since-last-good-poll gauge).
+func (p *Product) Poll(accountKey, outcome string) {
+	if p == nil {
+		return
+	}
+	if outcome == "" {
+		outcome = "error"
+	}
+	p.polls.WithLabelValues(outcome).Inc()
+}
 
 // Page records one committed page.
-func (p *Product) Page(accountKey string) {}
+func (p *Product) Page(accountKey string) {
+	if p == nil {
+		return
+	}
+	p.pages.Inc()
+}
 
 // Messages records n inbound messages with an outcome: inserted, duplicate, absorbed,
-// deferred or deliverable.
-func (p *Product) Messages(outcome string, n int) {}
+// deferred, deliverable or dropped. n <= 0 records nothing.
+func (p *Product) Messages(outcome string, n int) {
+	if p == nil || n <= 0 {
+		return
+	}
+	p.messages.WithLabelValues(outcome).Add(float64(n))
+}
 
-// Send records one send with its outcome: sent, failed, unknown, refused or throttled.
-func (p *Product) Send(outcome string) {}
+// Send records one send with its outcome: sent, failed, unknown, refused or throttled
+// (see [SendOutcome]).
+func (p *Product) Send(outcome string) {
+	if p == nil {
+		return
+	}
+	p.sends.WithLabelValues(outcome).Inc()
+}
+
+// ReplyRequest records one reply API request by route (reply, done) and answer code.
+func (p *Product) ReplyRequest(route, code string) {
+	if p == nil {
+		return
+	}
+	p.replies.WithLabelValues(route, code).Inc()
+}
+
+// SendOutcome classifies a send's attempt status and error code: throttled when the
+// throttle (iLink's or the bot's breaker) stopped it, refused when no attempt was made
+// (status empty) or the reservation was given back because a store rule refused it,
+// otherwise the attempt's status (sent, failed, unknown).
+func SendOutcome(status, errorCode string) string {
+	switch {
+	case errorCode == throttledCode:
+		return SendThrottled
+	case status == "":
+		return SendRefused
+	case status == SendFailed && storeRefusal(errorCode):
+		return SendRefused
+	}
+	return status
+}
+
+// storeRefusal reports whether an attempt's error code is a store rule's (a released
+// reservation) rather than iLink's answer or a transport failure.
+func storeRefusal(code string) bool {
+	switch code {
+	case "invalid_input", "account_not_found", "account_not_active", "generation_conflict",
+		"reply_window_not_found", "reply_window_inactive", "reply_window_expired",
+		"reply_quota_exhausted", "send_in_progress", "attempt_conflict", "invalid_agent_session":
+		return true
+	}
+	return false
+}

@@ -26,6 +26,16 @@ const usage = `usage: starter <command> [flags]
 commands:
   migrate   apply the embedded PostgreSQL migrations (idempotent, safe to run concurrently)
   keygen    print a new sealing key entry "N:<base64>" for ILINKFLOW_SEALING_KEYS
+  enroll    enroll a bot: QR code in the terminal, status as it moves, verification code prompt
+  accounts  list accounts with status, generation, last successful poll and open window
+  windows   list reply windows
+  pause     pause an account (--account KEY --for 1h)
+  resume    resume a paused account
+  remove    disable an account: cancel its windows and stop its poller
+  dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
+
+Commands share the worker's settings: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+ILINKFLOW_TASK_QUEUE, DATABASE_URL (or the matching flags). --json prints JSON.
 
 Run "starter <command> -h" for the flags of a command.
 `
@@ -33,13 +43,13 @@ Run "starter <command> -h" for the flags of a command.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "starter:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -49,6 +59,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return migrate(ctx, args[1:], stdout, stderr, getenv)
 	case "keygen":
 		return keygen(args[1:], stdout, stderr)
+	case "enroll":
+		return enrollCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "accounts":
+		return accountsCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "windows":
+		return windowsCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "dev":
+		return devCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "pause", "resume", "remove":
+		return steerCmd(ctx, args[0], args[1:], stdout, stderr, getenv)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])

@@ -24,7 +24,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	url += sep + "search_path=" + schema
 	for i := 0; i < 2; i++ {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"migrate", "--database-url", url}, &out, &bytes.Buffer{}, func(string) string { return "" }); err != nil {
+		if err := run(context.Background(), []string{"migrate", "--database-url", url}, nil, &out, &bytes.Buffer{}, func(string) string { return "" }); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), "(0 migration(s) applied)") {
@@ -35,7 +35,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 func TestKeygenPrintsAUsableKeySpec(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"keygen", "--generation", "3"}, &out, &bytes.Buffer{}, nil); err != nil {
+	if err := run(context.Background(), []string{"keygen", "--generation", "3"}, nil, &out, &bytes.Buffer{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	k, err := sealing.ParseKeyring(strings.TrimSpace(out.String()))
@@ -45,7 +45,7 @@ func TestKeygenPrintsAUsableKeySpec(t *testing.T) {
 }
 
 func TestUnknownCommandFails(t *testing.T) {
-	if err := run(context.Background(), []string{"frobnicate"}, &bytes.Buffer{}, &bytes.Buffer{}, nil); err == nil {
+	if err := run(context.Background(), []string{"frobnicate"}, nil, &bytes.Buffer{}, &bytes.Buffer{}, nil); err == nil {
 		t.Fatal("unknown command accepted")
 	}
 }

@@ -94,6 +94,9 @@ type PollerState struct {
 const (
 	// UpdateSend carries SendRequest and answers SendResult.
 	UpdateSend = "send"
+	// UpdateFinish carries FinishRequest and answers FinishResult: the agent's verdict on
+	// the window's message (handled, or failed with a reason); it ends re-offers.
+	UpdateFinish = "finish"
 	// SignalRetired tells a window workflow that its window was retired (no payload).
 	SignalRetired = "retired"
 	// QueryWindowState answers WindowState.
@@ -112,7 +115,13 @@ type WindowInput struct {
 	// Carried across continue-as-new.
 	SendsUsed int32
 	SessionID string
+	// ReofferAfter is how long an unhandled message waits before it is handed off again
+	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
+	ReofferAfter time.Duration
 }
+
+// DefaultReofferAfter is the re-offer interval of an unhandled message.
+const DefaultReofferAfter = 10 * time.Minute
 
 // SendRequest is one reply through a window. RequestID makes it idempotent (default:
 // the update id).
@@ -133,6 +142,19 @@ type SendResult struct {
 	SendsLeft         int32
 }
 
+// FinishRequest is an agent's verdict on the window's message: handled, or failed with a
+// reason (at most 2048 bytes of UTF-8).
+type FinishRequest struct {
+	Handled bool
+	Reason  string
+}
+
+// FinishResult is the message's status after a finish (handled or failed).
+type FinishResult struct {
+	MessageKey string
+	Status     string
+}
+
 // WindowState is the answer to QueryWindowState.
 type WindowState struct {
 	ReplyWindowID int64
@@ -140,6 +162,41 @@ type WindowState struct {
 	ExpiresAt     time.Time
 	SendsLeft     int32
 	SessionID     string
+	// Offers counts the hand-offs of the message (re-offers included); Verdict is handled
+	// or failed once the message is finished through the window ("" before).
+	Offers  int
+	Verdict string
+}
+
+// AgentWorkflowID is the workflow id of the agent workflow the "workflow" handler starts
+// for a message: one per message, so a retried hand-off never starts a second one.
+func AgentWorkflowID(messageKey string) string { return "ilink-agent/" + messageKey }
+
+// AgentInput is the input of an agent workflow started by the "workflow" handler. It
+// holds no bearer token (it lands in history): the agent replies through the window's
+// workflow (package agent), and SessionID is the gateway-internal reference of the
+// session opened for this hand-off.
+type AgentInput struct {
+	MessageKey    string
+	AccountKey    string
+	PeerID        string
+	SentAt        time.Time
+	Summary       string
+	Attachments   []AgentAttachment
+	ReplyWindowID int64
+	SessionID     string
+	// ExpiresAt and SendsLeft describe the window at the hand-off.
+	ExpiresAt time.Time
+	SendsLeft int32
+}
+
+// AgentAttachment describes one attachment of the message (never its media locator).
+type AgentAttachment struct {
+	Kind     string // image, file, voice or video
+	Position int    // the image's position among the message's images
+	Name     string
+	Size     int64
+	Text     string // a voice transcript
 }
 
 // Enrollment signals and query.

@@ -33,6 +33,15 @@ var (
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 10,
 		},
 	}
+	// handOffOptions: open a session and deliver it to the agent's handler (a webhook
+	// call, a workflow start). Failures back off; once the attempts are used up the
+	// workflow offers the message again after its re-offer interval.
+	handOffOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8,
+		},
+	}
 	// upstreamOptions: one iLink call (QR, notify).
 	upstreamOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,

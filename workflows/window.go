@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -17,11 +18,25 @@ import (
 // oversized text before anything is written; the store enforces its configured limit.
 const maxTextBytes = 16 * 1024
 
+// maxReasonBytes mirrors the store's limit on a failure reason.
+const maxReasonBytes = 2048
+
 // window is the state machine of one reply window.
 type window struct {
 	in      wfapi.WindowInput
 	state   string // open, retired, expired
 	sending workflow.Mutex
+
+	// offers counts hand-offs (the attempt of the next one is offers+1); offered is when
+	// the last one ended.
+	offers  int
+	offered time.Time
+	// reoffer is set while an unhandled message waits to be offered again.
+	reoffer bool
+	// verdict is handled or failed once the message was finished through this workflow;
+	// finishing counts the finishes in progress.
+	verdict   string
+	finishing int
 }
 
 // refusal is the typed error an update validator or handler answers with; its type is
@@ -30,11 +45,14 @@ func refusal(code store.Code, format string, args ...any) error {
 	return temporal.NewApplicationError(fmt.Sprintf(format, args...), string(code))
 }
 
-// ReplyWindow owns one reply window from opening to retirement (design.md §4): it opens
-// the agent session for the deliverable message and hands it to the agent, accepts sends
-// as Updates whose validator refuses what the store would refuse (retired, expired,
-// quota) so a refused send writes nothing and leaves no history, runs each send one at a
-// time, expires the window on a timer at expires_at, and ends early when retired.
+// ReplyWindow owns one reply window from opening to retirement (design.md §4, §5): it
+// opens the agent session for the deliverable message and hands it to the agent, sends
+// the replies the hand-off answered with and marks the message handled when the answer
+// says so, accepts sends as Updates whose validator refuses what the store would refuse
+// (retired, expired, quota) so a refused send writes nothing and leaves no history, runs
+// each send one at a time, accepts the agent's verdict as the Update finish, offers an
+// unhandled message again every ReofferAfter while the window is open, expires the window
+// on a timer at expires_at, and ends early when retired.
 func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	w := &window{in: in, state: "open", sending: workflow.NewMutex(ctx)}
 	if err := workflow.SetQueryHandler(ctx, wfapi.QueryWindowState, w.query); err != nil {
@@ -44,27 +62,41 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 		workflow.UpdateHandlerOptions{Validator: w.validate}); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, wfapi.UpdateFinish, w.finishUpdate,
+		workflow.UpdateHandlerOptions{Validator: w.validateFinish}); err != nil {
+		return err
+	}
 	retired := workflow.GetSignalChannel(ctx, wfapi.SignalRetired)
 
-	if in.Deliverable && in.SessionID == "" {
-		var out activities.HandOffOutput
-		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.HandOff,
-			activities.HandOffInput{ReplyWindowID: in.ReplyWindowID, Attempt: 1}).Get(ctx, &out)
-		if err != nil {
-			workflow.GetLogger(ctx).Warn("hand-off failed", "window", in.ReplyWindowID, "error", err)
-		} else {
-			w.in.SessionID = out.SessionID
-		}
+	switch {
+	case in.Deliverable && in.SessionID == "":
+		w.handOff(ctx)
+	case in.Deliverable:
+		// Continued with a session: the message may still be unhandled.
+		w.offers, w.offered, w.reoffer = 1, workflow.Now(ctx), true
 	}
 
 	for w.state == "open" {
-		wait := w.in.ExpiresAt.Sub(workflow.Now(ctx))
+		now := workflow.Now(ctx)
+		wait := w.in.ExpiresAt.Sub(now)
+		reoffer := false
+		if w.reofferPending() {
+			if at := w.offered.Add(w.reofferAfter()); at.Before(w.in.ExpiresAt) {
+				wait, reoffer = at.Sub(now), true
+			}
+		}
 		fired := sleepOrSignal(ctx, wait, retired)
 		if retired.ReceiveAsync(nil) {
 			w.state = "retired"
 			break
 		}
 		if !fired {
+			continue
+		}
+		if reoffer {
+			if w.reofferPending() { // not finished while waiting
+				w.handOff(ctx)
+			}
 			continue
 		}
 		var st activities.WindowState
@@ -84,9 +116,79 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
+// reofferAfter is the re-offer interval (negative: never).
+func (w *window) reofferAfter() time.Duration {
+	if w.in.ReofferAfter == 0 {
+		return wfapi.DefaultReofferAfter
+	}
+	return w.in.ReofferAfter
+}
+
+// reofferPending reports whether the message waits to be offered again.
+func (w *window) reofferPending() bool {
+	return w.reoffer && w.in.Deliverable && w.verdict == "" && w.finishing == 0 && w.reofferAfter() > 0
+}
+
+// handOff opens a new agent session and hands the message to the agent (the first offer
+// or a re-offer), sends the replies the handler answered with, one at a time through the
+// path of the send Update, and marks the message handled when the answer says so. An
+// unhandled message is offered again later; a refusal (message finished, window retired)
+// or a permanent failure (the activity marked the message failed) ends the offers.
+func (w *window) handOff(ctx workflow.Context) {
+	w.offers++
+	attempt := w.offers
+	log := workflow.GetLogger(ctx)
+	var out activities.HandOffOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), acts.HandOff,
+		activities.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
+	w.offered = workflow.Now(ctx)
+	if err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.NonRetryable() {
+			w.reoffer = false
+			switch app.Type() {
+			case activities.ErrTypeHandOffFailed:
+				w.verdict = store.MessageFailed
+				log.Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
+			case string(store.CodeAttemptConflict):
+				log.Info("message already finished; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt)
+			default:
+				log.Warn("hand-off refused; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
+			}
+			return
+		}
+		w.reoffer = true
+		log.Warn("hand-off failed; the message is offered again later", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
+		return
+	}
+	w.in.SessionID = out.SessionID
+	if w.in.MessageKey == "" {
+		w.in.MessageKey = out.MessageKey
+	}
+	// Without a handler nobody is there to offer it to again.
+	w.reoffer = out.Delivered
+	for i, text := range out.Replies {
+		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1)}
+		res, err := w.sendOne(ctx, req)
+		if err != nil {
+			log.Warn("reply of the hand-off not sent", "window", w.in.ReplyWindowID, "request", req.RequestID, "error", err)
+			continue
+		}
+		if res.Status != store.AttemptSent {
+			log.Warn("reply of the hand-off", "window", w.in.ReplyWindowID, "request", req.RequestID,
+				"status", res.Status, "error_code", res.ErrorCode)
+		}
+	}
+	if out.Handled && w.verdict == "" {
+		if _, err := w.finish(ctx, store.MessageHandled, ""); err != nil {
+			log.Warn("could not mark the message handled", "window", w.in.ReplyWindowID, "error", err)
+		}
+	}
+}
+
 func (w *window) query() (wfapi.WindowState, error) {
 	return wfapi.WindowState{ReplyWindowID: w.in.ReplyWindowID, State: w.state, ExpiresAt: w.in.ExpiresAt,
-		SendsLeft: w.in.MaxSends - w.in.SendsUsed, SessionID: w.in.SessionID}, nil
+		SendsLeft: w.in.MaxSends - w.in.SendsUsed, SessionID: w.in.SessionID, Offers: w.offers, Verdict: w.verdict}, nil
 }
 
 // validate refuses, before anything is written or recorded, what the store would refuse.
@@ -100,6 +202,8 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(store.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 	case w.in.SessionID == "":
 		return refusal(store.CodeInvalidAgentSession, "the window has no agent session")
+	case w.verdict != "":
+		return refusal(store.CodeInvalidAgentSession, "the message is already %s", w.verdict)
 	case req.Type != "text":
 		return refusal(store.CodeInvalidInput, "only text items can be sent through the update")
 	case req.Text == "" || len(req.Text) > maxTextBytes || !utf8.ValidString(req.Text):
@@ -110,8 +214,17 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 	return nil
 }
 
-// send runs one reply; sends of a window run one at a time.
+// send runs one reply of the Update; its request id defaults to the update id.
 func (w *window) send(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendResult, error) {
+	if req.RequestID == "" {
+		req.RequestID = workflow.GetCurrentUpdateInfo(ctx).ID
+	}
+	return w.sendOne(ctx, req)
+}
+
+// sendOne runs one reply (of the Update or of a hand-off's answer); sends of a window run
+// one at a time.
+func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendResult, error) {
 	if err := w.sending.Lock(ctx); err != nil {
 		return wfapi.SendResult{}, err
 	}
@@ -119,13 +232,9 @@ func (w *window) send(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendRe
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
-	requestID := req.RequestID
-	if requestID == "" {
-		requestID = workflow.GetCurrentUpdateInfo(ctx).ID
-	}
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), acts.Send, activities.SendInput{
-		SessionID: w.in.SessionID, RequestID: requestID, Content: store.Content{Type: req.Type, Text: req.Text},
+		SessionID: w.in.SessionID, RequestID: req.RequestID, Content: store.Content{Type: req.Type, Text: req.Text},
 	}).Get(ctx, &out)
 	if err != nil {
 		return wfapi.SendResult{}, err
@@ -143,4 +252,56 @@ func (w *window) send(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendRe
 		return res, temporal.NewApplicationError("send refused: "+out.ErrorCode, out.ErrorCode, res)
 	}
 	return res, nil
+}
+
+// verdictOf is the message status a finish request asks for.
+func verdictOf(req wfapi.FinishRequest) string {
+	if req.Handled {
+		return store.MessageHandled
+	}
+	return store.MessageFailed
+}
+
+// validateFinish refuses a finish that cannot be recorded, before anything is written.
+func (w *window) validateFinish(_ workflow.Context, req wfapi.FinishRequest) error {
+	switch {
+	case !w.in.Deliverable || w.in.SessionID == "":
+		return refusal(store.CodeInvalidAgentSession, "the window's message was not handed to an agent")
+	case len(req.Reason) > maxReasonBytes || !utf8.ValidString(req.Reason):
+		return refusal(store.CodeInvalidInput, "reason must be at most %d bytes of UTF-8", maxReasonBytes)
+	case w.verdict != "" && w.verdict != verdictOf(req):
+		return refusal(store.CodeAttemptConflict, "message is already %s", w.verdict)
+	}
+	return nil
+}
+
+// finishUpdate records an agent's verdict on the message.
+func (w *window) finishUpdate(ctx workflow.Context, req wfapi.FinishRequest) (wfapi.FinishResult, error) {
+	return w.finish(ctx, verdictOf(req), req.Reason)
+}
+
+// finish marks the message handled or failed (FinishMessage) once the sends in progress
+// are done, and ends the re-offers. A store refusal is answered with its code.
+func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.FinishResult, error) {
+	w.finishing++
+	defer func() { w.finishing-- }()
+	if err := w.sending.Lock(ctx); err != nil {
+		return wfapi.FinishResult{}, err
+	}
+	defer w.sending.Unlock()
+	if w.verdict != "" && w.verdict != status { // decided while waiting
+		return wfapi.FinishResult{}, refusal(store.CodeAttemptConflict, "message is already %s", w.verdict)
+	}
+	var out activities.FinishOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.FinishMessage,
+		activities.FinishInput{MessageKey: w.in.MessageKey, Status: status, Reason: reason}).Get(ctx, &out)
+	if err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() != "" {
+			return wfapi.FinishResult{}, temporal.NewApplicationError(app.Error(), app.Type())
+		}
+		return wfapi.FinishResult{}, err
+	}
+	w.verdict, w.reoffer = out.Status, false
+	return wfapi.FinishResult{MessageKey: w.in.MessageKey, Status: out.Status}, nil
 }

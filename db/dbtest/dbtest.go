@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,4 +68,15 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 		tb.Fatalf("dbtest: migrate: %v", err)
 	}
 	return pool
+}
+
+// SchemaURL returns URL() with its search_path set to schema, for a process (a worker, a
+// CLI) that must use a test's schema.
+func SchemaURL(schema string) string {
+	u := URL()
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "search_path=" + schema
 }

@@ -1,0 +1,190 @@
+// Package agent is the Go helper of agents that answer ilinkflow messages through
+// Temporal (design.md §5): an agent written as a Temporal workflow (started by the
+// gateway's "workflow" handler with a wfapi.AgentInput), or any Go program with a
+// Temporal client, replies through the message's reply window and gives its verdict.
+//
+// From a program with a client:
+//
+//	res, err := agent.Reply(ctx, c, in.ReplyWindowID, "hello", "my-request-1")
+//	err = agent.Finish(ctx, c, in.ReplyWindowID, true, "")
+//
+// From an agent workflow (a workflow must not call a client itself), register the
+// activities on the agent's worker and call the workflow helpers:
+//
+//	agent.RegisterActivities(w, c)
+//	// in the workflow:
+//	res, err := agent.WorkflowReply(ctx, in.ReplyWindowID, "hello", "")
+//	err = agent.WorkflowFinish(ctx, in.ReplyWindowID, true, "")
+//
+// A refusal (window expired, quota exhausted, throttled, message already finished, bad
+// input) is an error whose Code is the store code; it was never sent and wrote nothing.
+// Replies end once the message is finished: reply first, then finish.
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// Input is the input of an agent workflow started by the "workflow" handler.
+type Input = wfapi.AgentInput
+
+// CodeWindowClosed is the Code of an error from a window whose workflow has ended
+// (expired or retired).
+const CodeWindowClosed = "reply_window_closed"
+
+// Reply sends text to the user through the reply window's send Update and waits for the
+// outcome (Status sent, failed or unknown; an unknown send is never retried by the
+// gateway). requestID makes the reply idempotent: a retry with the same id returns the
+// first outcome and never sends twice; "" gives every call its own id.
+func Reply(ctx context.Context, c client.Client, windowID int64, text, requestID string) (wfapi.SendResult, error) {
+	opts := client.UpdateWorkflowOptions{
+		WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateSend,
+		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	}
+	if requestID != "" {
+		opts.UpdateID = "reply/" + requestID
+	}
+	var res wfapi.SendResult
+	h, err := c.UpdateWorkflow(ctx, opts)
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		_ = app.Details(&res) // a refusal after the store looked: its attempt and RetryAfter
+	}
+	return res, err
+}
+
+// Finish gives the agent's verdict on the window's message: handled, or failed with a
+// reason. It closes the message's sessions and ends its re-offers. Finishing again with
+// the same verdict succeeds; another verdict is refused (attempt_conflict).
+func Finish(ctx context.Context, c client.Client, windowID int64, handled bool, reason string) error {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateFinish,
+		Args: []any{wfapi.FinishRequest{Handled: handled, Reason: reason}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return err
+	}
+	return h.Get(ctx, nil)
+}
+
+// Code is the refusal code of an error from Reply or Finish (a store code such as
+// reply_quota_exhausted, reply_window_expired, throttled or attempt_conflict;
+// CodeWindowClosed when the window's workflow has ended), or "" for other failures.
+func Code(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type()
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return CodeWindowClosed
+	}
+	return ""
+}
+
+// Activity names of RegisterActivities.
+const (
+	ReplyActivity  = "ilinkflow.agent.Reply"
+	FinishActivity = "ilinkflow.agent.Finish"
+)
+
+// ReplyInput is the input of the reply activity.
+type ReplyInput struct {
+	ReplyWindowID int64
+	Text          string
+	// RequestID makes the reply idempotent ("": the activity's run and activity ids,
+	// stable across the activity's retries).
+	RequestID string
+}
+
+// FinishInput is the input of the finish activity.
+type FinishInput struct {
+	ReplyWindowID int64
+	Handled       bool
+	Reason        string
+}
+
+// Activities runs Reply and Finish as activities for agent workflows. A refusal is a
+// non-retryable error typed with its Code.
+type Activities struct {
+	Client client.Client
+}
+
+// RegisterActivities registers the reply and finish activities under ReplyActivity and
+// FinishActivity.
+func RegisterActivities(r worker.ActivityRegistry, c client.Client) {
+	a := &Activities{Client: c}
+	r.RegisterActivityWithOptions(a.Reply, activity.RegisterOptions{Name: ReplyActivity})
+	r.RegisterActivityWithOptions(a.Finish, activity.RegisterOptions{Name: FinishActivity})
+}
+
+// Reply is the reply activity.
+func (a *Activities) Reply(ctx context.Context, in ReplyInput) (wfapi.SendResult, error) {
+	id := in.RequestID
+	if id == "" && activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		id = "agent:" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	}
+	res, err := Reply(ctx, a.Client, in.ReplyWindowID, in.Text, id)
+	return res, final(err)
+}
+
+// Finish is the finish activity.
+func (a *Activities) Finish(ctx context.Context, in FinishInput) error {
+	return final(Finish(ctx, a.Client, in.ReplyWindowID, in.Handled, in.Reason))
+}
+
+// final makes a refusal non-retryable (retrying cannot change it); other errors stay
+// retryable.
+func final(err error) error {
+	if code := Code(err); code != "" {
+		return temporal.NewNonRetryableApplicationError(err.Error(), code, err)
+	}
+	return err
+}
+
+// activityOptions are used when the workflow context has none.
+var activityOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 10,
+	},
+}
+
+func withOptions(ctx workflow.Context) workflow.Context {
+	if workflow.GetActivityOptions(ctx).StartToCloseTimeout == 0 {
+		return workflow.WithActivityOptions(ctx, activityOptions)
+	}
+	return ctx
+}
+
+// WorkflowReply sends a reply from an agent workflow (the activity registered by
+// RegisterActivities on the workflow's task queue). The workflow context's activity
+// options are used when set.
+func WorkflowReply(ctx workflow.Context, windowID int64, text, requestID string) (wfapi.SendResult, error) {
+	var res wfapi.SendResult
+	err := workflow.ExecuteActivity(withOptions(ctx), ReplyActivity,
+		ReplyInput{ReplyWindowID: windowID, Text: text, RequestID: requestID}).Get(ctx, &res)
+	return res, err
+}
+
+// WorkflowFinish gives the verdict from an agent workflow (see Finish).
+func WorkflowFinish(ctx workflow.Context, windowID int64, handled bool, reason string) error {
+	return workflow.ExecuteActivity(withOptions(ctx), FinishActivity,
+		FinishInput{ReplyWindowID: windowID, Handled: handled, Reason: reason}).Get(ctx, nil)
+}

@@ -1,0 +1,115 @@
+// Package handoff holds the agent handlers of ilinkflow (design.md §5): the ways a
+// deliverable message reaches the agent that answers it. Each is an
+// [activities.Handler] run by the HandOff activity of the message's ReplyWindow workflow:
+//
+//   - webhook: an HTTP POST of the delivery as JSON, signed with HMAC-SHA256 ([Sign],
+//     [Verify]); a 2xx answer may carry replies to send at once and mark the message
+//     handled;
+//   - workflow: starts a Temporal workflow type on a task queue for the message (package
+//     agent is the Go helper such an agent replies and finishes with);
+//   - echo: built in, answers "echo: <summary>" and marks the message handled.
+//
+// The session token a handler receives is the agent's capability to reply; no handler
+// logs it or puts it in an error.
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+// Handler kinds.
+const (
+	KindNone     = "none"
+	KindEcho     = "echo"
+	KindWebhook  = "webhook"
+	KindWorkflow = "workflow"
+)
+
+// Bounds of Config.Timeout. The HandOff activity's start-to-close timeout (2 minutes) must
+// outlast one webhook call.
+const (
+	DefaultTimeout = 10 * time.Second
+	MaxTimeout     = 90 * time.Second
+)
+
+// MinSecretBytes is the shortest webhook secret accepted.
+const MinSecretBytes = 16
+
+// Config selects and configures the handler.
+type Config struct {
+	// Kind is none, echo, webhook or workflow ("" is none).
+	Kind string
+	// WebhookURL is the absolute http(s) URL the webhook handler POSTs to.
+	WebhookURL string
+	// WebhookSecret signs the webhook's requests (at least MinSecretBytes bytes).
+	WebhookSecret sealing.Secret
+	// Timeout bounds one webhook request (0: DefaultTimeout; at most MaxTimeout).
+	Timeout time.Duration
+	// WorkflowType and TaskQueue name the agent workflow the workflow handler starts.
+	WorkflowType string
+	TaskQueue    string
+}
+
+// Validate reports what is wrong with the configuration, without a Temporal client (New
+// also needs one for the workflow handler). No error text holds the secret.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("handler "+format, args...)) }
+	switch c.Kind {
+	case "", KindNone, KindEcho:
+	case KindWebhook:
+		if c.WebhookURL == "" {
+			bad("webhook: the webhook URL is required (--webhook-url or ILINKFLOW_WEBHOOK_URL)")
+		} else if err := checkURL(c.WebhookURL); err != nil {
+			bad("webhook: webhook URL: %v", err)
+		}
+		switch n := len(c.WebhookSecret.Reveal()); {
+		case n == 0:
+			bad("webhook: the webhook secret is required (ILINKFLOW_WEBHOOK_SECRET)")
+		case n < MinSecretBytes:
+			bad("webhook: the webhook secret must be at least %d bytes (it has %d)", MinSecretBytes, n)
+		}
+		if c.Timeout < 0 || c.Timeout > MaxTimeout {
+			bad("webhook: timeout %v must be between 0 (default %v) and %v", c.Timeout, DefaultTimeout, MaxTimeout)
+		}
+	case KindWorkflow:
+		if strings.TrimSpace(c.WorkflowType) == "" {
+			bad("workflow: the agent workflow type is required (--agent-workflow or ILINKFLOW_AGENT_WORKFLOW)")
+		}
+		if strings.TrimSpace(c.TaskQueue) == "" {
+			bad("workflow: the agent task queue is required (--agent-task-queue or ILINKFLOW_AGENT_TASK_QUEUE)")
+		}
+	default:
+		bad("kind %q is unknown: want none, echo, webhook or workflow", c.Kind)
+	}
+	return errors.Join(errs...)
+}
+
+// New builds the handler cfg selects: nil (and no error) for none, so that the hand-off
+// only opens the agent session; tc is the Temporal client the workflow handler starts
+// agent workflows with (unused by the others).
+func New(cfg Config, tc client.Client) (activities.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch cfg.Kind {
+	case KindEcho:
+		return Echo{}, nil
+	case KindWebhook:
+		return NewWebhook(cfg.WebhookURL, cfg.WebhookSecret, cfg.Timeout)
+	case KindWorkflow:
+		if tc == nil {
+			return nil, errors.New("handler workflow: a Temporal client is required")
+		}
+		return &Workflow{Client: tc, WorkflowType: cfg.WorkflowType, TaskQueue: cfg.TaskQueue}, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,72 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// Workflow hands a message to an agent written as a Temporal workflow: it starts
+// WorkflowType on TaskQueue with id wfapi.AgentWorkflowID(message key) and a
+// wfapi.AgentInput (never the bearer token: the input lands in history). A retried or
+// repeated hand-off finds the running agent workflow and starts nothing
+// (USE_EXISTING); an agent workflow of the message that already closed is not run again
+// (REJECT_DUPLICATE): it ended without finishing the message, so the hand-off fails
+// permanently and the message is marked failed. The agent replies and finishes through
+// package agent; its answer here is empty.
+type Workflow struct {
+	Client       client.Client
+	WorkflowType string
+	TaskQueue    string
+}
+
+// Deliver starts (or finds) the message's agent workflow.
+func (h *Workflow) Deliver(ctx context.Context, d activities.Delivery) (activities.Answer, error) {
+	in := AgentInput(d)
+	id := wfapi.AgentWorkflowID(in.MessageKey)
+	_, err := h.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                h.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		// A running agent workflow is used as it is (no error); a closed one is an error.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, h.WorkflowType, in)
+	var invalid *serviceerror.InvalidArgument
+	switch {
+	case err == nil:
+		return activities.Answer{}, nil
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+		return activities.Answer{}, &activities.PermanentError{
+			Reason: fmt.Sprintf("agent workflow %s already closed without finishing the message", id)}
+	case errors.As(err, &invalid):
+		return activities.Answer{}, &activities.PermanentError{
+			Reason: fmt.Sprintf("agent workflow %s (%s on task queue %s) cannot start: %v", id, h.WorkflowType, h.TaskQueue, err)}
+	}
+	return activities.Answer{}, fmt.Errorf("start agent workflow %s: %w", id, err)
+}
+
+// AgentInput is the agent workflow's input for a delivery: everything but the token.
+func AgentInput(d activities.Delivery) wfapi.AgentInput {
+	in := wfapi.AgentInput{
+		MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
+		SentAt: d.Message.SentAt, ReplyWindowID: d.Window.ReplyWindowID, SessionID: d.SessionID,
+		ExpiresAt: d.Window.ExpiresAt, SendsLeft: d.Window.SendsLeft(),
+	}
+	if p := d.Message.Payload; p != nil {
+		in.Summary = p.Summary
+		for _, a := range p.Attachments {
+			in.Attachments = append(in.Attachments, wfapi.AgentAttachment{
+				Kind: a.Kind, Position: a.Position, Name: a.Name, Size: a.Size, Text: a.Text})
+		}
+	}
+	return in
+}

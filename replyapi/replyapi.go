@@ -1,0 +1,597 @@
+// Package replyapi is the agents' HTTP reply endpoint (design.md §5): an agent that was
+// handed a message replies with the session token it received, as
+// `Authorization: Bearer <token>`, and the gateway executes the window's `send` Update.
+//
+//	POST /v1/reply  {"type":"text","text":"..."}       → the attempt and its outcome
+//	POST /v1/done   {"status":"handled"|"failed","reason":"..."} → the message's verdict
+//
+// Every refusal answers a stable JSON body {"error":{"code":...,"message":...}} whose
+// code is one of the Code* constants, with the HTTP status of [StatusOf]. A request
+// refused for its input (body over the cap, bad JSON, unknown type, text too long, bad
+// idempotency key) is refused before anything is read from or written to the store or
+// Temporal; a refusal by the session or the window (invalid session, expired, inactive,
+// quota) writes nothing either: the token is checked with store.ValidateSession (a
+// read) and the window's Update validator refuses before anything is recorded.
+//
+// The session token is never logged, put in an error or sent to Temporal.
+package replyapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/metrics"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// Defaults of [Config].
+const (
+	DefaultMaxBodyBytes  = 64 << 10
+	DefaultMaxTextBytes  = 16 << 10
+	DefaultReplyTimeout  = time.Minute
+	DefaultThrottleRetry = time.Minute
+	// MaxIdempotencyKey bounds the Idempotency-Key header (visible ASCII).
+	MaxIdempotencyKey = 200
+	// maxReasonBytes is the store's bound of a failure reason.
+	maxReasonBytes = 2048
+)
+
+// Error codes of the API (the "code" of an error body). The store's and the window's
+// codes keep their names (invalid_agent_session, reply_window_expired, ...).
+const (
+	CodeInvalidJSON           = "invalid_json"
+	CodeBodyTooLarge          = "body_too_large"
+	CodeUnsupportedType       = "unsupported_type"
+	CodeInvalidText           = "invalid_text"
+	CodeTextTooLong           = "text_too_long"
+	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
+	CodeInvalidStatus         = "invalid_status"
+	CodeInvalidReason         = "invalid_reason"
+	CodeInvalidInput          = string(store.CodeInvalidInput)
+	CodeInvalidSession        = string(store.CodeInvalidAgentSession)
+	CodeWindowExpired         = string(store.CodeReplyWindowExpired)
+	CodeWindowInactive        = string(store.CodeReplyWindowInactive)
+	CodeQuotaExhausted        = string(store.CodeReplyQuotaExhausted)
+	CodeAccountNotActive      = string(store.CodeAccountNotActive)
+	CodeGenerationConflict    = string(store.CodeGenerationConflict)
+	CodeAttemptConflict       = string(store.CodeAttemptConflict)
+	CodeSendInProgress        = string(store.CodeSendInProgress)
+	CodeThrottled             = "throttled"
+	CodeRejected              = "rejected"
+	CodeStaleToken            = "stale_token"
+	CodeNotSent               = "not_sent"
+	CodeWindowUnavailable     = "window_unavailable"
+	CodeTemporalUnavailable   = "temporal_unavailable"
+	CodeStoreUnavailable      = string(store.CodeUnavailable)
+	CodeInternal              = "internal"
+	CodeNotFound              = "not_found"
+	CodeMethodNotAllowed      = "method_not_allowed"
+)
+
+// StatusOf is the HTTP status of an error code. A window retired by a newer message
+// (reply_window_inactive: superseded or cancelled) is 409 Conflict — the conversation
+// moved on and the agent should answer the newer message — while an expired window is
+// 410 Gone, so an agent can tell the two apart by status alone.
+func StatusOf(code string) int {
+	switch code {
+	case CodeInvalidJSON, CodeBodyTooLarge, CodeUnsupportedType, CodeInvalidText, CodeTextTooLong,
+		CodeInvalidIdempotencyKey, CodeInvalidStatus, CodeInvalidReason, CodeInvalidInput:
+		return http.StatusBadRequest
+	case CodeInvalidSession:
+		return http.StatusUnauthorized
+	case CodeWindowExpired:
+		return http.StatusGone
+	case CodeWindowInactive, CodeQuotaExhausted, CodeAccountNotActive, CodeGenerationConflict,
+		CodeAttemptConflict, CodeSendInProgress:
+		return http.StatusConflict
+	case CodeThrottled:
+		return http.StatusTooManyRequests
+	case CodeRejected, CodeStaleToken:
+		return http.StatusBadGateway
+	case CodeNotSent, CodeWindowUnavailable, CodeTemporalUnavailable, CodeStoreUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	}
+	return http.StatusInternalServerError
+}
+
+// Store is what the API reads and writes (a *store.Store).
+type Store interface {
+	ValidateSession(ctx context.Context, now time.Time, ref store.SessionRef) (store.Session, error)
+	FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (store.Message, error)
+	GetWindow(ctx context.Context, windowID int64) (store.Window, error)
+}
+
+// Updater executes Updates (a Temporal client.Client).
+type Updater interface {
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+}
+
+// Config configures the API.
+type Config struct {
+	Store    Store
+	Temporal Updater
+	// Metrics counts requests by route and answer code (nil: none).
+	Metrics *metrics.Product
+	Logger  *slog.Logger
+	// MaxBodyBytes caps a request body (default 64 KiB); MaxTextBytes a text (16 KiB).
+	MaxBodyBytes int64
+	MaxTextBytes int
+	// ReplyTimeout bounds waiting for a send's outcome (default 1m); past it the answer is
+	// 202 with status unknown (repeat the request with the same Idempotency-Key).
+	ReplyTimeout time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// ReplyRequest is the body of POST /v1/reply. Type is "text" today; media types will
+// carry Media.
+type ReplyRequest struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text,omitempty"`
+	Media json.RawMessage `json:"media,omitempty"`
+}
+
+// ReplyResponse is the answer of POST /v1/reply (200 sent, 202 unknown), and the
+// "attempt" of an error body when a send was attempted.
+type ReplyResponse struct {
+	AttemptID         string `json:"attempt_id"`
+	ClientMessageID   string `json:"client_message_id"`
+	Status            string `json:"status"`
+	ProviderMessageID string `json:"provider_message_id"`
+	SendsLeft         int32  `json:"sends_left"`
+	// RequestID is the request's idempotency key: the Idempotency-Key header, or one the
+	// gateway made up. Repeating the request with it as Idempotency-Key is safe.
+	RequestID string `json:"request_id"`
+}
+
+// DoneRequest is the body of POST /v1/done.
+type DoneRequest struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// DoneResponse is the answer of POST /v1/done.
+type DoneResponse struct {
+	Status string `json:"status"`
+}
+
+// ErrorBody is the body of every refusal.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a refusal's code and message, with the attempt when one was made and
+// the seconds to wait for a throttled one.
+type ErrorDetail struct {
+	Code              string         `json:"code"`
+	Message           string         `json:"message"`
+	RetryAfterSeconds int64          `json:"retry_after_seconds,omitempty"`
+	Attempt           *ReplyResponse `json:"attempt,omitempty"`
+}
+
+// API serves the reply endpoints.
+type API struct {
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New returns the API's handler for /v1/reply and /v1/done.
+func New(cfg Config) *API {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxTextBytes <= 0 {
+		cfg.MaxTextBytes = DefaultMaxTextBytes
+	}
+	if cfg.ReplyTimeout <= 0 {
+		cfg.ReplyTimeout = DefaultReplyTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	a.mux.HandleFunc("/v1/reply", a.post("reply", a.reply))
+	a.mux.HandleFunc("/v1/done", a.post("done", a.done))
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.refuse(w, "unknown", &apiError{code: CodeNotFound, msg: "no such endpoint"})
+	})
+	return a
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// apiError is a refusal on its way to the client.
+type apiError struct {
+	code       string
+	msg        string
+	retryAfter time.Duration
+	attempt    *ReplyResponse
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+func (a *API) post(route string, h func(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			a.refuse(w, route, &apiError{code: CodeMethodNotAllowed, msg: "use POST"})
+			return
+		}
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			a.refuse(w, route, &apiError{code: CodeInvalidSession, msg: "an agent session token is required as Authorization: Bearer <token>"})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				a.refuse(w, route, &apiError{code: CodeBodyTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", a.cfg.MaxBodyBytes)})
+				return
+			}
+			a.refuse(w, route, &apiError{code: CodeInvalidJSON, msg: "request body could not be read"})
+			return
+		}
+		status, out, aerr := h(r, body, token)
+		if aerr != nil {
+			a.refuse(w, route, aerr)
+			return
+		}
+		code := "ok"
+		if rr, ok := out.(ReplyResponse); ok && rr.Status == store.AttemptUnknown {
+			code = "unknown"
+		}
+		a.cfg.Metrics.ReplyRequest(route, code)
+		writeJSON(w, status, out)
+	}
+}
+
+// refuse writes a refusal.
+func (a *API) refuse(w http.ResponseWriter, route string, e *apiError) {
+	status := StatusOf(e.code)
+	body := ErrorBody{Error: ErrorDetail{Code: e.code, Message: e.msg, Attempt: e.attempt}}
+	switch status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	case http.StatusTooManyRequests:
+		secs := int64(math.Ceil(e.retryAfter.Seconds()))
+		if secs < 1 {
+			secs = 1
+		}
+		body.Error.RetryAfterSeconds = secs
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	a.cfg.Metrics.ReplyRequest(route, e.code)
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" header.
+func bearer(h string) (sealing.Secret, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return sealing.Secret{}, false
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" || len(tok) > 512 {
+		return sealing.Secret{}, false
+	}
+	return sealing.NewSecret(tok), true
+}
+
+// decode decodes exactly one JSON object with no unknown field.
+func decode(body []byte, v any) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &apiError{code: CodeInvalidJSON, msg: "request body is not the expected JSON object: " + jsonProblem(err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &apiError{code: CodeInvalidJSON, msg: "request body has data after the JSON object"}
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without echoing the body.
+func jsonProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("syntax error at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q has the wrong type", typ.Field)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "body is empty or truncated"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return "malformed"
+}
+
+// idempotencyKey reads the Idempotency-Key header: 1..200 visible ASCII characters.
+func idempotencyKey(r *http.Request) (string, *apiError) {
+	vs := r.Header.Values("Idempotency-Key")
+	if len(vs) == 0 {
+		return "", nil
+	}
+	k := strings.TrimSpace(vs[0])
+	if len(vs) > 1 || k == "" || len(k) > MaxIdempotencyKey {
+		return "", &apiError{code: CodeInvalidIdempotencyKey, msg: fmt.Sprintf("Idempotency-Key must be one value of 1..%d visible ASCII characters", MaxIdempotencyKey)}
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", &apiError{code: CodeInvalidIdempotencyKey, msg: fmt.Sprintf("Idempotency-Key must be one value of 1..%d visible ASCII characters", MaxIdempotencyKey)}
+		}
+	}
+	return k, nil
+}
+
+// UpdateID is the id of the send Update (and the store's request id) for an idempotency
+// key: a repeated key finds the first request's Update and attempt.
+func UpdateID(key string) string { return "reply-api/" + key }
+
+func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
+	key, kerr := idempotencyKey(r)
+	if kerr != nil {
+		return 0, nil, kerr
+	}
+	var req ReplyRequest
+	if err := decode(body, &req); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case req.Type != "text":
+		return 0, nil, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("unsupported message type %q: only \"text\" is supported", clip(req.Type, 32))}
+	case len(req.Media) > 0:
+		return 0, nil, &apiError{code: CodeInvalidJSON, msg: "a text message carries no media"}
+	case strings.TrimSpace(req.Text) == "":
+		return 0, nil, &apiError{code: CodeInvalidText, msg: "text is empty"}
+	case len(req.Text) > a.cfg.MaxTextBytes:
+		return 0, nil, &apiError{code: CodeTextTooLong, msg: fmt.Sprintf("text is %d bytes; the limit is %d bytes of UTF-8", len(req.Text), a.cfg.MaxTextBytes)}
+	case !utf8.ValidString(req.Text):
+		return 0, nil, &apiError{code: CodeInvalidText, msg: "text is not valid UTF-8"}
+	}
+
+	sess, aerr := a.session(r.Context(), token)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if key == "" {
+		key = uuid.NewString()
+	}
+	id := UpdateID(key)
+	log := a.log.With("route", "reply", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
+
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReplyTimeout)
+	defer cancel()
+	var res wfapi.SendResult
+	h, err := a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     id,
+		WorkflowID:   wfapi.ReplyWindowID(sess.ReplyWindowID),
+		UpdateName:   wfapi.UpdateSend,
+		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		return a.updateFailure(ctx, log, sess, key, err)
+	}
+	out := ReplyResponse{AttemptID: res.AttemptID, ClientMessageID: res.ClientMessageID, Status: res.Status,
+		ProviderMessageID: res.ProviderMessageID, SendsLeft: res.SendsLeft, RequestID: key}
+	switch res.Status {
+	case store.AttemptSent:
+		log.Info("reply sent", "attempt", res.AttemptID)
+		return http.StatusOK, out, nil
+	case store.AttemptUnknown:
+		log.Warn("reply outcome unknown", "attempt", res.AttemptID)
+		return http.StatusAccepted, out, nil
+	}
+	code := res.ErrorCode
+	if StatusOf(code) == http.StatusInternalServerError {
+		log.Error("send failed with an unexpected code", "attempt", res.AttemptID, "status", res.Status, "code", code)
+		code = CodeInternal
+	}
+	e := &apiError{code: code, msg: failureMessage(code), attempt: &out}
+	if code == CodeThrottled {
+		e.retryAfter = a.retryAfter(res.RetryAfter)
+	}
+	log.Info("reply not sent", "attempt", res.AttemptID, "code", code)
+	return 0, nil, e
+}
+
+// updateFailure maps a failed Update: the window's typed refusals keep their code; a
+// window whose workflow is gone answers with the window's stored state; a timeout is an
+// unknown outcome (202); Temporal being unreachable is 503.
+func (a *API) updateFailure(ctx context.Context, log *slog.Logger, sess store.Session, key string, err error) (int, any, *apiError) {
+	unknown := ReplyResponse{Status: store.AttemptUnknown, RequestID: key}
+	var act *temporal.ActivityError
+	var app *temporal.ApplicationError
+	var nf *serviceerror.NotFound
+	var unavailable *serviceerror.Unavailable
+	switch {
+	case errors.As(err, &act):
+		// The send activity itself failed (retries exhausted): it may have transmitted.
+		log.Error("send activity failed; outcome unknown", "error", err)
+		return http.StatusAccepted, unknown, nil
+	case errors.As(err, &app):
+		code := app.Type()
+		if StatusOf(code) == http.StatusInternalServerError {
+			log.Error("send update failed", "type", code, "error", err)
+			code = CodeInternal
+		}
+		e := &apiError{code: code, msg: failureMessage(code)}
+		var res wfapi.SendResult
+		if app.HasDetails() && app.Details(&res) == nil && res.AttemptID != "" {
+			e.attempt = &ReplyResponse{AttemptID: res.AttemptID, ClientMessageID: res.ClientMessageID, Status: res.Status,
+				ProviderMessageID: res.ProviderMessageID, SendsLeft: res.SendsLeft, RequestID: key}
+		}
+		if code == CodeThrottled {
+			e.retryAfter = a.retryAfter(res.RetryAfter)
+		}
+		log.Info("reply refused", "code", code)
+		return 0, nil, e
+	case errors.As(err, &nf):
+		// The window's workflow completed (expired, retired) or is not started yet.
+		w, werr := a.cfg.Store.GetWindow(context.WithoutCancel(ctx), sess.ReplyWindowID)
+		switch {
+		case werr == nil && w.State == store.WindowExpired:
+			return 0, nil, &apiError{code: CodeWindowExpired, msg: failureMessage(CodeWindowExpired)}
+		case werr == nil && w.State != store.WindowOpen:
+			return 0, nil, &apiError{code: CodeWindowInactive, msg: failureMessage(CodeWindowInactive)}
+		}
+		log.Warn("window workflow not found", "error", err)
+		return 0, nil, &apiError{code: CodeWindowUnavailable, msg: failureMessage(CodeWindowUnavailable)}
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || isDeadline(err):
+		// No answer in time (or the client went away): the Update may still run.
+		log.Warn("reply outcome unknown: no answer in time", "timeout", a.cfg.ReplyTimeout, "error", err)
+		return http.StatusAccepted, unknown, nil
+	case errors.As(err, &unavailable):
+		log.Warn("Temporal unavailable", "error", err)
+		return 0, nil, &apiError{code: CodeTemporalUnavailable, msg: failureMessage(CodeTemporalUnavailable)}
+	}
+	log.Error("send update failed", "error", err)
+	return 0, nil, &apiError{code: CodeInternal, msg: failureMessage(CodeInternal)}
+}
+
+// retryAfter is how long a throttled agent waits: until the bot's breaker closes.
+func (a *API) retryAfter(until time.Time) time.Duration {
+	if until.IsZero() {
+		return DefaultThrottleRetry
+	}
+	return until.Sub(a.cfg.Now())
+}
+
+func isDeadline(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return errors.As(err, &de)
+}
+
+// session validates a bearer token (a read: it writes nothing).
+func (a *API) session(ctx context.Context, token sealing.Secret) (store.Session, *apiError) {
+	sess, err := a.cfg.Store.ValidateSession(ctx, a.cfg.Now(), store.ByToken(token))
+	if err == nil {
+		return sess, nil
+	}
+	code := string(store.CodeOf(err))
+	switch {
+	case store.IsRuleViolation(err):
+		if code == CodeInvalidInput || StatusOf(code) == http.StatusInternalServerError {
+			code = CodeInvalidSession
+		}
+	case code == CodeStoreUnavailable:
+	default:
+		a.log.Error("session validation failed", "error", err)
+		code = CodeInternal
+	}
+	return store.Session{}, &apiError{code: code, msg: failureMessage(code)}
+}
+
+func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
+	var req DoneRequest
+	if err := decode(body, &req); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case req.Status != store.MessageHandled && req.Status != store.MessageFailed:
+		return 0, nil, &apiError{code: CodeInvalidStatus, msg: `status must be "handled" or "failed"`}
+	case len(req.Reason) > maxReasonBytes || !utf8.ValidString(req.Reason):
+		return 0, nil, &apiError{code: CodeInvalidReason, msg: fmt.Sprintf("reason must be at most %d bytes of UTF-8", maxReasonBytes)}
+	}
+	sess, aerr := a.session(r.Context(), token)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	m, err := a.cfg.Store.FinishMessage(r.Context(), a.cfg.Now(), sess.SourceMessageKey, req.Status, req.Reason)
+	if err != nil {
+		code := string(store.CodeOf(err))
+		if (!store.IsRuleViolation(err) && code != CodeStoreUnavailable) || StatusOf(code) == http.StatusInternalServerError {
+			a.log.Error("finish message failed", "session", sess.SessionID, "error", err)
+			code = CodeInternal
+		}
+		return 0, nil, &apiError{code: code, msg: failureMessage(code)}
+	}
+	a.log.Info("message finished", "route", "done", "session", sess.SessionID, "status", m.Status)
+	return http.StatusOK, DoneResponse{Status: m.Status}, nil
+}
+
+// failureMessage is the human text of a code (never built from the request).
+func failureMessage(code string) string {
+	switch code {
+	case CodeInvalidSession:
+		return "the agent session is not valid (unknown, closed or expired token)"
+	case CodeWindowExpired:
+		return "the reply window has expired"
+	case CodeWindowInactive:
+		return "the reply window was retired (a newer message superseded it, or it was cancelled)"
+	case CodeQuotaExhausted:
+		return "the reply quota of the window is exhausted"
+	case CodeAccountNotActive:
+		return "the bot account is not active"
+	case CodeGenerationConflict:
+		return "the bot account was re-enrolled since this message arrived"
+	case CodeAttemptConflict:
+		return "the request conflicts with an earlier one (idempotency key reused for other content, or the message is already finished)"
+	case CodeSendInProgress:
+		return "another send of this conversation is in progress"
+	case CodeInvalidInput:
+		return "the window refused the message content"
+	case CodeThrottled:
+		return "iLink is throttling this bot; retry after the given delay"
+	case CodeRejected:
+		return "iLink rejected the message"
+	case CodeStaleToken:
+		return "the bot's iLink session is dead and needs a new login"
+	case CodeNotSent:
+		return "the message could not be transmitted and was not sent; the quota was given back, retry"
+	case CodeWindowUnavailable:
+		return "the reply window is not ready yet; retry"
+	case CodeTemporalUnavailable:
+		return "Temporal is unavailable; retry"
+	case CodeStoreUnavailable:
+		return "the store is unavailable; retry"
+	}
+	return "internal error"
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,325 @@
+package replyapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/replyapi"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// These tests pin the HTTP mapping with fakes; e2e/replyapi_test.go runs the API against
+// the real dev server, PostgreSQL and the simulator.
+
+var now = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+const token = "tok-0123456789abcdef0123456789abcdef"
+
+type fakeStore struct {
+	mu       sync.Mutex
+	validate error
+	finish   error
+	window   store.Window
+	tokens   []string
+	finished []string
+}
+
+func (f *fakeStore) ValidateSession(_ context.Context, _ time.Time, ref store.SessionRef) (store.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens = append(f.tokens, ref.Token.Reveal())
+	if f.validate != nil {
+		return store.Session{}, f.validate
+	}
+	return store.Session{SessionID: "s-1", SourceMessageKey: "m-1", ReplyWindowID: 7}, nil
+}
+
+func (f *fakeStore) FinishMessage(_ context.Context, _ time.Time, key, status, _ string) (store.Message, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.finish != nil {
+		return store.Message{}, f.finish
+	}
+	f.finished = append(f.finished, key+"="+status)
+	return store.Message{MessageKey: key, Status: status}, nil
+}
+
+func (f *fakeStore) GetWindow(context.Context, int64) (store.Window, error) { return f.window, nil }
+
+type fakeUpdater struct {
+	mu    sync.Mutex
+	calls []client.UpdateWorkflowOptions
+	res   wfapi.SendResult
+	err   error // from UpdateWorkflow
+	get   error // from the handle's Get
+}
+
+func (f *fakeUpdater) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, o)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return handle{res: f.res, err: f.get}, nil
+}
+
+type handle struct {
+	res wfapi.SendResult
+	err error
+}
+
+func (h handle) WorkflowID() string { return "" }
+func (h handle) RunID() string      { return "" }
+func (h handle) UpdateID() string   { return "" }
+func (h handle) Get(_ context.Context, v any) error {
+	if h.err != nil {
+		return h.err
+	}
+	*v.(*wfapi.SendResult) = h.res
+	return nil
+}
+
+type rig struct {
+	st  *fakeStore
+	up  *fakeUpdater
+	api *replyapi.API
+	log *bytes.Buffer
+}
+
+func newRig() *rig {
+	r := &rig{st: &fakeStore{}, up: &fakeUpdater{}, log: &bytes.Buffer{}}
+	r.api = replyapi.New(replyapi.Config{Store: r.st, Temporal: r.up, Now: func() time.Time { return now },
+		Logger: slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	return r
+}
+
+func (r *rig) post(t *testing.T, path, body string, headers ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	w := httptest.NewRecorder()
+	r.api.ServeHTTP(w, req)
+	if strings.Contains(w.Body.String(), token) || strings.Contains(r.log.String(), token) {
+		t.Fatal("the session token was echoed or logged")
+	}
+	return w
+}
+
+func code(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var b replyapi.ErrorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+		t.Fatalf("body %q: %v", w.Body.String(), err)
+	}
+	return b.Error.Code
+}
+
+func TestSentReplyExecutesTheWindowsUpdate(t *testing.T) {
+	t.Parallel()
+	r := newRig()
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", ClientMessageID: "c-1", Status: store.AttemptSent, ProviderMessageID: "42", SendsLeft: 9}
+	w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`, "Idempotency-Key", "k-1")
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var got replyapi.ReplyResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := replyapi.ReplyResponse{AttemptID: "sa_1", ClientMessageID: "c-1", Status: "sent", ProviderMessageID: "42", SendsLeft: 9, RequestID: "k-1"}
+	if got != want {
+		t.Fatalf("answer %+v, want %+v", got, want)
+	}
+	if len(r.up.calls) != 1 {
+		t.Fatalf("%d updates", len(r.up.calls))
+	}
+	c := r.up.calls[0]
+	req := c.Args[0].(wfapi.SendRequest)
+	if c.WorkflowID != wfapi.ReplyWindowID(7) || c.UpdateName != wfapi.UpdateSend || c.UpdateID != replyapi.UpdateID("k-1") ||
+		c.WaitForStage != client.WorkflowUpdateStageCompleted || req.Type != "text" || req.Text != "hi" || req.RequestID != c.UpdateID {
+		t.Fatalf("update %+v", c)
+	}
+	if len(r.st.tokens) != 1 || r.st.tokens[0] != token {
+		t.Fatalf("validated tokens %d", len(r.st.tokens))
+	}
+}
+
+func TestWithoutAKeyEachRequestGetsItsOwnUpdate(t *testing.T) {
+	t.Parallel()
+	r := newRig()
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: store.AttemptSent}
+	for i := 0; i < 2; i++ {
+		if w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`); w.Code != http.StatusOK {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+	if len(r.up.calls) != 2 || r.up.calls[0].UpdateID == r.up.calls[1].UpdateID || r.up.calls[0].UpdateID == "" {
+		t.Fatalf("update ids %q, %q", r.up.calls[0].UpdateID, r.up.calls[1].UpdateID)
+	}
+}
+
+func TestBadInputNeverReachesTheStoreOrTemporal(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, path, body, code string }{
+		{"too large", "/v1/reply", `{"type":"text","text":"` + strings.Repeat("a", 70<<10) + `"}`, replyapi.CodeBodyTooLarge},
+		{"bad json", "/v1/reply", `{`, replyapi.CodeInvalidJSON},
+		{"unknown type", "/v1/reply", `{"type":"location"}`, replyapi.CodeUnsupportedType},
+		{"text with media", "/v1/reply", `{"type":"text","text":"a","media":{}}`, replyapi.CodeInvalidJSON},
+		{"too long", "/v1/reply", `{"type":"text","text":"` + strings.Repeat("é", 8*1024+1) + `"}`, replyapi.CodeTextTooLong},
+		{"empty", "/v1/reply", `{"type":"text"}`, replyapi.CodeInvalidText},
+		{"done status", "/v1/done", `{"status":"processing"}`, replyapi.CodeInvalidStatus},
+		{"done json", "/v1/done", `{"status":"handled","extra":1}`, replyapi.CodeInvalidJSON},
+	} {
+		r := newRig()
+		w := r.post(t, c.path, c.body)
+		if w.Code != http.StatusBadRequest || code(t, w) != c.code {
+			t.Errorf("%s: %d %s, want 400 %s", c.name, w.Code, w.Body, c.code)
+		}
+		if len(r.st.tokens) != 0 || len(r.up.calls) != 0 {
+			t.Errorf("%s: the store or Temporal was called", c.name)
+		}
+	}
+}
+
+func TestSessionRefusals(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]string{"/v1/reply": `{"type":"text","text":"hi"}`, "/v1/done": `{"status":"handled"}`}
+	for _, c := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{store.ErrInvalidAgentSession, http.StatusUnauthorized, replyapi.CodeInvalidSession},
+		{store.ErrReplyWindowExpired, http.StatusGone, replyapi.CodeWindowExpired},
+		{store.ErrReplyWindowInactive, http.StatusConflict, replyapi.CodeWindowInactive},
+		{store.ErrAccountNotActive, http.StatusConflict, replyapi.CodeAccountNotActive},
+		{store.ErrGenerationConflict, http.StatusConflict, replyapi.CodeGenerationConflict},
+		{store.ErrUnavailable, http.StatusServiceUnavailable, replyapi.CodeStoreUnavailable},
+		{errors.New("boom"), http.StatusInternalServerError, replyapi.CodeInternal},
+	} {
+		for _, path := range []string{"/v1/reply", "/v1/done"} {
+			r := newRig()
+			r.st.validate = c.err
+			w := r.post(t, path, bodies[path])
+			if w.Code != c.status || code(t, w) != c.code {
+				t.Errorf("%s %v: %d %s, want %d %s", path, c.err, w.Code, w.Body, c.status, c.code)
+			}
+			if len(r.up.calls) != 0 || len(r.st.finished) != 0 {
+				t.Errorf("%s %v: acted after a refused session", path, c.err)
+			}
+			if c.status == http.StatusUnauthorized && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("no challenge")
+			}
+		}
+	}
+}
+
+func TestUpdateOutcomes(t *testing.T) {
+	t.Parallel()
+	refusal := func(code string) error { return temporal.NewApplicationError("refused", code) }
+	retry := now.Add(90 * time.Second)
+	for _, c := range []struct {
+		name       string
+		res        wfapi.SendResult
+		err, get   error
+		window     store.Window
+		status     int
+		code       string
+		retryAfter string
+	}{
+		{name: "quota", get: refusal(replyapi.CodeQuotaExhausted), status: 409, code: replyapi.CodeQuotaExhausted},
+		{name: "expired (validator)", err: refusal(replyapi.CodeWindowExpired), status: 410, code: replyapi.CodeWindowExpired},
+		{name: "inactive (validator)", get: refusal(replyapi.CodeWindowInactive), status: 409, code: replyapi.CodeWindowInactive},
+		{name: "no session yet", get: refusal(replyapi.CodeInvalidSession), status: 401, code: replyapi.CodeInvalidSession},
+		{name: "invalid input", get: refusal(replyapi.CodeInvalidInput), status: 400, code: replyapi.CodeInvalidInput},
+		{name: "key reused", get: refusal(replyapi.CodeAttemptConflict), status: 409, code: replyapi.CodeAttemptConflict},
+		{name: "unknown type", get: refusal("surprise"), status: 500, code: replyapi.CodeInternal},
+		{name: "throttled", res: wfapi.SendResult{AttemptID: "sa_2", Status: "failed", ErrorCode: "throttled", RetryAfter: retry},
+			status: 429, code: replyapi.CodeThrottled, retryAfter: "90"},
+		{name: "throttled without a time", res: wfapi.SendResult{AttemptID: "sa_2", Status: "failed", ErrorCode: "throttled"},
+			status: 429, code: replyapi.CodeThrottled, retryAfter: "60"},
+		{name: "released: window retired", res: wfapi.SendResult{AttemptID: "sa_3", Status: "failed", ErrorCode: "reply_window_inactive"},
+			status: 409, code: replyapi.CodeWindowInactive},
+		{name: "rejected", res: wfapi.SendResult{AttemptID: "sa_4", Status: "failed", ErrorCode: "rejected"}, status: 502, code: replyapi.CodeRejected},
+		{name: "not sent", res: wfapi.SendResult{AttemptID: "sa_5", Status: "failed", ErrorCode: "not_sent"}, status: 503, code: replyapi.CodeNotSent},
+		{name: "unknown", res: wfapi.SendResult{AttemptID: "sa_6", Status: "unknown", ErrorCode: "outcome_unknown"}, status: 202},
+		{name: "activity failed", get: fmt.Errorf("update: %w", &temporal.ActivityError{}), status: 202},
+		{name: "deadline", err: serviceerror.NewDeadlineExceeded("slow"), status: 202},
+		{name: "temporal down", err: serviceerror.NewUnavailable("down"), status: 503, code: replyapi.CodeTemporalUnavailable},
+		{name: "workflow gone, window expired", err: serviceerror.NewNotFound("gone"), window: store.Window{State: store.WindowExpired},
+			status: 410, code: replyapi.CodeWindowExpired},
+		{name: "workflow gone, window superseded", err: serviceerror.NewNotFound("gone"), window: store.Window{State: store.WindowSuperseded},
+			status: 409, code: replyapi.CodeWindowInactive},
+		{name: "workflow not started", err: serviceerror.NewNotFound("gone"), window: store.Window{State: store.WindowOpen},
+			status: 503, code: replyapi.CodeWindowUnavailable},
+	} {
+		r := newRig()
+		r.up.res, r.up.err, r.up.get, r.st.window = c.res, c.err, c.get, c.window
+		w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`)
+		if w.Code != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, w.Code, w.Body, c.status)
+			continue
+		}
+		if c.code != "" && code(t, w) != c.code {
+			t.Errorf("%s: code %s, want %s", c.name, w.Body, c.code)
+		}
+		if c.status == http.StatusAccepted {
+			var got replyapi.ReplyResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Status != store.AttemptUnknown || got.RequestID == "" {
+				t.Errorf("%s: %s", c.name, w.Body)
+			}
+		}
+		if got := w.Header().Get("Retry-After"); got != c.retryAfter {
+			t.Errorf("%s: Retry-After %q, want %q", c.name, got, c.retryAfter)
+		}
+	}
+}
+
+func TestDoneFinishesTheSessionsMessage(t *testing.T) {
+	t.Parallel()
+	r := newRig()
+	w := r.post(t, "/v1/done", `{"status":"failed","reason":"could not answer"}`)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"status":"failed"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if len(r.st.finished) != 1 || r.st.finished[0] != "m-1=failed" {
+		t.Fatalf("finished %v", r.st.finished)
+	}
+	r.st.finish = store.ErrAttemptConflict
+	if w := r.post(t, "/v1/done", `{"status":"handled"}`); w.Code != http.StatusConflict || code(t, w) != replyapi.CodeAttemptConflict {
+		t.Fatalf("conflicting verdict: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestStatusOfEveryCode(t *testing.T) {
+	t.Parallel()
+	for c, want := range map[string]int{
+		replyapi.CodeInvalidSession: 401, replyapi.CodeWindowExpired: 410, replyapi.CodeWindowInactive: 409,
+		replyapi.CodeQuotaExhausted: 409, replyapi.CodeThrottled: 429, replyapi.CodeInvalidJSON: 400,
+		replyapi.CodeBodyTooLarge: 400, replyapi.CodeUnsupportedType: 400, replyapi.CodeTextTooLong: 400,
+		replyapi.CodeNotFound: 404, replyapi.CodeMethodNotAllowed: 405, "anything else": 500,
+	} {
+		if got := replyapi.StatusOf(c); got != want {
+			t.Errorf("StatusOf(%s) = %d, want %d", c, got, want)
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// accountRow is one line of `starter accounts`.
+type accountRow struct {
+	AccountKey        string     `json:"account_key"`
+	ProviderAccountID string     `json:"provider_account_id"`
+	Owner             string     `json:"owner_peer_id"`
+	Status            string     `json:"status"`
+	Reason            string     `json:"status_reason,omitempty"`
+	Generation        int32      `json:"generation"`
+	LastPollAt        *time.Time `json:"last_poll_at,omitempty"`
+	PauseUntil        *time.Time `json:"pause_until,omitempty"`
+	SendsBlockedUntil *time.Time `json:"sends_blocked_until,omitempty"`
+	OpenWindow        int64      `json:"open_window,omitempty"`
+	ReplacedBy        string     `json:"replaced_by,omitempty"`
+}
+
+func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("accounts", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: starter accounts [--status S] [--json]\n\nLists accounts with status, generation, last successful poll (health) and open window.")
+		fs.PrintDefaults()
+	}
+	var c conn
+	c.register(fs, getenv)
+	status := fs.String("status", "", "only accounts with this status (active, paused, needs_relogin, replaced, disabled)")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	st, closeFn, err := openStore(ctx, &c, getenv)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	accounts, err := st.ListAccounts(ctx, *status)
+	if err != nil {
+		return err
+	}
+	open, err := st.ListWindows(ctx, store.WindowFilter{State: store.WindowOpen, Limit: 10000})
+	if err != nil {
+		return err
+	}
+	openOf := map[string]int64{}
+	for _, w := range open {
+		openOf[w.AccountKey] = w.ReplyWindowID
+	}
+	rows := make([]accountRow, 0, len(accounts))
+	for _, a := range accounts {
+		rows = append(rows, accountRow{AccountKey: a.AccountKey, ProviderAccountID: a.ProviderAccountID, Owner: a.OwnerPeerID,
+			Status: a.Status, Reason: a.StatusReason, Generation: a.Generation, LastPollAt: a.LastPollAt, PauseUntil: a.PauseUntil,
+			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy})
+	}
+	if c.json {
+		return printJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tOPEN WINDOW")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt), idOrDash(r.OpenWindow))
+	}
+	return tw.Flush()
+}
+
+// windowRow is one line of `starter windows`.
+type windowRow struct {
+	ReplyWindowID int64     `json:"reply_window_id"`
+	AccountKey    string    `json:"account_key"`
+	MessageKey    string    `json:"message_key"`
+	State         string    `json:"state"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Reserved      int32     `json:"reserved"`
+	Transmitted   int32     `json:"transmitted"`
+	MaxSends      int32     `json:"max_sends"`
+	SendsLeft     int32     `json:"sends_left"`
+}
+
+func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("windows", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: starter windows [--account KEY] [--state S] [--limit N] [--json]\n\nLists reply windows, newest first.")
+		fs.PrintDefaults()
+	}
+	var c conn
+	c.register(fs, getenv)
+	account := fs.String("account", "", "only this account")
+	state := fs.String("state", "", "only this state (open, superseded, cancelled, expired)")
+	limit := fs.Int("limit", 50, "at most this many windows")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	st, closeFn, err := openStore(ctx, &c, getenv)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ws, err := st.ListWindows(ctx, store.WindowFilter{AccountKey: *account, State: *state, Limit: int32(*limit)})
+	if err != nil {
+		return err
+	}
+	rows := make([]windowRow, 0, len(ws))
+	for _, w := range ws {
+		rows = append(rows, windowRow{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.SourceMessageKey,
+			State: w.State, ExpiresAt: w.ExpiresAt, Reserved: w.Reserved, Transmitted: w.Transmitted, MaxSends: w.MaxSends, SendsLeft: w.SendsLeft()})
+	}
+	if c.json {
+		return printJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WINDOW\tACCOUNT\tSTATE\tSENT\tLEFT\tEXPIRES")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\n", r.ReplyWindowID, r.AccountKey, r.State, r.Transmitted, r.MaxSends, r.SendsLeft, r.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func ago(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return time.Since(*t).Round(time.Second).String() + " ago"
+}
+
+func idOrDash(id int64) string {
+	if id == 0 {
+		return "-"
+	}
+	return fmt.Sprint(id)
+}
+
+// steerCmd is pause, resume and remove: the store first (the source of truth), then the
+// account's poller is told.
+func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c conn
+	c.register(fs, getenv)
+	account := fs.String("account", "", "account key (required)")
+	pauseFor := fs.Duration("for", time.Hour, "how long to pause (pause only)")
+	reason := fs.String("reason", "operator", "reason recorded with the change")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: starter %s --account KEY [flags]\n\n", verb)
+		switch verb {
+		case "pause":
+			fmt.Fprintln(stderr, "Pauses an active account: its poller stops fetching until the pause ends (windows stay open).")
+		case "resume":
+			fmt.Fprintln(stderr, "Resumes a paused account.")
+		case "remove":
+			fmt.Fprintln(stderr, "Disables an account: its open windows are cancelled and its poller stops.")
+		}
+		fs.PrintDefaults()
+	}
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	if *account == "" {
+		return fmt.Errorf("%s: --account is required", verb)
+	}
+	st, closeFn, err := openStore(ctx, &c, getenv)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	a, err := st.GetAccount(ctx, *account)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, &c, stderr)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	now := time.Now()
+	poller := wfapi.AccountPollerID(a.AccountKey)
+	var signalName string
+	var signalArg any
+	var cancelled []int64
+	switch verb {
+	case "pause":
+		until := now.Add(*pauseFor)
+		if a, err = st.PauseAccount(ctx, now, a.AccountKey, a.Generation, until, *reason); err != nil {
+			return err
+		}
+		signalName, signalArg = wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: *reason}
+	case "resume":
+		if a, err = st.ResumeAccount(ctx, now, a.AccountKey, a.Generation); err != nil {
+			return err
+		}
+		signalName = wfapi.SignalResume
+	case "remove":
+		ch, err := st.DisableAccount(ctx, now, a.AccountKey, a.Generation, *reason)
+		if err != nil {
+			return err
+		}
+		a, cancelled = ch.Account, ch.CancelledWindowIDs
+		signalName, signalArg = wfapi.SignalStop, wfapi.StopSignal{Reason: *reason}
+	}
+	signalled := true
+	if err := tc.SignalWorkflow(ctx, poller, "", signalName, signalArg); err != nil {
+		var nf *serviceerror.NotFound
+		if !asNotFound(err, &nf) {
+			return fmt.Errorf("signal the poller: %w", err)
+		}
+		signalled = false
+	}
+	for _, id := range cancelled {
+		_ = tc.SignalWorkflow(ctx, wfapi.ReplyWindowID(id), "", wfapi.SignalRetired, nil)
+	}
+	out := struct {
+		AccountKey       string  `json:"account_key"`
+		Status           string  `json:"status"`
+		PollerSignalled  bool    `json:"poller_signalled"`
+		CancelledWindows []int64 `json:"cancelled_windows,omitempty"`
+	}{a.AccountKey, a.Status, signalled, cancelled}
+	if c.json {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "%s is now %s", a.AccountKey, a.Status)
+	if !signalled {
+		fmt.Fprint(stdout, " (no running poller to tell)")
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}

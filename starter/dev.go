@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+const devUsage = `usage: starter dev [flags]
+
+Runs all of ilinkflow on this machine for a newcomer: it connects to (or starts) the
+Temporal dev server with its UI, installing the pinned temporal CLI when it is missing,
+migrates PostgreSQL, starts the iLink simulator, a worker with the echo agent and the
+reply API, enrolls a demo bot through a scripted QR scan, and then lets you chat: each line
+you type is sent as a WeChat user message and the bot's replies are printed. Ctrl-C (or
+end of input) stops everything it started.
+`
+
+// devSystem is what `starter dev` started, for the chat and for shutdown.
+type devSystem struct {
+	ctl     *ilinksim.Control
+	botID   string
+	owner   string
+	printed int
+}
+
+func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, devUsage); fs.PrintDefaults() }
+	var c conn
+	c.register(fs, getenv)
+	uiPort := fs.Int("ui-port", 8233, "Temporal UI port (when dev starts the Temporal dev server)")
+	simAddr := fs.String("sim-addr", "127.0.0.1:8089", "address of the iLink simulator")
+	httpAddr := fs.String("http-addr", "127.0.0.1:8090", "address of the reply API, /metrics and /healthz")
+	logLevel := fs.String("log-level", "warn", "worker log level")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+
+	// PostgreSQL.
+	pool, err := pgxpool.New(ctx, c.databaseURL)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("PostgreSQL at DATABASE_URL is not reachable (%w); start it, e.g. pg_ctlcluster 15 main start", err)
+	}
+	defer pool.Close()
+
+	// Temporal: connect, or start the dev server (installing the CLI if needed).
+	tc, uiURL, stopTemporal, err := devTemporal(ctx, &c, *uiPort, say, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopTemporal()
+	defer tc.Close()
+
+	// Sealing keys: the configured ones, or a key for this run only.
+	keys, err := sealing.LoadKeyring(getenv)
+	if err != nil {
+		spec, gerr := sealing.GenerateKeySpec(1)
+		if gerr != nil {
+			return gerr
+		}
+		if keys, err = sealing.ParseKeyring(spec); err != nil {
+			return err
+		}
+		say("sealing: no ILINKFLOW_SEALING_KEYS set, using a key for this run only")
+	}
+
+	// The simulator.
+	simLn, err := net.Listen("tcp", *simAddr)
+	if err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
+	simURL := "http://" + simLn.Addr().String()
+	simSrv := &http.Server{Handler: ilinksim.New(ilinksim.DefaultConfig()).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = simSrv.Serve(simLn) }()
+	defer simSrv.Close()
+
+	// The worker, with the echo agent and the reply API.
+	cfg := gateway.DefaultConfig()
+	cfg.TemporalAddress, cfg.TemporalNamespace, cfg.TaskQueue = c.temporal, c.namespace, c.taskQueue
+	cfg.ILinkBaseURL, cfg.ILinkCDNBaseURL = simURL, simURL+"/c2c"
+	cfg.HTTPAddr = *httpAddr
+	cfg.Handler = "echo"
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.LogLevel = level
+	ready, done := make(chan struct{}), make(chan error, 1)
+	apiAddr := *httpAddr
+	go func() {
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keys, Temporal: tc, Logger: cfg.NewLogger(stderr),
+			HTTPStarted: func(a net.Addr) { apiAddr = a.String() },
+			Ready:       func(gateway.ReconcileReport) { close(ready) }})
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-ready:
+	case err := <-done:
+		return fmt.Errorf("worker: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
+	// A demo bot, enrolled through a scripted QR scan.
+	sys := &devSystem{ctl: ilinksim.NewControl(simURL, nil), owner: "o9cq8demo-newcomer@im.wechat"}
+	account, err := sys.enroll(ctx, tc, c.taskQueue)
+	if err != nil {
+		return err
+	}
+	say("")
+	say("ilinkflow is running:")
+	if uiURL != "" {
+		say("  Temporal UI        %s", uiURL)
+	}
+	say("  Temporal           %s (namespace %s, task queue %s)", c.temporal, c.namespace, c.taskQueue)
+	say("  reply API          http://%s/v1/reply", apiAddr)
+	say("  metrics, health    http://%s/metrics  http://%s/healthz", apiAddr, apiAddr)
+	say("  iLink simulator    %s (control API under /_sim/)", simURL)
+	say("  demo bot           %s (account %s), owner %s", sys.botID, account, sys.owner)
+	say("")
+	say("Type a message as the WeChat user and press Enter; the echo agent answers. Ctrl-C stops.")
+	return sys.chat(ctx, stdin, stdout)
+}
+
+// devTemporal connects to Temporal, or starts the dev server with its UI.
+func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
+	dial := func() (client.Client, error) {
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return client.DialContext(dctx, client.Options{HostPort: c.temporal, Namespace: c.namespace,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	if tc, err := dial(); err == nil {
+		say("Temporal: using the server at %s", c.temporal)
+		return tc, "", func() {}, nil
+	}
+	cli, err := devserver.FindCLI()
+	if err != nil {
+		say("Temporal: installing the pinned CLI (about 7 minutes the first time, cached after)...")
+		install := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/cli/cmd/temporal@v1.5.1")
+		install.Stdout, install.Stderr = stderr, stderr
+		if err := install.Run(); err != nil {
+			return nil, "", nil, fmt.Errorf("install the temporal CLI: %w", err)
+		}
+		if cli, err = devserver.FindCLI(); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	host, port, err := net.SplitHostPort(c.temporal)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--temporal-address: %w", err)
+	}
+	say("Temporal: starting the dev server (%s) on %s with its UI on port %d", cli, c.temporal, uiPort)
+	cmd := exec.Command(cli, "server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
+		"--namespace", c.namespace, "--log-level", "error")
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", nil, fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		waited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-waited
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		tc, err := dial()
+		if err == nil {
+			return tc, fmt.Sprintf("http://%s:%d", host, uiPort), stop, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return nil, "", nil, fmt.Errorf("the Temporal dev server did not come up: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// enroll enrolls the demo bot: an Enrollment workflow whose QR code the simulator scans.
+func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue string) (string, error) {
+	var raw [6]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	offer := "qo_demo_" + hex.EncodeToString(raw[:])
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(offer), TaskQueue: taskQueue},
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "starter dev", PollGap: 200 * time.Millisecond})
+	if err != nil {
+		return "", fmt.Errorf("start the demo enrollment: %w", err)
+	}
+	var qrcode string
+	for qrcode == "" {
+		sessions, err := d.ctl.QRSessions(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, q := range sessions {
+			if q.Status == "wait" {
+				qrcode = q.QRCode
+			}
+		}
+		if qrcode == "" {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := d.ctl.ScanQR(ctx, qrcode, d.owner); err != nil {
+		return "", err
+	}
+	if _, err := d.ctl.ConfirmQR(ctx, qrcode); err != nil {
+		return "", err
+	}
+	var st wfapi.EnrollmentState
+	if err := run.Get(ctx, &st); err != nil {
+		return "", fmt.Errorf("demo enrollment: %w", err)
+	}
+	if st.Status != "confirmed" {
+		return "", fmt.Errorf("demo enrollment ended %s %s", st.Status, st.Error)
+	}
+	bots, err := d.ctl.Bots(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range bots {
+		if b.Owner == d.owner && !b.Dead {
+			d.botID = b.BotID
+		}
+	}
+	return st.AccountKey, nil
+}
+
+// chat sends each input line as a user message and prints the bot's replies.
+func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	lines := bufio.NewScanner(stdin)
+	for {
+		fmt.Fprint(stdout, "you> ")
+		if !lines.Scan() {
+			fmt.Fprintln(stdout)
+			return nil
+		}
+		text := strings.TrimSpace(lines.Text())
+		if text == "" {
+			continue
+		}
+		if _, err := d.ctl.InjectText(ctx, d.botID, "", text); err != nil {
+			return err
+		}
+		if err := d.awaitReply(ctx, stdout); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitReply prints the bot's new sends, waiting up to a minute for the first one.
+func (d *devSystem) awaitReply(ctx context.Context, stdout io.Writer) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		sent, err := d.ctl.Sent(ctx, d.botID)
+		if err != nil {
+			return err
+		}
+		if len(sent) > d.printed {
+			for _, m := range sent[d.printed:] {
+				if m.Outcome == "accepted" {
+					fmt.Fprintf(stdout, "bot> %s\n", m.Text)
+				} else {
+					fmt.Fprintf(stdout, "bot (refused by iLink: %s)> %s\n", m.Reason, m.Text)
+				}
+			}
+			d.printed = len(sent)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(stdout, "(no reply within a minute)")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

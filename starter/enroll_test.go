@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode runs `starter enroll --json`
+// against a worker, the real dev server, PostgreSQL and the simulator: the QR code is
+// printed, statuses arrive in order, the verification-code prompt is answered from
+// standard input, and the command ends with the account key.
+func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
+	dev := devserver.Start(t)
+	ns, tc := dev.NewNamespace(t)
+	pool := dbtest.NewPool(t)
+	simCfg := ilinksim.DefaultConfig()
+	simCfg.LongPollHold = 200 * time.Millisecond
+	srv := httptest.NewServer(ilinksim.New(simCfg).Handler())
+	t.Cleanup(srv.Close)
+	ctl := ilinksim.NewControl(srv.URL, srv.Client())
+	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("starter-test-key-0123456789abcde")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := gateway.DefaultConfig()
+	cfg.TaskQueue = devserver.TaskQueue(t)
+	cfg.ILinkBaseURL = srv.URL
+	cfg.ILinkCDNBaseURL = srv.URL + "/c2c"
+	cfg.PollSession = 2 * time.Second
+	cfg.Heartbeat = time.Second
+	cfg.HTTPAddr = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keys, Temporal: tc,
+			Ready: func(gateway.ReconcileReport) { close(ready) }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("worker: %v", err)
+	}
+
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	cmdDone := make(chan error, 1)
+	go func() {
+		cmdDone <- run(ctx, []string{"enroll", "--json", "--temporal-address", dev.HostPort, "--temporal-namespace", ns,
+			"--task-queue", cfg.TaskQueue, "--offer-id", "qo_cli_test", "--refresh", "50ms", "--lifetime", "2m"},
+			stdinR, stdoutW, io.Discard, func(string) string { return "" })
+		stdoutW.Close()
+	}()
+
+	var events []enrollEvent
+	var statuses []string
+	lines := bufio.NewScanner(stdoutR)
+	for lines.Scan() {
+		var ev enrollEvent
+		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+			t.Fatalf("not a JSON event: %q", lines.Text())
+		}
+		events = append(events, ev)
+		switch ev.Event {
+		case "qr":
+			if _, err := ctl.ScanQR(ctx, "", ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ctl.RequireVerifyCode(ctx, "", "135790"); err != nil {
+				t.Fatal(err)
+			}
+		case "need_code":
+			if _, err := io.WriteString(stdinW, "135790\n"); err != nil {
+				t.Fatal(err)
+			}
+		case "status":
+			statuses = append(statuses, ev.Status)
+			if ev.Status == "scaned" && contains(statuses, "need_verifycode") {
+				if _, err := ctl.ConfirmQR(ctx, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := <-cmdDone; err != nil {
+		t.Fatalf("enroll: %v (events %+v)", err, events)
+	}
+	if len(events) == 0 || events[0].Event != "qr" || events[0].QRContent == "" {
+		t.Fatalf("the QR code must come first: %+v", events)
+	}
+	last := events[len(events)-1]
+	if last.Event != "done" || last.Status != "confirmed" || last.AccountKey == "" {
+		t.Fatalf("last event %+v", last)
+	}
+	if !inOrder(statuses, "need_verifycode", "scaned", "confirmed") {
+		t.Fatalf("statuses out of order: %v", statuses)
+	}
+	st, err := store.New(pool, keys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := st.GetAccount(ctx, last.AccountKey); err != nil || a.Status != store.AccountActive {
+		t.Fatalf("enrolled account: %+v %v", a, err)
+	}
+
+	// The operator's other commands, against the same system.
+	var schema string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--json", "--temporal-address", dev.HostPort, "--temporal-namespace", ns, "--task-queue", cfg.TaskQueue,
+		"--database-url", dbtest.SchemaURL(schema)}
+	starter := func(args ...string) []byte {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, append(args, common...), nil, &out, &errOut, func(string) string { return "" }); err != nil {
+			t.Fatalf("starter %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.Bytes()
+	}
+	var accounts []accountRow
+	if err := json.Unmarshal(starter("accounts"), &accounts); err != nil || len(accounts) != 1 || accounts[0].AccountKey != last.AccountKey {
+		t.Fatalf("accounts: %+v %v", accounts, err)
+	}
+	var steered struct {
+		Status          string `json:"status"`
+		PollerSignalled bool   `json:"poller_signalled"`
+	}
+	for _, step := range []struct{ verb, want string }{{"pause", store.AccountPaused}, {"resume", store.AccountActive}, {"remove", store.AccountDisabled}} {
+		if err := json.Unmarshal(starter(step.verb, "--account", last.AccountKey), &steered); err != nil {
+			t.Fatal(err)
+		}
+		if steered.Status != step.want || !steered.PollerSignalled {
+			t.Fatalf("%s: %+v, want %s with the poller told", step.verb, steered, step.want)
+		}
+	}
+	var windows []windowRow
+	if err := json.Unmarshal(starter("windows"), &windows); err != nil {
+		t.Fatalf("windows: %v", err)
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// inOrder reports whether want appears in got as a subsequence.
+func inOrder(got []string, want ...string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}

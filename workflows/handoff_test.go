@@ -1,0 +1,300 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+	"github.com/ilinkflow/ilinkflow/workflows"
+)
+
+// agentStub is the rig's agent handler: it records every delivery and answers as told.
+type agentStub struct {
+	mu         sync.Mutex
+	deliveries []activities.Delivery
+	answer     func(n int, d activities.Delivery) (activities.Answer, error)
+}
+
+func (a *agentStub) Deliver(_ context.Context, d activities.Delivery) (activities.Answer, error) {
+	a.mu.Lock()
+	a.deliveries = append(a.deliveries, d)
+	n := len(a.deliveries)
+	a.mu.Unlock()
+	if a.answer == nil {
+		return activities.Answer{}, nil
+	}
+	return a.answer(n, d)
+}
+
+func (a *agentStub) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.deliveries)
+}
+
+func (a *agentStub) distinctTokens() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := map[string]bool{}
+	for _, d := range a.deliveries {
+		seen[d.SessionToken.Reveal()] = true
+	}
+	return len(seen)
+}
+
+func messageOf(r *rig, key string) store.Message {
+	r.t.Helper()
+	m, err := r.store.GetMessage(r.ctx, key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+func sentTexts(r *rig, botID string) []string {
+	r.t.Helper()
+	sent, err := r.ctl.Sent(r.ctx, botID)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var out []string
+	for _, s := range sent {
+		out = append(out, s.Text)
+	}
+	return out
+}
+
+func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	r := newRig(t, limits)
+	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
+		return activities.Answer{Replies: []string{"first reply", "second reply"}, Handled: true}, nil
+	}}
+	r.acts.Handler = agent
+	b := r.bot()
+	w := r.deliver(b, "hello")
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sentTexts(r, b.info.BotID); strings.Join(got, "|") != "first reply|second reply" {
+		t.Fatalf("simulator received %q, want the two replies in order", got)
+	}
+	if n := countRows(r, "SELECT count(*) FROM send_attempts WHERE request_id IN ('handoff-1-1', 'handoff-1-2') AND status = 'sent'"); n != 2 {
+		t.Fatalf("%d sent attempts with the hand-off's request ids, want 2", n)
+	}
+	if m := messageOf(r, w.MessageKey); m.Status != store.MessageHandled {
+		t.Fatalf("message is %s, want handled", m.Status)
+	}
+	if agent.count() != 1 {
+		t.Fatalf("%d deliveries: a handled message is not offered again", agent.count())
+	}
+}
+
+func TestAnUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = 35 * time.Minute
+	r := newRig(t, limits)
+	agent := &agentStub{}
+	r.acts.Handler = agent
+	b := r.bot()
+	w := r.deliver(b, "hello")
+	r.env.SetStartTime(time.Now())
+	var offers []int
+	for _, at := range []time.Duration{5, 15, 25, 34} {
+		r.env.RegisterDelayedCallback(func() {
+			v, err := r.env.QueryWorkflow(wfapi.QueryWindowState)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var st wfapi.WindowState
+			_ = v.Get(&st)
+			offers = append(offers, st.Offers)
+		}, at*time.Minute)
+	}
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits)) // default re-offer interval: 10m
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	// Offers at 0, 10, 20 and 30 minutes; the window expires at 35.
+	if fmt.Sprint(offers) != "[1 2 3 4]" {
+		t.Fatalf("offers seen at 5, 15, 25, 34 minutes: %v, want [1 2 3 4]", offers)
+	}
+	if agent.count() != 4 || agent.distinctTokens() != 4 {
+		t.Fatalf("%d deliveries with %d distinct tokens, want 4 and 4", agent.count(), agent.distinctTokens())
+	}
+	if n := countRows(r, "SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1", w.ReplyWindowID); n != 4 {
+		t.Fatalf("%d sessions, want one per offer", n)
+	}
+	if m := messageOf(r, w.MessageKey); m.Status != store.MessageProcessing {
+		t.Fatalf("message is %s, want processing (never handled)", m.Status)
+	}
+}
+
+func TestReofferIntervalIsConfigurableAndCanBeOff(t *testing.T) {
+	for _, c := range []struct {
+		every time.Duration
+		want  int
+	}{{3 * time.Minute, 4}, {-1, 1}} {
+		t.Run(fmt.Sprint(c.every), func(t *testing.T) {
+			limits := store.DefaultLimits()
+			limits.WindowLifetime = 10 * time.Minute
+			r := newRig(t, limits)
+			agent := &agentStub{}
+			r.acts.Handler = agent
+			w := r.deliver(r.bot(), "hello")
+			in := windowInput(w, limits)
+			in.ReofferAfter = c.every
+			r.env.SetStartTime(time.Now())
+			r.env.ExecuteWorkflow(workflows.ReplyWindow, in)
+			if err := r.env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if agent.count() != c.want {
+				t.Fatalf("%d deliveries, want %d", agent.count(), c.want)
+			}
+		})
+	}
+}
+
+func TestFinishUpdateMarksTheMessageAndEndsReoffers(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	r := newRig(t, limits)
+	agent := &agentStub{}
+	r.acts.Handler = agent
+	b := r.bot()
+	w := r.deliver(b, "hello")
+	results := map[string]error{}
+	record := func(name string) *updateRecorder {
+		return &updateRecorder{done: func(err error) { results[name] = err }}
+	}
+	r.env.RegisterDelayedCallback(func() {
+		r.env.UpdateWorkflow(wfapi.UpdateSend, "", record("send"), wfapi.SendRequest{Type: "text", Text: "an answer"})
+	}, 4*time.Minute)
+	r.env.RegisterDelayedCallback(func() {
+		r.env.UpdateWorkflow(wfapi.UpdateFinish, "", record("finish"), wfapi.FinishRequest{Handled: true})
+	}, 5*time.Minute)
+	r.env.RegisterDelayedCallback(func() {
+		r.env.UpdateWorkflow(wfapi.UpdateFinish, "", record("same finish"), wfapi.FinishRequest{Handled: true})
+		r.env.UpdateWorkflow(wfapi.UpdateFinish, "", record("other verdict"), wfapi.FinishRequest{Reason: "changed my mind"})
+		r.env.UpdateWorkflow(wfapi.UpdateSend, "", record("late send"), wfapi.SendRequest{Type: "text", Text: "late"})
+	}, 6*time.Minute)
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"send", "finish", "same finish"} {
+		if err, ok := results[name]; !ok || err != nil {
+			t.Fatalf("%s: %v (done %v), want success", name, err, ok)
+		}
+	}
+	if code := codeOf(results["other verdict"]); code != string(store.CodeAttemptConflict) {
+		t.Fatalf("another verdict: %v, want attempt_conflict", results["other verdict"])
+	}
+	if code := codeOf(results["late send"]); code != string(store.CodeInvalidAgentSession) {
+		t.Fatalf("send after the verdict: %v, want invalid_agent_session", results["late send"])
+	}
+	if m := messageOf(r, w.MessageKey); m.Status != store.MessageHandled {
+		t.Fatalf("message is %s, want handled", m.Status)
+	}
+	if agent.count() != 1 {
+		t.Fatalf("%d deliveries: the finish must end the re-offers", agent.count())
+	}
+	if got := sentTexts(r, b.info.BotID); len(got) != 1 {
+		t.Fatalf("simulator received %q, want the one answer", got)
+	}
+}
+
+func codeOf(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type()
+	}
+	return ""
+}
+
+func TestAPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	r := newRig(t, limits)
+	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
+		return activities.Answer{}, &activities.PermanentError{Reason: "webhook answered 404"}
+	}}
+	r.acts.Handler = agent
+	w := r.deliver(r.bot(), "hello")
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	m := messageOf(r, w.MessageKey)
+	if m.Status != store.MessageFailed || m.FailureReason != "webhook answered 404" {
+		t.Fatalf("message %s (%q), want failed with the handler's reason", m.Status, m.FailureReason)
+	}
+	if agent.count() != 1 {
+		t.Fatalf("%d deliveries: a permanent failure is neither retried nor re-offered", agent.count())
+	}
+}
+
+func TestAFailingHandOffIsRetriedThenReoffered(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = 15 * time.Minute
+	r := newRig(t, limits)
+	agent := &agentStub{answer: func(n int, _ activities.Delivery) (activities.Answer, error) {
+		if n <= 2 {
+			return activities.Answer{}, errors.New("agent unreachable")
+		}
+		return activities.Answer{}, nil
+	}}
+	r.acts.Handler = agent
+	w := r.deliver(r.bot(), "hello")
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	// Two failed attempts and the successful third of the first offer, then the re-offer
+	// ten minutes later.
+	if agent.count() != 4 {
+		t.Fatalf("%d deliveries, want 3 attempts of the first offer and 1 re-offer", agent.count())
+	}
+}
+
+func TestAMessageFinishedElsewhereIsNotOfferedAgain(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	r := newRig(t, limits)
+	agent := &agentStub{}
+	agent.answer = func(_ int, d activities.Delivery) (activities.Answer, error) {
+		// The agent gives its verdict through the reply API (the store), not the window.
+		_, err := r.store.FinishMessage(context.Background(), time.Now(), d.Message.MessageKey, store.MessageHandled, "")
+		return activities.Answer{}, err
+	}
+	r.acts.Handler = agent
+	w := r.deliver(r.bot(), "hello")
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if agent.count() != 1 {
+		t.Fatalf("%d deliveries, want 1: the re-offer finds the message handled and ends the offers", agent.count())
+	}
+	if n := countRows(r, "SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1", w.ReplyWindowID); n != 1 {
+		t.Fatalf("%d sessions, want 1 (the refused re-offer writes nothing)", n)
+	}
+}
