@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -93,9 +94,11 @@ type Server struct {
 	stopErr  error
 }
 
-// New starts a dev server with the CLI that [FindCLI] finds. The caller stops it.
+// New starts a dev server with the CLI that [FindCLI] finds, installing the pinned CLI
+// with `go install` first when none is found (unless $ILINKFLOW_NO_CLI_INSTALL is set), so
+// that the test command works on a fresh clone. The caller stops it.
 func New(ctx context.Context, opts Options) (*Server, error) {
-	path, err := FindCLI()
+	path, err := EnsureCLI(ctx, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +304,32 @@ func TaskQueue(tb testing.TB) string {
 // install command.
 func FindCLI() (string, error) {
 	return findCLI(os.Getenv, exec.LookPath, goBinDirs)
+}
+
+var installOnce struct {
+	sync.Mutex
+	done bool
+}
+
+// EnsureCLI returns the Temporal CLI that FindCLI finds, or installs the pinned version
+// with `go install` (a few minutes the first time, cached afterwards) and returns that.
+// Progress goes to log. Setting $ILINKFLOW_NO_CLI_INSTALL turns the install off.
+func EnsureCLI(ctx context.Context, log io.Writer) (string, error) {
+	if p, err := FindCLI(); err == nil || os.Getenv("ILINKFLOW_NO_CLI_INSTALL") != "" {
+		return p, err
+	}
+	installOnce.Lock()
+	defer installOnce.Unlock()
+	if !installOnce.done {
+		fmt.Fprintf(log, "devserver: the Temporal CLI is missing; running %s (a few minutes the first time)\n", InstallCommand)
+		cmd := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion)
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("devserver: install the Temporal CLI: %w", err)
+		}
+		installOnce.done = true
+	}
+	return FindCLI()
 }
 
 // findCLI is FindCLI with its environment injected.

@@ -162,17 +162,12 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...a
 		say("Temporal: using the server at %s", c.temporal)
 		return tc, "", func() {}, nil
 	}
-	cli, err := devserver.FindCLI()
-	if err != nil {
+	if _, err := devserver.FindCLI(); err != nil {
 		say("Temporal: installing the pinned CLI (about 7 minutes the first time, cached after)...")
-		install := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/cli/cmd/temporal@v1.5.1")
-		install.Stdout, install.Stderr = stderr, stderr
-		if err := install.Run(); err != nil {
-			return nil, "", nil, fmt.Errorf("install the temporal CLI: %w", err)
-		}
-		if cli, err = devserver.FindCLI(); err != nil {
-			return nil, "", nil, err
-		}
+	}
+	cli, err := devserver.EnsureCLI(ctx, stderr)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	host, port, err := net.SplitHostPort(c.temporal)
 	if err != nil {
