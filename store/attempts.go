@@ -337,18 +337,23 @@ func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, re
 	}
 	var released bool
 	err := s.inTx(ctx, "release attempt", func(q *dbq.Queries) error {
-		a, err := q.LockSendAttempt(ctx, attemptID)
+		ref, err := q.GetSendAttempt(ctx, attemptID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		// Lock order: window, then attempt (as retirement does).
+		if _, err := q.LockReplyWindow(ctx, ref.ReplyWindowID); err != nil {
+			return err
+		}
+		a, err := q.LockSendAttempt(ctx, attemptID)
+		if err != nil {
+			return err
+		}
 		if a.Status != AttemptPending {
 			return nil
-		}
-		if _, err := q.LockReplyWindow(ctx, a.ReplyWindowID); err != nil {
-			return err
 		}
 		n, err := q.ReleaseWindowReservations(ctx, 1, now, a.ReplyWindowID)
 		if err != nil {
@@ -435,6 +440,9 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		ref, err := q.GetReplyWindowBySource(ctx, in.MessageKey)
 		if err != nil {
 			return notFound(err, CodeReplyWindowNotFound, "message has no reply window")
+		}
+		if _, err := q.LockAccount(ctx, ref.AccountKey); err != nil { // lock order: account, window
+			return err
 		}
 		w, err := q.LockReplyWindow(ctx, ref.ReplyWindowID)
 		if err != nil {

@@ -127,6 +127,11 @@ func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, ref Sessi
 		return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is required")
 	}
 	sess := row.AgentSession
+	// Lock order everywhere: account, then window, then attempts (CommitPage and
+	// retirement take them in that order; another order deadlocks against them).
+	if _, err := q.LockAccount(ctx, sess.AccountKey); err != nil {
+		return sess, dbq.ReplyWindow{}, err
+	}
 	w, err := q.LockReplyWindow(ctx, sess.ReplyWindowID)
 	if err != nil {
 		return sess, w, err
