@@ -50,6 +50,12 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		info := activity.GetInfo(ctx)
 		requestID = "activity:" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	}
+	if activity.IsActivity(ctx) {
+		// Heartbeats let Temporal retry this send soon after a worker crash; the retry
+		// completes an attempt it finds sending as unknown.
+		stop := heartbeat(ctx, cfg.HeartbeatEvery, func() any { return nil })
+		defer stop()
+	}
 	att, err := a.Store.ReserveReply(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content, RequestID: requestID})
 	if err != nil {
 		if store.IsRuleViolation(err) {

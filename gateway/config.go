@@ -93,6 +93,10 @@ type Config struct {
 	ReofferAfter time.Duration
 }
 
+// MaxHeartbeat bounds the heartbeat period: the workflows give long-running activities a
+// heartbeat timeout of twice this, after which a crashed worker's activity is retried.
+const MaxHeartbeat = 10 * time.Second
+
 // DefaultConfig returns the defaults of every setting. It has no key ring: the sealing
 // key has no default.
 func DefaultConfig() Config {
@@ -465,6 +469,9 @@ func (c Config) validate(needKeys bool) error {
 	}
 	if c.Heartbeat > 0 && c.PollSession > 0 && c.Heartbeat >= c.PollSession {
 		bad("heartbeat %v must be shorter than the poll session %v", c.Heartbeat, c.PollSession)
+	}
+	if c.Heartbeat > MaxHeartbeat {
+		bad("heartbeat %v must be at most %v (the workflows' heartbeat timeout is %v)", c.Heartbeat, MaxHeartbeat, 2*MaxHeartbeat)
 	}
 	if c.MaxAccounts < 1 {
 		bad("max accounts must be at least 1")

@@ -140,6 +140,8 @@ func TestConfigRefusesBadValuesClearly(t *testing.T) {
 			[]string{"flag --stale-pause", "positive"}},
 		{"zero where positive", map[string]string{"ILINKFLOW_HEARTBEAT": "0s"}, nil,
 			[]string{"ILINKFLOW_HEARTBEAT", "positive"}},
+		{"heartbeat beyond the workflows' heartbeat timeout", nil, []string{"--heartbeat", "15s"},
+			[]string{"heartbeat 15s must be at most 10s"}},
 		{"max sends range", nil, []string{"--max-sends", "1001"},
 			[]string{"flag --max-sends", "1..1000"}},
 		{"max sends not a number", map[string]string{"ILINKFLOW_MAX_SENDS": "ten"}, nil,

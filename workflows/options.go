@@ -29,6 +29,7 @@ var (
 	// activity completes an attempt it finds sending as unknown).
 	sendOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 45 * time.Second,
+		HeartbeatTimeout:    20 * time.Second, // a crashed worker's send is retried (and completed unknown) soon
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 10,
 		},
