@@ -31,12 +31,22 @@ type PollProgress struct {
 // cursor before anything else happens, under a per-account PostgreSQL lock so that two
 // attempts never poll the same bot at once.
 func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult, error) {
-	if a.Temporal != nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
-		// A retry after a crash: the previous attempt may have committed a page without
-		// starting its window's workflow.
-		a.syncOpenWindows(ctx, in.AccountKey)
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 && !in.Probe {
+		// A retry after a crash or a worker stop: tell iLink the account is polled again,
+		// and start the workflow of a window whose page the previous attempt committed.
+		a.notify(ctx, AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
+		if a.Temporal != nil {
+			a.syncOpenWindows(ctx, in.AccountKey)
+		}
 	}
 	res, err := a.pollAccount(ctx, in)
+	if activity.IsActivity(ctx) && workerStopping(ctx) && res.Stopped == "" && !res.StaleToken {
+		// A graceful worker stop: tell iLink this poller stops (another worker resumes it
+		// and calls notifystart). Best effort, with its own short deadline.
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		a.notify(nctx, AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystop", (*ilink.Client).NotifyStop)
+		cancel()
+	}
 	if a.Temporal != nil && (len(res.Opened) > 0 || len(res.Retired) > 0) {
 		// Starting the windows' workflows here saves the poller a workflow round trip (and
 		// a Temporal action) per page; the workflow does it when this fails.
@@ -119,14 +129,6 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 	pollCtx, cancelPoll := context.WithCancel(ctx)
 	defer cancelPoll()
 	stopCh := activity.GetWorkerStopChannel(ctx)
-	workerStopping := func() bool {
-		select {
-		case <-stopCh:
-			return true
-		default:
-			return false
-		}
-	}
 	go func() {
 		select {
 		case <-stopCh:
@@ -142,7 +144,7 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 		if ctx.Err() != nil {
 			return p.res, ctx.Err()
 		}
-		if workerStopping() {
+		if workerStopping(ctx) {
 			return p.res, nil
 		}
 		if err := l.alive(ctx); err != nil {
@@ -157,7 +159,7 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 			switch {
 			case ctx.Err() != nil:
 				return p.res, ctx.Err()
-			case workerStopping():
+			case workerStopping(ctx):
 				return p.res, nil
 			case ilink.IsStaleToken(err):
 				log.Warn("bot token is stale (-14)")
@@ -357,5 +359,15 @@ func wait(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// workerStopping reports whether the worker running this activity is stopping gracefully.
+func workerStopping(ctx context.Context) bool {
+	select {
+	case <-activity.GetWorkerStopChannel(ctx):
+		return true
+	default:
+		return false
 	}
 }

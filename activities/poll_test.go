@@ -129,6 +129,9 @@ func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
 	if out.err != nil || out.res.Stopped != "" || out.res.StaleToken || out.res.UpstreamError != "" {
 		t.Fatalf("stopped poller: %+v %v", out.res, out.err)
 	}
+	if n := h.requests("msg/notifystop"); n != 1 {
+		t.Fatalf("%d notifystop calls after a graceful worker stop, want 1", n)
+	}
 	if got := h.requests("getupdates"); got < before {
 		t.Fatalf("request log went backwards")
 	}
