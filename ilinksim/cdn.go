@@ -87,10 +87,6 @@ func paddedSize(n int64) int64 { return (n/16 + 1) * 16 }
 var hex32 = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
 
 func (s *Server) handleGetUploadURL(c *call) {
-	if c.r.Method != http.MethodPost {
-		http.Error(c.w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	var req struct {
 		FileKey    string `json:"filekey"`
 		MediaType  int    `json:"media_type"`
@@ -101,14 +97,9 @@ func (s *Server) handleGetUploadURL(c *call) {
 		AESKey     string `json:"aeskey"`
 	}
 	s.mu.Lock()
-	b, err := s.authBotLocked(c.r)
+	b, ok := s.authedPostLocked(c, &req)
 	s.mu.Unlock()
-	if err != nil {
-		writeJSON(c.w, s.staleBody())
-		return
-	}
-	if err := decodeBody(c.body, &req); err != nil {
-		writeJSON(c.w, invalidArgs())
+	if !ok {
 		return
 	}
 	switch {

@@ -316,22 +316,13 @@ func (s *Server) mediaNoteLocked(m *outboundMedia) string {
 }
 
 func (s *Server) handleGetConfig(c *call) {
-	if c.r.Method != http.MethodPost {
-		http.Error(c.w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	var req struct {
 		UserID string `json:"ilink_user_id"`
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := s.authBotLocked(c.r)
-	if err != nil {
-		writeJSON(c.w, s.staleBody())
-		return
-	}
-	if err := decodeBody(c.body, &req); err != nil {
-		writeJSON(c.w, invalidArgs())
+	b, ok := s.authedPostLocked(c, &req)
+	if !ok {
 		return
 	}
 	if req.UserID == "" {
@@ -346,10 +337,6 @@ func (s *Server) handleGetConfig(c *call) {
 }
 
 func (s *Server) handleSendTyping(c *call) {
-	if c.r.Method != http.MethodPost {
-		http.Error(c.w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	var req struct {
 		UserID       string `json:"ilink_user_id"`
 		TypingTicket string `json:"typing_ticket"`
@@ -357,13 +344,8 @@ func (s *Server) handleSendTyping(c *call) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := s.authBotLocked(c.r)
-	if err != nil {
-		writeJSON(c.w, s.staleBody())
-		return
-	}
-	if err := decodeBody(c.body, &req); err != nil {
-		writeJSON(c.w, invalidArgs())
+	b, ok := s.authedPostLocked(c, &req)
+	if !ok {
 		return
 	}
 	if req.UserID == "" {

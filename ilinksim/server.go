@@ -357,6 +357,27 @@ var errNoToken = errors.New("no bearer token")
 
 // authBotLocked returns the live bot for the request's bearer token, or
 // errNoToken / errStale (both answer errcode -14). Caller holds s.mu.
+// authedPostLocked does what every authenticated bot POST does first: 405 for another
+// method, the stale-token body for a dead or unknown token, invalid arguments for a body
+// that does not decode into req. It reports the bot and whether the handler goes on. The
+// caller holds s.mu.
+func (s *Server) authedPostLocked(c *call, req any) (*bot, bool) {
+	if c.r.Method != http.MethodPost {
+		http.Error(c.w, "method not allowed", http.StatusMethodNotAllowed)
+		return nil, false
+	}
+	b, err := s.authBotLocked(c.r)
+	if err != nil {
+		writeJSON(c.w, s.staleBody())
+		return nil, false
+	}
+	if err := decodeBody(c.body, req); err != nil {
+		writeJSON(c.w, invalidArgs())
+		return nil, false
+	}
+	return b, true
+}
+
 func (s *Server) authBotLocked(r *http.Request) (*bot, error) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok == "" {
