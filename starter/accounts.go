@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -30,19 +29,12 @@ type accountRow struct {
 }
 
 func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet("accounts", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: starter accounts [--status S] [--json]\n\nLists accounts with status, generation, last successful poll (health) and open window.")
-		fs.PrintDefaults()
-	}
-	var c conn
-	c.register(fs, getenv)
+	fs, c := commandFlags("accounts", "usage: starter accounts [--status S] [--json]\n\nLists accounts with status, generation, last successful poll (health) and open window.\n", stderr, getenv)
 	status := fs.String("status", "", "only accounts with this status (active, paused, needs_relogin, replaced, disabled)")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
-	st, closeFn, err := openStore(ctx, &c, getenv)
+	st, closeFn, err := openStore(ctx, c, getenv)
 	if err != nil {
 		return err
 	}
@@ -90,21 +82,14 @@ type windowRow struct {
 }
 
 func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet("windows", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: starter windows [--account KEY] [--state S] [--limit N] [--json]\n\nLists reply windows, newest first.")
-		fs.PrintDefaults()
-	}
-	var c conn
-	c.register(fs, getenv)
+	fs, c := commandFlags("windows", "usage: starter windows [--account KEY] [--state S] [--limit N] [--json]\n\nLists reply windows, newest first.\n", stderr, getenv)
 	account := fs.String("account", "", "only this account")
 	state := fs.String("state", "", "only this state (open, superseded, cancelled, expired)")
 	limit := fs.Int("limit", 50, "at most this many windows")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
-	st, closeFn, err := openStore(ctx, &c, getenv)
+	st, closeFn, err := openStore(ctx, c, getenv)
 	if err != nil {
 		return err
 	}
@@ -146,32 +131,22 @@ func idOrDash(id int64) string {
 // steerCmd is pause, resume and remove: the store first (the source of truth), then the
 // account's poller is told.
 func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c conn
-	c.register(fs, getenv)
+	what := map[string]string{
+		"pause":  "Pauses an active account: its poller stops fetching until the pause ends (windows stay open).",
+		"resume": "Resumes a paused account.",
+		"remove": "Disables an account: its open windows are cancelled and its poller stops.",
+	}[verb]
+	fs, c := commandFlags(verb, fmt.Sprintf("usage: starter %s --account KEY [flags]\n\n%s\n", verb, what), stderr, getenv)
 	account := fs.String("account", "", "account key (required)")
 	pauseFor := fs.Duration("for", time.Hour, "how long to pause (pause only)")
 	reason := fs.String("reason", "operator", "reason recorded with the change")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: starter %s --account KEY [flags]\n\n", verb)
-		switch verb {
-		case "pause":
-			fmt.Fprintln(stderr, "Pauses an active account: its poller stops fetching until the pause ends (windows stay open).")
-		case "resume":
-			fmt.Fprintln(stderr, "Resumes a paused account.")
-		case "remove":
-			fmt.Fprintln(stderr, "Disables an account: its open windows are cancelled and its poller stops.")
-		}
-		fs.PrintDefaults()
-	}
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
 	if *account == "" {
 		return fmt.Errorf("%s: --account is required", verb)
 	}
-	st, closeFn, err := openStore(ctx, &c, getenv)
+	st, closeFn, err := openStore(ctx, c, getenv)
 	if err != nil {
 		return err
 	}
@@ -180,7 +155,7 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	tc, err := dialTemporal(ctx, &c, stderr)
+	tc, err := dialTemporal(ctx, c, stderr)
 	if err != nil {
 		return err
 	}

@@ -97,3 +97,17 @@ func parse(fs *flag.FlagSet, args []string) (bool, error) {
 }
 
 func asNotFound(err error, target **serviceerror.NotFound) bool { return errors.As(err, target) }
+
+// commandFlags is the flag set of an operator command with the shared connection flags
+// registered and usage printed to stderr: usage first, then the flags.
+func commandFlags(name, usage string, stderr io.Writer, getenv func(string) string) (*flag.FlagSet, *conn) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	c := &conn{}
+	c.register(fs, getenv)
+	return fs, c
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,11 +44,7 @@ type devSystem struct {
 }
 
 func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, devUsage); fs.PrintDefaults() }
-	var c conn
-	c.register(fs, getenv)
+	fs, c := commandFlags("dev", devUsage, stderr, getenv)
 	uiPort := fs.Int("ui-port", 8233, "Temporal UI port (when dev starts the Temporal dev server)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:8089", "address of the iLink simulator")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8090", "address of the reply API, /metrics and /healthz")
@@ -72,7 +67,7 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer pool.Close()
 
 	// Temporal: connect, or start the dev server (installing the CLI if needed).
-	tc, uiURL, stopTemporal, err := devTemporal(ctx, &c, *uiPort, say, stderr)
+	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, say, stderr)
 	if err != nil {
 		return err
 	}

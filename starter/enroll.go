@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -30,19 +29,13 @@ type enrollEvent struct {
 }
 
 func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet("enroll", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: starter enroll [flags]
+	fs, c := commandFlags("enroll", `usage: starter enroll [flags]
 
 Starts an Enrollment workflow, shows the QR code to scan with WeChat, prints each status
 change, asks for the verification code when iLink wants one, and ends with the account key.
 With --json it prints one JSON event per line (qr, status, need_code, done) and reads the
-verification code from standard input.`)
-		fs.PrintDefaults()
-	}
-	var c conn
-	c.register(fs, getenv)
+verification code from standard input.
+`, stderr, getenv)
 	offer := fs.String("offer-id", "", "login offer id (qo_...; default: random)")
 	lifetime := fs.Duration("lifetime", 5*time.Minute, "how long the QR login stays open")
 	requestedBy := fs.String("requested-by", envOr(getenv, "USER", "operator"), "who asked for the enrollment (audit)")
@@ -57,7 +50,7 @@ verification code from standard input.`)
 		}
 		*offer = "qo_" + hex.EncodeToString(raw[:])
 	}
-	tc, err := dialTemporal(ctx, &c, stderr)
+	tc, err := dialTemporal(ctx, c, stderr)
 	if err != nil {
 		return err
 	}

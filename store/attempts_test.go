@@ -9,8 +9,8 @@ import (
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
-// sendOne reserves, starts and completes one reply as sent.
-func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
+// startOne reserves and starts one reply.
+func (e *env) startOne(tok sealing.Secret, body string) store.Attempt {
 	e.t.Helper()
 	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, body))
 	if err != nil {
@@ -19,6 +19,13 @@ func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
 	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
 		e.t.Fatalf("start: %v", err)
 	}
+	return a
+}
+
+// sendOne reserves, starts and completes one reply as sent.
+func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
+	e.t.Helper()
+	a := e.startOne(tok, body)
 	done, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "18446744073709551615"})
 	if err != nil {
 		e.t.Fatalf("complete: %v", err)
@@ -192,16 +199,7 @@ func TestCompletionOutcomesAndUnknownIsNeverResent(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
-	start := func() store.Attempt {
-		a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	start := func() store.Attempt { return e.startOne(tok, "x") }
 	unknown := start()
 	c := store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptUnknown, ErrorCode: "outcome_unknown"}
 	if _, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil {
