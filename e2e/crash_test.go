@@ -371,6 +371,7 @@ type crashTap struct {
 	last         map[int]crashPage // per epoch, the response to its latest request
 	armed        string            // the kill trigger armed, if any
 	trigger      chan struct{}     // closed when the armed trigger fires
+	inflight     map[int]time.Time // getupdates requests not answered yet, by seq, with arrival
 }
 
 func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -387,6 +388,10 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.seq++
 	page := crashPage{seq: c.seq, epoch: c.epoch}
+	if c.inflight == nil {
+		c.inflight = map[int]time.Time{}
+	}
+	c.inflight[page.seq] = time.Now()
 	c.mu.Unlock()
 	rec := &crashBody{ResponseWriter: w}
 	c.next.ServeHTTP(rec, r)
@@ -401,6 +406,7 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.mu.Lock()
+	delete(c.inflight, page.seq)
 	if prev, ok := c.last[page.epoch]; !ok || page.seq > prev.seq {
 		c.last[page.epoch] = page
 	}
@@ -451,12 +457,24 @@ func (c *crashTap) setEpoch(e int) {
 }
 
 // caughtUp reports whether a getupdates request arrived after the latest one that was
-// answered with messages: a poller fetches again only after it committed the page.
+// answered with messages (a poller fetches again only after it committed the page), and
+// no request still being answered may carry messages. The simulator answers at once
+// when it has messages, so a request held longer than crashHeldEmpty is an empty
+// long-poll hold; a younger one may be handing out a page not yet recorded here.
 func (c *crashTap) caughtUp() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, since := range c.inflight {
+		if time.Since(since) < crashHeldEmpty {
+			return false
+		}
+	}
 	return c.seq > c.lastNonEmpty
 }
+
+// crashHeldEmpty is how long an unanswered getupdates must be held before the tap takes
+// it for an empty long poll (the simulator's hold in this test is 500 ms).
+const crashHeldEmpty = 300 * time.Millisecond
 
 // handedOut maps each message id to the responses that carried it.
 func (c *crashTap) handedOut() map[uint64][]crashPage {
