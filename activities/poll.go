@@ -40,21 +40,16 @@ func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult,
 		}
 	}
 	res, err := a.pollAccount(ctx, in)
+	if len(res.Opened) > 0 || len(res.Retired) > 0 {
+		// Left for the poller's workflow to start or signal (SyncWindows).
+		res.Synced = false
+	}
 	if activity.IsActivity(ctx) && workerStopping(ctx) && res.Stopped == "" && !res.StaleToken {
 		// A graceful worker stop: tell iLink this poller stops (another worker resumes it
 		// and calls notifystart). Best effort, with its own short deadline.
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		a.notify(nctx, AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystop", (*ilink.Client).NotifyStop)
 		cancel()
-	}
-	if a.Temporal != nil && (len(res.Opened) > 0 || len(res.Retired) > 0) {
-		// Starting the windows' workflows here saves the poller a workflow round trip (and
-		// a Temporal action) per page; the workflow does it when this fails.
-		if serr := a.SyncWindows(ctx, WindowsInput{Opened: res.Opened, Retired: res.Retired}); serr != nil {
-			a.log().Warn("starting window workflows from the poll failed", "account", in.AccountKey, "error", serr)
-		} else {
-			res.Synced = true
-		}
 	}
 	return res, err
 }
@@ -80,7 +75,7 @@ func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string) {
 	}
 }
 
-func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult, error) {
+func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollResult, err error) {
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 
@@ -106,6 +101,20 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 		return progress
 	})
 	defer stopHeartbeat()
+
+	// Windows a commit opens get their workflows (and their first hand-off) from here,
+	// without holding up the next poll; the activity keeps polling across pages, so a
+	// page costs no Temporal action of its own. Before returning (still heartbeating) it
+	// waits for the starts under way and leaves what failed to the workflow.
+	var ws *windowStarter
+	if a.Temporal != nil {
+		ws = newWindowStarter(a)
+		defer func() {
+			failed := ws.wait()
+			res.Opened = append(res.Opened, failed.Opened...)
+			res.Retired = append(res.Retired, failed.Retired...)
+		}()
+	}
 
 	acct, err := a.Store.GetAccountWithSecret(ctx, in.AccountKey)
 	if err != nil {
@@ -137,7 +146,7 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 		}
 	}()
 
-	p := poller{a: a, in: in, owner: acct.OwnerPeerID, cursor: acct.Cursor, log: log,
+	p := poller{a: a, in: in, owner: acct.OwnerPeerID, cursor: acct.Cursor, log: log, windows: ws,
 		deferredBefore: cfg.DeferredBefore, maxSkew: a.Store.Limits().MaxClockSkew}
 	sessionEnd := now().Add(cfg.PollSession)
 	for n := 0; ; n++ {
@@ -146,6 +155,9 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (PollResult,
 		}
 		if workerStopping(ctx) {
 			return p.res, nil
+		}
+		if ws != nil && ws.failures() {
+			return p.res, nil // the workflow starts or signals what failed
 		}
 		if err := l.alive(ctx); err != nil {
 			log.Warn("poll lease lost; stopping", "error", err)
@@ -199,12 +211,16 @@ type poller struct {
 	deferredBefore *time.Time
 	maxSkew        time.Duration
 	res            PollResult
+	// windows starts the workflows of the windows a commit opens (nil without a Temporal
+	// client: the activity returns them instead).
+	windows *windowStarter
 }
 
 // commit stores one getupdates page: a page with entries or a moved cursor is committed
 // with its cursor (compare-and-set on the stored one); an empty page with an unchanged
-// cursor records the round trip (health). done reports that the activity must return:
-// the commit opened or retired windows, or the account can no longer be polled.
+// cursor records the round trip (health). The windows the commit opened or retired go to
+// the window starter. done reports that the activity must return: the account can no
+// longer be polled, or (without a starter) the commit opened or retired windows.
 func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool, err error) {
 	received := now()
 	entries := p.entries(page.Messages, received)
@@ -233,6 +249,7 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 		p.a.Metrics.Messages(metrics.MessageDeliverable, 1)
 	}
 	p.res.Messages += res.Inserted
+	var opened []WindowRef
 	if res.OpenedWindowID != 0 {
 		ref := WindowRef{ReplyWindowID: res.OpenedWindowID, AccountKey: p.in.AccountKey,
 			Deliverable: res.Deliverable != nil}
@@ -247,8 +264,13 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 			p.log.Error("opened window unreadable; its workflow must read its expiry",
 				"reply_window_id", res.OpenedWindowID, "error", err)
 		}
-		p.res.Opened = append(p.res.Opened, ref)
+		opened = append(opened, ref)
 	}
+	if p.windows != nil {
+		p.windows.add(ctx, opened, res.RetiredWindowIDs)
+		return false, nil
+	}
+	p.res.Opened = append(p.res.Opened, opened...)
 	p.res.Retired = append(p.res.Retired, res.RetiredWindowIDs...)
 	return len(p.res.Opened) > 0 || len(p.res.Retired) > 0, nil
 }

@@ -34,14 +34,16 @@ type WindowRef struct {
 	Deliverable bool
 }
 
-// PollResult is what one PollAccount activity found. The activity keeps polling while
-// pages are empty, so an idle account adds no history; it returns when a commit opened
-// or retired windows, on a stale token, an upstream error, a stop condition, or after
-// its session length.
+// PollResult is what one PollAccount activity found. The activity keeps polling across
+// pages (it starts the workflows of the windows its commits open itself), so neither an
+// idle account nor a page adds history; it returns on a stale token, an upstream error, a
+// stop condition, when a window workflow could not be started or signalled, or after its
+// session length.
 type PollResult struct {
 	Pages    int
 	Messages int
-	// Opened windows need a ReplyWindow workflow; Retired ones must be told to end.
+	// Opened windows need a ReplyWindow workflow; Retired ones must be told to end (only
+	// those the activity could not start or signal itself).
 	Opened  []WindowRef
 	Retired []int64
 	// Synced is true when the activity already started and signalled those workflows.

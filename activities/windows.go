@@ -24,27 +24,45 @@ func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
 	if a.Temporal == nil {
 		return errNoTemporal
 	}
-	cfg := a.cfg()
-	maxSends := a.Store.Limits().MaxSends
 	for _, w := range in.Opened {
-		_, err := a.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                       wfapi.ReplyWindowID(w.ReplyWindowID),
-			TaskQueue:                cfg.TaskQueue,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{
-			ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
-			ExpiresAt: w.ExpiresAt, MaxSends: maxSends, Deliverable: w.Deliverable, ReofferAfter: cfg.ReofferAfter,
-		})
-		if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-			return fmt.Errorf("start window workflow %d: %w", w.ReplyWindowID, err)
+		if err := a.startWindow(ctx, w, nil); err != nil {
+			return err
 		}
 	}
 	for _, id := range in.Retired {
-		err := a.Temporal.SignalWorkflow(ctx, wfapi.ReplyWindowID(id), "", wfapi.SignalRetired, nil)
-		if err != nil && !isNotFound(err) {
-			return fmt.Errorf("signal retired window %d: %w", id, err)
+		if err := a.signalRetired(ctx, id); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// startWindow starts the ReplyWindow workflow of an opened window unless it runs already;
+// offer is the first hand-off when it was already made (nil: the workflow makes it).
+func (a *Activities) startWindow(ctx context.Context, w WindowRef, offer *wfapi.Offer) error {
+	cfg := a.cfg()
+	_, err := a.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       wfapi.ReplyWindowID(w.ReplyWindowID),
+		TaskQueue:                cfg.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{
+		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
+		ExpiresAt: w.ExpiresAt, MaxSends: a.Store.Limits().MaxSends, Deliverable: w.Deliverable,
+		ReofferAfter: cfg.ReofferAfter, Offered: offer,
+	})
+	if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return fmt.Errorf("start window workflow %d: %w", w.ReplyWindowID, err)
+	}
+	return nil
+}
+
+// signalRetired tells a window's workflow that the window was retired (a window without
+// a running workflow is ignored).
+func (a *Activities) signalRetired(ctx context.Context, id int64) error {
+	err := a.Temporal.SignalWorkflow(ctx, wfapi.ReplyWindowID(id), "", wfapi.SignalRetired, nil)
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("signal retired window %d: %w", id, err)
 	}
 	return nil
 }

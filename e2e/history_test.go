@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // execution is one workflow run with its full history.
@@ -106,7 +108,10 @@ func (s *system) recordHistories() {
 	s.t.Logf("recorded %d histories in %s", len(seen), dir)
 }
 
-// actionEvents are the history events that Temporal bills as actions (one each).
+// actionEvents are the history events that Temporal Cloud bills as one action each
+// (docs.temporal.io/cloud/actions). Retries are billed too: an ActivityTaskStarted with
+// attempt n adds n-1. Not in history, so not counted here: heartbeats, queries and
+// rejected updates (the product's own paths make no queries; the test below makes none).
 var actionEvents = map[enumspb.EventType]bool{
 	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:                   true,
 	enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:                      true,
@@ -116,31 +121,44 @@ var actionEvents = map[enumspb.EventType]bool{
 	enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:     true,
 	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:           true,
 	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:          true,
+	enumspb.EVENT_TYPE_MARKER_RECORDED:                              true, // local activities, side effects
 }
 
-// reportActions counts the Temporal actions one inbound message with one reply cost: the
-// history of its window workflow, plus the poller's share (the poll activity that
-// committed its page).
+// actions counts the billed actions in the histories of every workflow run, by
+// "workflow type: event[:activity type]".
+func actions(execs []execution) (total int, by map[string]int) {
+	by = map[string]int{}
+	for _, e := range execs {
+		for _, ev := range e.history.Events {
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+				by[e.workflowType+": activity retry"] += int(a.GetAttempt() - 1)
+				total += int(a.GetAttempt() - 1)
+			}
+			if !actionEvents[ev.EventType] {
+				continue
+			}
+			name := e.workflowType + ": " + ev.EventType.String()
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				name += ":" + a.GetActivityType().GetName()
+			}
+			by[name]++
+			total++
+		}
+	}
+	return total, by
+}
+
+// reportActions logs the actions in the history of one window's workflow.
 func (s *system) reportActions(windowID int64) {
 	s.t.Helper()
+	var mine []execution
 	for _, e := range s.executions() {
-		if !strings.HasSuffix(e.workflowID, fmt.Sprintf("/%d", windowID)) || e.workflowType != "ReplyWindow" {
-			continue
+		if e.workflowID == wfapi.ReplyWindowID(windowID) {
+			mine = append(mine, e)
 		}
-		count := map[string]int{}
-		total := 0
-		for _, ev := range e.history.Events {
-			if actionEvents[ev.EventType] {
-				name := ev.EventType.String()
-				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-					name += ":" + a.GetActivityType().GetName()
-				}
-				count[name]++
-				total++
-			}
-		}
-		s.t.Logf("actions of one inbound message with one reply: window workflow %d %v, plus 1 PollAccount activity on the poller (heartbeats not counted)", total, count)
 	}
+	total, by := actions(mine)
+	s.t.Logf("actions of window %d (one inbound message, one reply, expired on its timer): %d %v", windowID, total, by)
 }
 
 // collectText appends every string and bytes field of m, recursively, to b.

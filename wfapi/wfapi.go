@@ -118,6 +118,23 @@ type WindowInput struct {
 	// ReofferAfter is how long an unhandled message waits before it is handed off again
 	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
 	ReofferAfter time.Duration
+	// Offered is the first hand-off when the activity that started the workflow already
+	// made it (the poll does, right after its commit); nil: the workflow hands off itself.
+	Offered *Offer
+}
+
+// Offer is the outcome of a hand-off made before the window's workflow started. It holds
+// no secret: the session token went to the agent only.
+type Offer struct {
+	SessionID  string
+	MessageKey string
+	// Delivered is false when no handler is configured.
+	Delivered bool
+	// Replies and Handled are the handler's answer.
+	Replies []string
+	Handled bool
+	// Failed: the handler failed permanently and the message was marked failed.
+	Failed bool
 }
 
 // DefaultReofferAfter is the re-offer interval of an unhandled message.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/activities"
@@ -296,5 +299,88 @@ func TestAMessageFinishedElsewhereIsNotOfferedAgain(t *testing.T) {
 	}
 	if n := countRows(r, "SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1", w.ReplyWindowID); n != 1 {
 		t.Fatalf("%d sessions, want 1 (the refused re-offer writes nothing)", n)
+	}
+}
+
+// activitiesRun records the activity types the test environment starts.
+func activitiesRun(r *rig) func() map[string]int {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	r.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		mu.Lock()
+		seen[info.ActivityType.Name]++
+		mu.Unlock()
+	})
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+func TestAFirstOfferMadeByThePollIsTakenWithoutAnotherHandOff(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	r := newRig(t, limits)
+	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
+		return activities.Answer{Replies: []string{"answered at once"}, Handled: true}, nil
+	}}
+	r.acts.Handler = agent
+	b := r.bot()
+	w := r.deliver(b, "hello")
+	// The poll's first offer: the HandOff activity's code, run before the workflow starts.
+	out, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := windowInput(w, limits)
+	in.Offered = &wfapi.Offer{SessionID: out.SessionID, MessageKey: out.MessageKey, Delivered: out.Delivered,
+		Replies: out.Replies, Handled: out.Handled}
+	ran := activitiesRun(r)
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, in)
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ran()["HandOff"]; n != 0 || agent.count() != 1 {
+		t.Fatalf("HandOff ran %d times, %d deliveries: the poll's offer is the first one, want 0 and 1", n, agent.count())
+	}
+	if got := sentTexts(r, b.info.BotID); strings.Join(got, "|") != "answered at once" {
+		t.Fatalf("simulator received %q, want the offer's reply", got)
+	}
+	if m := messageOf(r, w.MessageKey); m.Status != store.MessageHandled {
+		t.Fatalf("message is %s, want handled", m.Status)
+	}
+}
+
+func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = 35 * time.Minute
+	r := newRig(t, limits)
+	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
+		return activities.Answer{}, &activities.PermanentError{Reason: "webhook answered 410"}
+	}}
+	r.acts.Handler = agent
+	w := r.deliver(r.bot(), "hello")
+	if _, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1}); err == nil {
+		t.Fatal("the hand-off succeeded, want a permanent failure")
+	}
+	in := windowInput(w, limits)
+	in.Offered = &wfapi.Offer{MessageKey: w.MessageKey, Failed: true}
+	ran := activitiesRun(r)
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, in)
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ran()["HandOff"]; n != 0 || agent.count() != 1 {
+		t.Fatalf("HandOff ran %d times, %d deliveries: a failed message is not offered again", n, agent.count())
+	}
+	if m := messageOf(r, w.MessageKey); m.Status != store.MessageFailed {
+		t.Fatalf("message is %s, want failed", m.Status)
+	}
+	var st wfapi.WindowState
+	if v, err := r.env.QueryWorkflow(wfapi.QueryWindowState); err != nil || v.Get(&st) != nil || st.Verdict != store.MessageFailed {
+		t.Fatalf("window state %+v (%v), want verdict failed", st, err)
 	}
 }

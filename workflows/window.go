@@ -69,6 +69,9 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	retired := workflow.GetSignalChannel(ctx, wfapi.SignalRetired)
 
 	switch {
+	case in.Deliverable && in.Offered != nil:
+		// The poll already handed the message off (one activity less per message).
+		w.firstOffer(ctx, *in.Offered)
 	case in.Deliverable && in.SessionID == "":
 		w.handOff(ctx)
 	case in.Deliverable:
@@ -137,11 +140,31 @@ func (w *window) reofferPending() bool {
 func (w *window) handOff(ctx workflow.Context) {
 	w.offers++
 	attempt := w.offers
-	log := workflow.GetLogger(ctx)
 	var out activities.HandOffOutput
 	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), acts.HandOff,
 		activities.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
 	w.offered = workflow.Now(ctx)
+	w.took(ctx, attempt, out, err)
+}
+
+// firstOffer takes the hand-off the poll made before it started this workflow as the
+// first offer.
+func (w *window) firstOffer(ctx workflow.Context, o wfapi.Offer) {
+	w.in.Offered = nil
+	w.offers, w.offered = 1, workflow.Now(ctx)
+	if o.Failed {
+		w.in.MessageKey, w.verdict, w.reoffer = o.MessageKey, store.MessageFailed, false
+		workflow.GetLogger(ctx).Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", 1)
+		return
+	}
+	w.took(ctx, 1, activities.HandOffOutput{SessionID: o.SessionID, MessageKey: o.MessageKey,
+		Delivered: o.Delivered, Replies: o.Replies, Handled: o.Handled}, nil)
+}
+
+// took applies the outcome of a hand-off: on success it sends the replies the handler
+// answered with and marks the message handled when the answer says so.
+func (w *window) took(ctx workflow.Context, attempt int, out activities.HandOffOutput, err error) {
+	log := workflow.GetLogger(ctx)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.NonRetryable() {
