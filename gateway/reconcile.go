@@ -24,6 +24,9 @@ const maxReconciledWindows = 10000
 type ReconcileReport struct {
 	// RecoveredAttempts counts pending attempts released because a crash orphaned them.
 	RecoveredAttempts int
+	// PendingLeft counts windows whose pending attempts were left to their running
+	// workflow (its Send activity, or a retry of it, resumes them).
+	PendingLeft int
 	// Accounts counts the active accounts; each now has a poller.
 	Accounts int
 	// PollersStarted counts pollers that were not running and were started;
@@ -46,6 +49,7 @@ type ReconcileReport struct {
 func (r ReconcileReport) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.Int("recovered_attempts", r.RecoveredAttempts),
+		slog.Int("pending_left", r.PendingLeft),
 		slog.Int("accounts", r.Accounts),
 		slog.Int("pollers_started", r.PollersStarted),
 		slog.Int("pollers_signalled", r.PollersSignalled),
@@ -72,7 +76,14 @@ type ReconcileOptions struct {
 	Logger *slog.Logger
 	// Now is the clock stamped on recovered attempts (time.Now when nil).
 	Now func() time.Time
+	// PendingGrace is how long a pending attempt of a window whose workflow runs is left
+	// to it (default DefaultPendingGrace, longer than a Send activity's whole retry
+	// budget); an older one is recovered as abandoned.
+	PendingGrace time.Duration
 }
+
+// DefaultPendingGrace is the default ReconcileOptions.PendingGrace.
+const DefaultPendingGrace = 15 * time.Minute
 
 // Reconcile makes Temporal match the store after a start or a crash: pending attempts
 // orphaned by a crash are released (their quota given back), every active account has
@@ -86,11 +97,14 @@ func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue
 
 // ReconcileWithOptions is [Reconcile] with the worker's activities, a logger and a clock.
 //
-// Pending attempts are recovered first, so that window workflows start against released
-// reservations. An attempt is pending only between its reservation and its start, and
-// recovery fails it, so a send that a live process (this one after a restart, or another
-// worker of the fleet) was about to start is refused at its start instead of being sent:
-// never a double send, at worst a failed one the agent sees.
+// Pending attempts orphaned by a crash are recovered first, so that window workflows
+// start against released reservations. An attempt is pending only between its
+// reservation and its start; it is orphaned when its window's workflow is not running
+// (terminated, or never started), or when it is older than PendingGrace. The pending
+// attempts of a running window workflow are left to it: its Send activity (another
+// worker's, or a retry of one a crash interrupted) reserves by the same request id, finds
+// the attempt and resumes it, so a reply is neither failed by a restart elsewhere in the
+// fleet nor ever sent twice.
 func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client, opts ReconcileOptions) (ReconcileReport, error) {
 	var rep ReconcileReport
 	if st == nil || tc == nil {
@@ -120,11 +134,11 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 	}
 	var errs []error
 
-	n, err := st.RecoverPendingAttempts(ctx, now())
+	n, left, err := recoverOrphans(ctx, st, tc, now, opts.PendingGrace)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("recover pending attempts: %w", err))
 	}
-	rep.RecoveredAttempts = n
+	rep.RecoveredAttempts, rep.PendingLeft = n, left
 	if n > 0 {
 		logger.Warn("released pending attempts orphaned by a crash", "attempts", n)
 	}
@@ -208,6 +222,34 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// recoverOrphans recovers the pending attempts that no running window workflow owns any
+// more (see ReconcileWithOptions) and reports how many it recovered and how many windows
+// it left to their workflow.
+func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, now func() time.Time, grace time.Duration) (int, int, error) {
+	if grace <= 0 {
+		grace = DefaultPendingGrace
+	}
+	pending, err := st.ListPendingWindows(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var orphaned []int64
+	left := 0
+	for _, p := range pending {
+		running, _, err := isRunning(ctx, tc, wfapi.ReplyWindowID(p.ReplyWindowID))
+		if err != nil {
+			return 0, 0, err
+		}
+		if running && now().Sub(p.Oldest) < grace {
+			left++
+			continue
+		}
+		orphaned = append(orphaned, p.ReplyWindowID)
+	}
+	n, err := st.RecoverPendingAttemptsOf(ctx, now(), orphaned)
+	return n, left, err
 }
 
 // ensurePoller makes sure an active account's poller runs, through the code path of the

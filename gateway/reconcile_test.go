@@ -134,13 +134,26 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatalf("window after reconcile %+v", stored)
 	}
 
-	// A second reconcile starts nothing new and does not fail.
+	// A second reconcile starts nothing new and does not fail. The pending attempt of a
+	// window whose workflow runs is that workflow's to resume: it is left alone.
+	reserve := func(text string) store.Attempt {
+		t.Helper()
+		att, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: text}})
+		if err != nil || att.Status != store.AttemptPending {
+			t.Fatalf("reserve: %+v %v", att, err)
+		}
+		return att
+	}
+	owned := reserve("a live worker is about to send this")
 	rep, err = gateway.Reconcile(ctx, st, tc, queue, limits)
 	if err != nil {
 		t.Fatalf("second reconcile: %v", err)
 	}
 	want = gateway.ReconcileReport{
-		Accounts: 2, PollersSignalled: 2, PausedWithoutPoller: []string{c.key}, Windows: 1, WindowsRunning: 1,
+		PendingLeft: 1, Accounts: 2, PollersSignalled: 2, PausedWithoutPoller: []string{c.key}, Windows: 1, WindowsRunning: 1,
+	}
+	if att, _ := st.GetAttempt(ctx, owned.AttemptID); att.Status != store.AttemptPending {
+		t.Fatalf("attempt of a running window workflow is %s after reconcile, want pending", att.Status)
 	}
 	if !equalReports(rep, want) {
 		t.Fatalf("second report\n got %+v\nwant %+v", rep, want)
@@ -154,8 +167,17 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatalf("window workflow has a new run %s (was %s)", got, windowRun)
 	}
 
+	// Left longer than the grace, it is recovered all the same (its Send gave up).
+	rep, err = gateway.ReconcileWithOptions(ctx, st, tc, gateway.ReconcileOptions{TaskQueue: queue, Limits: limits,
+		Now: func() time.Time { return now.Add(gateway.DefaultPendingGrace) }})
+	if err != nil || rep.RecoveredAttempts != 1 || rep.PendingLeft != 0 {
+		t.Fatalf("reconcile after the grace: %+v %v, want the attempt recovered", rep, err)
+	}
+	orphan := reserve("the window's workflow dies before this is sent")
+
 	// A poller that died is started again (an active account always has one); a window
-	// workflow that closed is not (REJECT_DUPLICATE) and is reported instead.
+	// workflow that closed is not (REJECT_DUPLICATE) and is reported instead; the pending
+	// attempt it left is recovered.
 	aPoller := wfapi.AccountPollerID(a.key)
 	if err := tc.TerminateWorkflow(ctx, aPoller, "", "test: poller died"); err != nil {
 		t.Fatal(err)
@@ -168,8 +190,11 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatalf("third reconcile: %v", err)
 	}
 	want = gateway.ReconcileReport{
-		Accounts: 2, PollersStarted: 1, PollersSignalled: 1, PausedWithoutPoller: []string{c.key},
+		RecoveredAttempts: 1, Accounts: 2, PollersStarted: 1, PollersSignalled: 1, PausedWithoutPoller: []string{c.key},
 		Windows: 1, WindowsClosed: []int64{open},
+	}
+	if att, _ := st.GetAttempt(ctx, orphan.AttemptID); att.Status != store.AttemptFailed || att.ErrorCode != "abandoned_before_transmit" {
+		t.Fatalf("attempt of a terminated window workflow: %+v, want recovered", att)
 	}
 	if !equalReports(rep, want) {
 		t.Fatalf("third report\n got %+v\nwant %+v", rep, want)
@@ -234,7 +259,7 @@ func TestWindowInputDeliverability(t *testing.T) {
 }
 
 func equalReports(a, b gateway.ReconcileReport) bool {
-	return a.RecoveredAttempts == b.RecoveredAttempts && a.Accounts == b.Accounts &&
+	return a.RecoveredAttempts == b.RecoveredAttempts && a.PendingLeft == b.PendingLeft && a.Accounts == b.Accounts &&
 		a.PollersStarted == b.PollersStarted && a.PollersSignalled == b.PollersSignalled &&
 		slices.Equal(a.PausedWithoutPoller, b.PausedWithoutPoller) && a.Windows == b.Windows &&
 		a.WindowsStarted == b.WindowsStarted && a.WindowsRunning == b.WindowsRunning &&

@@ -45,7 +45,7 @@ SET status = 'failed', error_code = sqlc.arg(error_code), error_message = sqlc.a
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND status = 'pending';
 
 -- name: PendingAttemptCounts :many
-SELECT reply_window_id, count(*)::integer AS pending
+SELECT reply_window_id, count(*)::integer AS pending, min(created_at)::timestamptz AS oldest
 FROM send_attempts WHERE status = 'pending'
 GROUP BY reply_window_id ORDER BY reply_window_id;
 

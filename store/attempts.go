@@ -374,10 +374,51 @@ func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, re
 	return released, err
 }
 
-// RecoverPendingAttempts releases every pending attempt (after a crash nothing is in
-// flight before start): each is failed as abandoned and its window's reservation given
-// back. Counters are checked, never assumed. It returns how many attempts it recovered.
+// PendingWindow is a window holding attempts reserved but not started.
+type PendingWindow struct {
+	ReplyWindowID int64
+	Pending       int
+	// Oldest is when the oldest of them was reserved.
+	Oldest time.Time
+}
+
+// ListPendingWindows lists the windows that hold pending attempts.
+func (s *Store) ListPendingWindows(ctx context.Context) ([]PendingWindow, error) {
+	var out []PendingWindow
+	err := s.read(ctx, "list pending windows", func(q *dbq.Queries) error {
+		rows, err := q.PendingAttemptCounts(ctx)
+		for _, r := range rows {
+			out = append(out, PendingWindow{ReplyWindowID: r.ReplyWindowID, Pending: int(r.Pending), Oldest: r.Oldest})
+		}
+		return err
+	})
+	return out, err
+}
+
+// RecoverPendingAttempts releases every pending attempt (after a crash of the only
+// process nothing is in flight before start): each is failed as abandoned and its
+// window's reservation given back. Counters are checked, never assumed. It returns how
+// many attempts it recovered.
 func (s *Store) RecoverPendingAttempts(ctx context.Context, now time.Time) (int, error) {
+	return s.recoverPending(ctx, now, nil)
+}
+
+// RecoverPendingAttemptsOf is RecoverPendingAttempts for the listed windows only: those
+// whose sends nobody can resume any more (a fleet recovers only what no live process
+// owns).
+func (s *Store) RecoverPendingAttemptsOf(ctx context.Context, now time.Time, windowIDs []int64) (int, error) {
+	only := make(map[int64]bool, len(windowIDs))
+	for _, id := range windowIDs {
+		only[id] = true
+	}
+	if len(only) == 0 {
+		return 0, validNow(now)
+	}
+	return s.recoverPending(ctx, now, only)
+}
+
+// recoverPending recovers the pending attempts of the windows in only (all when nil).
+func (s *Store) recoverPending(ctx context.Context, now time.Time, only map[int64]bool) (int, error) {
 	if err := validNow(now); err != nil {
 		return 0, err
 	}
@@ -388,6 +429,9 @@ func (s *Store) RecoverPendingAttempts(ctx context.Context, now time.Time) (int,
 			return err
 		}
 		for _, g := range groups {
+			if only != nil && !only[g.ReplyWindowID] {
+				continue
+			}
 			if _, err := q.LockReplyWindow(ctx, g.ReplyWindowID); err != nil {
 				return err
 			}

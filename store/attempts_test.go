@@ -274,6 +274,40 @@ func TestReleaseAndRecoveryGiveTheQuotaBack(t *testing.T) {
 	e.unchanged(before)
 }
 
+func TestRecoveryOfListedWindowsLeavesTheOthersPending(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b1, b2 := e.register(), e.register()
+	res1, tok1 := e.deliver(b1, "hello")
+	res2, tok2 := e.deliver(b2, "hello")
+	w1, w2 := res1.Deliverable.ReplyWindowID, res2.Deliverable.ReplyWindowID
+	for _, r := range []store.ReplyInput{storeReply(tok1, "a"), storeReply(tok1, "b"), storeReply(tok2, "c")} {
+		if _, err := e.store.ReserveReply(e.ctx, t0, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, err := e.store.ListPendingWindows(e.ctx)
+	if err != nil || len(pending) != 2 || pending[0].ReplyWindowID != w1 || pending[0].Pending != 2 ||
+		!pending[0].Oldest.Equal(t0) || pending[1].ReplyWindowID != w2 || pending[1].Pending != 1 {
+		t.Fatalf("pending windows %+v (%v), want %d with 2 and %d with 1, reserved at %v", pending, err, w1, w2, t0)
+	}
+	before := e.digest()
+	if n, err := e.store.RecoverPendingAttemptsOf(e.ctx, t0, nil); n != 0 || err != nil {
+		t.Fatalf("recovering no window: %d %v", n, err)
+	}
+	e.unchanged(before)
+	n, err := e.store.RecoverPendingAttemptsOf(e.ctx, t0.Add(time.Minute), []int64{w2})
+	if err != nil || n != 1 {
+		t.Fatalf("recovered %d (%v), want 1", n, err)
+	}
+	if got, _ := e.store.GetWindow(e.ctx, w1); got.Reserved != 2 {
+		t.Fatalf("window %d not listed: %d reserved, want its 2 left alone", w1, got.Reserved)
+	}
+	if got, _ := e.store.GetWindow(e.ctx, w2); got.Reserved != 0 || got.SendsLeft() != 10 {
+		t.Fatalf("window %d listed: %+v, want its reservation given back", w2, got)
+	}
+}
+
 func TestSystemMessageReservesAndStartsInOneStepAgainstTheSameQuota(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -314,7 +314,7 @@ func (q *Queries) NextSendIndex(ctx context.Context, sourceMessageKey string) (i
 }
 
 const pendingAttemptCounts = `-- name: PendingAttemptCounts :many
-SELECT reply_window_id, count(*)::integer AS pending
+SELECT reply_window_id, count(*)::integer AS pending, min(created_at)::timestamptz AS oldest
 FROM send_attempts WHERE status = 'pending'
 GROUP BY reply_window_id ORDER BY reply_window_id
 `
@@ -322,6 +322,7 @@ GROUP BY reply_window_id ORDER BY reply_window_id
 type PendingAttemptCountsRow struct {
 	ReplyWindowID int64
 	Pending       int32
+	Oldest        time.Time
 }
 
 func (q *Queries) PendingAttemptCounts(ctx context.Context) ([]PendingAttemptCountsRow, error) {
@@ -333,7 +334,7 @@ func (q *Queries) PendingAttemptCounts(ctx context.Context) ([]PendingAttemptCou
 	items := []PendingAttemptCountsRow{}
 	for rows.Next() {
 		var i PendingAttemptCountsRow
-		if err := rows.Scan(&i.ReplyWindowID, &i.Pending); err != nil {
+		if err := rows.Scan(&i.ReplyWindowID, &i.Pending, &i.Oldest); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
