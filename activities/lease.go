@@ -103,16 +103,17 @@ func (l *lease) release(ctx context.Context) {
 	})
 }
 
-// heartbeat records a heartbeat at once and then every period until the returned stop
-// function is called; details() supplies the details of each one. It runs on its own
-// goroutine because the activity's goroutine is blocked in long polls.
+// heartbeat records a heartbeat every period until the returned stop function is
+// called; details() supplies the details of each one. It runs on its own goroutine
+// because the activity's goroutine is blocked in long polls. None is recorded at once:
+// the heartbeat timeout already counts from the activity's start, and Temporal Cloud
+// bills each recorded heartbeat, so a send that ends within one period records none.
 func heartbeat(ctx context.Context, period time.Duration, details func() any) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		activity.RecordHeartbeat(ctx, details())
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {

@@ -55,6 +55,10 @@ type Config struct {
 	StalePause time.Duration
 	// PollSession bounds one polling activity on an idle account.
 	PollSession time.Duration
+	// PollHeartbeatTimeout is the heartbeat timeout of the polling activity: how soon a
+	// crashed worker's polls move to another worker. Temporal Cloud bills the heartbeats,
+	// recorded at most every 0.8 × this (capped at 60 s) per polled account.
+	PollHeartbeatTimeout time.Duration
 	// MaxAccounts bounds the number of active accounts at enrollment.
 	MaxAccounts int
 	// SessionTTL bounds agent sessions (0: the window's expiry).
@@ -97,32 +101,37 @@ type Config struct {
 // heartbeat timeout of twice this, after which a crashed worker's activity is retried.
 const MaxHeartbeat = 10 * time.Second
 
+// MaxPollHeartbeatTimeout bounds Config.PollHeartbeatTimeout: a crashed worker's polls
+// move to another worker within it.
+const MaxPollHeartbeatTimeout = 10 * time.Minute
+
 // DefaultConfig returns the defaults of every setting. It has no key ring: the sealing
 // key has no default.
 func DefaultConfig() Config {
 	return Config{
-		TemporalAddress:   "127.0.0.1:7233",
-		TemporalNamespace: "default",
-		TaskQueue:         wfapi.DefaultTaskQueue,
-		DatabaseURL:       DefaultDatabaseURL,
-		ILinkBaseURL:      ilink.DefaultBaseURL,
-		ILinkCDNBaseURL:   ilink.DefaultCDNBaseURL,
-		Limits:            store.DefaultLimits(),
-		SendGap:           2 * time.Second,
-		ThrottlePenalty:   60 * time.Minute,
-		StalePause:        time.Hour,
-		PollSession:       10 * time.Minute,
-		MaxAccounts:       100,
-		SessionTTL:        0,
-		Heartbeat:         10 * time.Second,
-		ShutdownGrace:     30 * time.Second,
-		LogLevel:          slog.LevelInfo,
-		LogFormat:         "text",
-		HTTPAddr:          DefaultHTTPAddr,
-		HealthWindow:      DefaultHealthWindow,
-		Handler:           handoff.KindNone,
-		WebhookTimeout:    handoff.DefaultTimeout,
-		ReofferAfter:      wfapi.DefaultReofferAfter,
+		TemporalAddress:      "127.0.0.1:7233",
+		TemporalNamespace:    "default",
+		TaskQueue:            wfapi.DefaultTaskQueue,
+		DatabaseURL:          DefaultDatabaseURL,
+		ILinkBaseURL:         ilink.DefaultBaseURL,
+		ILinkCDNBaseURL:      ilink.DefaultCDNBaseURL,
+		Limits:               store.DefaultLimits(),
+		SendGap:              2 * time.Second,
+		ThrottlePenalty:      60 * time.Minute,
+		StalePause:           time.Hour,
+		PollHeartbeatTimeout: 20 * time.Second,
+		PollSession:          10 * time.Minute,
+		MaxAccounts:          100,
+		SessionTTL:           0,
+		Heartbeat:            10 * time.Second,
+		ShutdownGrace:        30 * time.Second,
+		LogLevel:             slog.LevelInfo,
+		LogFormat:            "text",
+		HTTPAddr:             DefaultHTTPAddr,
+		HealthWindow:         DefaultHealthWindow,
+		Handler:              handoff.KindNone,
+		WebhookTimeout:       handoff.DefaultTimeout,
+		ReofferAfter:         wfapi.DefaultReofferAfter,
 	}
 }
 
@@ -207,6 +216,9 @@ var settings = []setting{
 	{flag: "poll-session", env: "ILINKFLOW_POLL_SESSION", help: "length of one polling activity on an idle account",
 		def: func(c Config) string { return shortDuration(c.PollSession) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PollSession }, false)},
+	{flag: "poll-heartbeat-timeout", env: "ILINKFLOW_POLL_HEARTBEAT_TIMEOUT", help: "how soon a crashed worker's polls move elsewhere (longer: fewer billed heartbeats)",
+		def: func(c Config) string { return shortDuration(c.PollHeartbeatTimeout) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.PollHeartbeatTimeout }, false)},
 	{flag: "max-accounts", env: "ILINKFLOW_MAX_ACCOUNTS", help: "maximum number of active accounts",
 		def: func(c Config) string { return strconv.Itoa(c.MaxAccounts) },
 		set: func(c *Config, v string) error {
@@ -460,6 +472,7 @@ func (c Config) validate(needKeys bool) error {
 	}{
 		{"send gap", c.SendGap, true}, {"throttle penalty", c.ThrottlePenalty, false},
 		{"stale pause", c.StalePause, false}, {"poll session", c.PollSession, false},
+		{"poll heartbeat timeout", c.PollHeartbeatTimeout, false},
 		{"session TTL", c.SessionTTL, true}, {"heartbeat", c.Heartbeat, false},
 		{"shutdown grace", c.ShutdownGrace, true},
 	} {
@@ -472,6 +485,12 @@ func (c Config) validate(needKeys bool) error {
 	}
 	if c.Heartbeat > MaxHeartbeat {
 		bad("heartbeat %v must be at most %v (the workflows' heartbeat timeout is %v)", c.Heartbeat, MaxHeartbeat, 2*MaxHeartbeat)
+	}
+	if c.PollHeartbeatTimeout > 0 && c.Heartbeat > 0 && c.PollHeartbeatTimeout < 2*c.Heartbeat {
+		bad("poll heartbeat timeout %v must be at least twice the heartbeat %v", c.PollHeartbeatTimeout, c.Heartbeat)
+	}
+	if c.PollHeartbeatTimeout > MaxPollHeartbeatTimeout {
+		bad("poll heartbeat timeout %v must be at most %v", c.PollHeartbeatTimeout, MaxPollHeartbeatTimeout)
 	}
 	if c.MaxAccounts < 1 {
 		bad("max accounts must be at least 1")
@@ -536,6 +555,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("throttle_penalty", c.ThrottlePenalty),
 		slog.Duration("stale_pause", c.StalePause),
 		slog.Duration("poll_session", c.PollSession),
+		slog.Duration("poll_heartbeat_timeout", c.PollHeartbeatTimeout),
 		slog.Int("max_accounts", c.MaxAccounts),
 		slog.Duration("session_ttl", c.SessionTTL),
 		slog.Duration("heartbeat", c.Heartbeat),

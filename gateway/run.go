@@ -228,7 +228,7 @@ func (c Config) activitiesConfig() activities.Config {
 		MaxAccounts:     c.MaxAccounts,
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
-		Poller:          wfapi.PollerConfig{StalePause: c.StalePause},
+		Poller:          wfapi.PollerConfig{StalePause: c.StalePause, HeartbeatTimeout: c.PollHeartbeatTimeout},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
 }

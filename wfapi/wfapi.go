@@ -65,6 +65,9 @@ type PollerConfig struct {
 	ShortBackoff time.Duration // after an upstream error (default 2s)
 	LongBackoff  time.Duration // after three failures in a row (default 30s)
 	MaxLoops     int           // continue-as-new after this many loops (default 500)
+	// HeartbeatTimeout of the polling activity (default 20s): how soon a crashed worker's
+	// polls are retried elsewhere.
+	HeartbeatTimeout time.Duration
 }
 
 // RotateSignal moves a poller to a new generation.

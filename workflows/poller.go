@@ -24,6 +24,9 @@ func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
 	if c.MaxLoops <= 0 {
 		c.MaxLoops = 500
 	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = pollOptions.HeartbeatTimeout
+	}
 	return c
 }
 
@@ -144,7 +147,9 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 func (p *poller) pollOnce(ctx workflow.Context) error {
 	gen := p.in.Generation
 	var res activities.PollResult
-	err := workflow.ExecuteActivity(withOptions(ctx, pollOptions), acts.PollAccount, activities.PollInput{
+	opts := pollOptions
+	opts.HeartbeatTimeout = p.in.Config.HeartbeatTimeout
+	err := workflow.ExecuteActivity(withOptions(ctx, opts), acts.PollAccount, activities.PollInput{
 		AccountKey: p.in.AccountKey, Generation: gen, Probe: p.in.StaleProbe,
 	}).Get(ctx, &res)
 	if err != nil {

@@ -116,3 +116,34 @@ func TestOperatorPauseStopsPollingUntilItEndsThenResumes(t *testing.T) {
 		t.Fatalf("account after the pause: %s %v, want active", a.Status, err)
 	}
 }
+
+func TestThePollRunsWithTheConfiguredHeartbeatTimeout(t *testing.T) {
+	for _, c := range []struct {
+		configured, want time.Duration
+	}{{0, 20 * time.Second}, {2 * time.Minute, 2 * time.Minute}} {
+		r := newRig(t, store.DefaultLimits())
+		b := r.bot()
+		if err := r.ctl.KillBot(r.ctx, b.info.BotID); err != nil {
+			t.Fatal(err)
+		}
+		var got []time.Duration
+		r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "PollAccount" {
+				got = append(got, info.HeartbeatTimeout)
+			}
+		})
+		r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
+			Config: wfapi.PollerConfig{StalePause: time.Minute, HeartbeatTimeout: c.configured}})
+		if err := r.env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatal("no poll ran")
+		}
+		for _, d := range got {
+			if d != c.want {
+				t.Fatalf("configured %v: the poll ran with heartbeat timeout %v, want %v", c.configured, d, c.want)
+			}
+		}
+	}
+}
