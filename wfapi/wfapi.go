@@ -89,8 +89,11 @@ type PollerState struct {
 	Status      string // polling, paused, backing_off, stopped
 	PausedUntil *time.Time
 	Failures    int
-	Pages       int
-	Messages    int
+	// Pages and Messages count what the poll activities of this run committed, as of
+	// the last one that returned (one polls for --poll-session across many pages; the
+	// Temporal UI shows the running one's progress in its heartbeat details).
+	Pages    int
+	Messages int
 }
 
 // ReplyWindow update, signal and query.
