@@ -195,7 +195,9 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 			progress.Cursor = p.cursor
 		}
 		mu.Unlock()
-		if err != nil || done || in.Probe || !now().Before(sessionEnd) {
+		// The session ends once no first offer is under way, so that a slow agent does
+		// not hold up the next poll activity (the wait before returning would).
+		if err != nil || done || in.Probe || (!now().Before(sessionEnd) && (ws == nil || !ws.busy())) {
 			return p.res, err
 		}
 	}

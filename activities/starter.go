@@ -95,6 +95,13 @@ func (ws *windowStarter) signalRetired(ctx context.Context, id int64) {
 	}
 }
 
+// busy reports whether offers or starts are under way.
+func (ws *windowStarter) busy() bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.starting) > 0
+}
+
 // failures reports whether something could not be started or signalled so far.
 func (ws *windowStarter) failures() bool {
 	ws.mu.Lock()

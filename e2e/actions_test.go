@@ -1,10 +1,13 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -73,4 +76,88 @@ func TestActionsPerInboundMessageWithOneReplyAreAtMostSix(t *testing.T) {
 	if d := delta["ReplyWindow: ActivityTaskScheduled:HandOff"]; d != 0 {
 		t.Fatalf("%d HandOff activities: the poll makes the first offer", d)
 	}
+}
+
+// slowAgent holds its first delivery until released.
+type slowAgent struct {
+	mu      sync.Mutex
+	n       int
+	first   chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// answer lets the held delivery return.
+func (a *slowAgent) answer() { a.once.Do(func() { close(a.release) }) }
+
+func (a *slowAgent) Deliver(ctx context.Context, _ activities.Delivery) (activities.Answer, error) {
+	a.mu.Lock()
+	a.n++
+	n := a.n
+	a.mu.Unlock()
+	if n == 1 {
+		close(a.first)
+		select {
+		case <-a.release:
+		case <-ctx.Done():
+			return activities.Answer{}, ctx.Err()
+		}
+	}
+	return activities.Answer{}, nil
+}
+
+func (a *slowAgent) deliveries() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
+
+// The poll makes the first offer in the background: an agent that takes its time holds
+// up neither the next page's commit nor, once the poll session is over, the next poll.
+func TestASlowAgentDoesNotHoldUpPolling(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Minute
+	ag := &slowAgent{first: make(chan struct{}), release: make(chan struct{})}
+	s := start(t, limits, func(c *gateway.Config, o *gateway.Options) {
+		o.Handler = ag
+		c.Heartbeat, c.PollSession = time.Millisecond, 2*time.Millisecond // every session ends at its first page
+	})
+	t.Cleanup(ag.answer) // before the worker stops, also when the test fails
+	const owner = "o9cq8e2eslowagent00000001@im.wechat"
+	acct := s.enroll("qo_e2e_slow_agent", owner)
+	bot := s.botOf(owner)
+	if _, err := s.ctl.InjectText(s.ctx, bot.BotID, "", "first"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ag.first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first message was not handed to the agent")
+	}
+	if _, err := s.ctl.InjectText(s.ctx, bot.BotID, "", "second"); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("second message committed while the agent holds the first", 30*time.Second, func() (bool, error) {
+		return len(s.windows(acct.AccountKey)) == 2, nil
+	})
+	s.eventually("second message handed off while the agent holds the first", 30*time.Second, func() (bool, error) {
+		return ag.deliveries() == 2, nil
+	})
+	ag.answer()
+	for _, w := range s.windows(acct.AccountKey) {
+		s.eventually("window workflow started", 30*time.Second, func() (bool, error) {
+			_, err := s.tc.DescribeWorkflow(s.ctx, wfapi.ReplyWindowID(w.ReplyWindowID), "")
+			return err == nil, nil
+		})
+	}
+}
+
+// windows lists an account's windows (every state).
+func (s *system) windows(accountKey string) []store.Window {
+	s.t.Helper()
+	ws, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ws
 }
