@@ -46,7 +46,9 @@ type PollResult struct {
 	// those the activity could not start or signal itself).
 	Opened  []WindowRef
 	Retired []int64
-	// Synced is true when the activity already started and signalled those workflows.
+	// Synced was true when the activity had already started and signalled those
+	// workflows. Opened and Retired now hold only what it left undone, so it is false;
+	// the field stays for histories recorded by older workers, which replay on it.
 	Synced bool
 	// StaleToken: iLink answered -14.
 	StaleToken bool
