@@ -81,6 +81,13 @@ verification code from standard input.
 			if err != nil {
 				return fmt.Errorf("enrollment: %w", err)
 			}
+			if final.Status != lastStatus && final.Status != "" {
+				// The workflow ended before a query showed its last status: show it now, so
+				// the statuses always end with the final one.
+				if err := emit(enrollEvent{Event: "status", Status: final.Status}, "status: "+final.Status); err != nil {
+					return err
+				}
+			}
 			if err := emit(enrollEvent{Event: "done", Status: final.Status, AccountKey: final.AccountKey, Generation: final.Generation,
 				Replaced: final.Replaced, Error: final.Error}, doneText(final)); err != nil {
 				return err
