@@ -56,6 +56,18 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		stop := heartbeat(ctx, cfg.HeartbeatEvery, func() any { return nil })
 		defer stop()
 	}
+	if in.ReplyWindowID != 0 {
+		sess, err := a.Store.ValidateSession(ctx, now(), ref)
+		if err == nil && sess.ReplyWindowID != in.ReplyWindowID {
+			err = &store.Error{Code: store.CodeInvalidAgentSession, Msg: "the agent session belongs to another reply window"}
+		}
+		if err != nil {
+			if store.IsRuleViolation(err) {
+				a.Metrics.Send(metrics.SendRefused)
+			}
+			return refusal("validate session", err)
+		}
+	}
 	att, err := a.Store.ReserveReply(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content, RequestID: requestID})
 	if err != nil {
 		if store.IsRuleViolation(err) {

@@ -334,3 +334,24 @@ func TestASendWithoutRequestIDIsIdempotentPerScheduledActivity(t *testing.T) {
 		t.Fatalf("%d sends, want 1", n)
 	}
 }
+
+func TestASendUnderTheSessionOfAnotherWindowIsRefusedBeforeAnythingIsWritten(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	w1, _ := h.deliver("first")
+	w2, ho2 := h.deliver("second") // supersedes the first window
+	in := SendInput{SessionID: ho2.SessionID, RequestID: "r1", Content: store.Content{Type: "text", Text: "hi"},
+		ReplyWindowID: w1.ReplyWindowID}
+	out, err := run[SendOutput](h, h.acts.Send, in)
+	if err != nil || out.ErrorCode != string(store.CodeInvalidAgentSession) || out.AttemptID != "" {
+		t.Fatalf("session of window %d sent through window %d: %+v %v, want an invalid_agent_session refusal",
+			w2.ReplyWindowID, w1.ReplyWindowID, out, err)
+	}
+	if n := h.count("SELECT count(*) FROM send_attempts"); n != 0 || h.requests("sendmessage") != 0 {
+		t.Fatalf("%d attempts, %d sendmessage calls: a refused send writes and sends nothing", n, h.requests("sendmessage"))
+	}
+	in.ReplyWindowID = w2.ReplyWindowID
+	if out, err := run[SendOutput](h, h.acts.Send, in); err != nil || out.Status != store.AttemptSent {
+		t.Fatalf("session of its own window: %+v %v, want sent", out, err)
+	}
+}

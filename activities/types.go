@@ -128,6 +128,9 @@ type SendInput struct {
 	SessionID string
 	RequestID string
 	Content   store.Content
+	// ReplyWindowID, when set, is the window the session must belong to (checked before
+	// anything is written).
+	ReplyWindowID int64
 }
 
 // SendOutput is the outcome of a send.

@@ -403,7 +403,7 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 		UpdateID:     id,
 		WorkflowID:   wfapi.ReplyWindowID(sess.ReplyWindowID),
 		UpdateName:   wfapi.UpdateSend,
-		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id}},
+		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {

@@ -152,6 +152,10 @@ type SendRequest struct {
 	Type      string // text, image, file, video
 	Text      string
 	RequestID string
+	// SessionID is the agent session the reply is made under (the reply API sets the one
+	// whose bearer token it checked); empty: the window's latest session. A reply can so
+	// arrive before the window has taken in the hand-off that opened its session.
+	SessionID string
 }
 
 // SendResult is the outcome of a send.

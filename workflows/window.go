@@ -55,6 +55,14 @@ func refusal(code store.Code, format string, args ...any) error {
 // on a timer at expires_at, and ends early when retired.
 func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	w := &window{in: in, state: "open", sending: workflow.NewMutex(ctx)}
+	if o := in.Offered; in.Deliverable && o != nil {
+		// Known before the handlers are registered: an Update that arrived with the start
+		// is validated against the poll's offer.
+		w.in.MessageKey, w.in.SessionID = o.MessageKey, o.SessionID
+		if o.Failed {
+			w.verdict = store.MessageFailed
+		}
+	}
 	if err := workflow.SetQueryHandler(ctx, wfapi.QueryWindowState, w.query); err != nil {
 		return err
 	}
@@ -223,7 +231,7 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(store.CodeReplyWindowInactive, "reply window is %s", w.state)
 	case w.in.SendsUsed >= w.in.MaxSends:
 		return refusal(store.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
-	case w.in.SessionID == "":
+	case w.in.SessionID == "" && req.SessionID == "":
 		return refusal(store.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
 		return refusal(store.CodeInvalidAgentSession, "the message is already %s", w.verdict)
@@ -255,10 +263,13 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
+	in := activities.SendInput{SessionID: w.in.SessionID, RequestID: req.RequestID,
+		Content: store.Content{Type: req.Type, Text: req.Text}}
+	if req.SessionID != "" && req.SessionID != w.in.SessionID {
+		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
+	}
 	var out activities.SendOutput
-	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), acts.Send, activities.SendInput{
-		SessionID: w.in.SessionID, RequestID: req.RequestID, Content: store.Content{Type: req.Type, Text: req.Text},
-	}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), acts.Send, in).Get(ctx, &out)
 	if err != nil {
 		return wfapi.SendResult{}, err
 	}
