@@ -13,8 +13,11 @@
 //
 //	agent.RegisterActivities(w, c)
 //	// in the workflow:
-//	res, err := agent.WorkflowReply(ctx, in.ReplyWindowID, "hello", "")
+//	res, err := agent.WorkflowReplyTo(ctx, in, "hello", "")
 //	err = agent.WorkflowFinish(ctx, in.ReplyWindowID, true, "")
+//
+// A reply made under the delivery's session (WorkflowReplyTo, ReplyInSession) is taken
+// even when it reaches the window before the window took in the hand-off.
 //
 // A refusal (window expired, quota exhausted, throttled, message already finished, bad
 // input) is an error whose Code is the store code; it was never sent and wrote nothing.
@@ -24,6 +27,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -48,9 +52,16 @@ const CodeWindowClosed = "reply_window_closed"
 // gateway). requestID makes the reply idempotent: a retry with the same id returns the
 // first outcome and never sends twice; "" gives every call its own id.
 func Reply(ctx context.Context, c client.Client, windowID int64, text, requestID string) (wfapi.SendResult, error) {
+	return ReplyInSession(ctx, c, windowID, "", text, requestID)
+}
+
+// ReplyInSession is Reply under the agent session of the delivery (Input.SessionID): the
+// window takes it even before it took in the hand-off that opened the session; "" is the
+// window's latest session.
+func ReplyInSession(ctx context.Context, c client.Client, windowID int64, sessionID, text, requestID string) (wfapi.SendResult, error) {
 	opts := client.UpdateWorkflowOptions{
 		WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateSend,
-		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID}},
+		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID, SessionID: sessionID}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 	if requestID != "" {
@@ -110,6 +121,8 @@ type ReplyInput struct {
 	// RequestID makes the reply idempotent ("": the activity's run and activity ids,
 	// stable across the activity's retries).
 	RequestID string
+	// SessionID is the delivery's session ("": the window's latest).
+	SessionID string
 }
 
 // FinishInput is the input of the finish activity.
@@ -140,9 +153,19 @@ func (a *Activities) Reply(ctx context.Context, in ReplyInput) (wfapi.SendResult
 		info := activity.GetInfo(ctx)
 		id = "agent:" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	}
-	res, err := Reply(ctx, a.Client, in.ReplyWindowID, in.Text, id)
+	res, err := ReplyInSession(ctx, a.Client, in.ReplyWindowID, in.SessionID, in.Text, id)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < notStartedAttempts {
+		// Right after the hand-off the window's workflow may not be started yet (the
+		// gateway starts it once the hand-off returned): retry before calling it closed.
+		return res, fmt.Errorf("reply window %d: workflow not running (yet): %w", in.ReplyWindowID, err)
+	}
 	return res, final(err)
 }
+
+// notStartedAttempts is how many attempts of the reply activity take a missing window
+// workflow for one not started yet (the retries wait 1 s, then 2 s).
+const notStartedAttempts = 3
 
 // Finish is the finish activity.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) error {
@@ -177,9 +200,15 @@ func withOptions(ctx workflow.Context) workflow.Context {
 // RegisterActivities on the workflow's task queue). The workflow context's activity
 // options are used when set.
 func WorkflowReply(ctx workflow.Context, windowID int64, text, requestID string) (wfapi.SendResult, error) {
+	return WorkflowReplyTo(ctx, Input{ReplyWindowID: windowID}, text, requestID)
+}
+
+// WorkflowReplyTo sends a reply from an agent workflow under the delivery's session (see
+// ReplyInSession); use it rather than WorkflowReply.
+func WorkflowReplyTo(ctx workflow.Context, in Input, text, requestID string) (wfapi.SendResult, error) {
 	var res wfapi.SendResult
 	err := workflow.ExecuteActivity(withOptions(ctx), ReplyActivity,
-		ReplyInput{ReplyWindowID: windowID, Text: text, RequestID: requestID}).Get(ctx, &res)
+		ReplyInput{ReplyWindowID: in.ReplyWindowID, Text: text, RequestID: requestID, SessionID: in.SessionID}).Get(ctx, &res)
 	return res, err
 }
 

@@ -307,7 +307,7 @@ func TestHandOffWebhookSignedDeliveryRepliesAndHandles(t *testing.T) {
 // testAgent is an agent written as a Temporal workflow: it answers through the window
 // with the agent package's activities and marks the message handled.
 func testAgent(ctx workflow.Context, in agent.Input) (string, error) {
-	res, err := agent.WorkflowReply(ctx, in.ReplyWindowID, "agent workflow got: "+in.Summary, "")
+	res, err := agent.WorkflowReplyTo(ctx, in, "agent workflow got: "+in.Summary, "")
 	if err != nil {
 		return "", err
 	}
