@@ -378,60 +378,47 @@ func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
 	}
 }
 
-func TestAnUpdateThatArrivesWithTheStartIsCheckedAgainstThePollsOffer(t *testing.T) {
-	limits := store.DefaultLimits()
-	limits.WindowLifetime = time.Hour
-	r := newRig(t, limits)
-	r.acts.Handler = &agentStub{}
-	b := r.bot()
-	w := r.deliver(b, "hello")
-	out, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sendErr error
-	sent := false
-	r.env.RegisterDelayedCallback(func() {
-		r.env.UpdateWorkflow(wfapi.UpdateSend, "", &updateRecorder{done: func(err error) { sendErr, sent = err, true }},
-			wfapi.SendRequest{Type: "text", Text: "an immediate answer"})
-	}, 0)
-	runWithOffer(r, windowInput(w, limits), wfapi.Offer{SessionID: out.SessionID, MessageKey: out.MessageKey, Delivered: true})
-	if !sent || sendErr != nil {
-		t.Fatalf("update sent with the start: done %v, error %v; want it accepted under the poll's session", sent, sendErr)
-	}
-	if got := sentTexts(r, b.info.BotID); strings.Join(got, "|") != "an immediate answer" {
-		t.Fatalf("simulator received %q", got)
-	}
-}
-
-func TestAReplyUnderItsOwnSessionIsAcceptedBeforeTheWindowTookItsHandOff(t *testing.T) {
-	limits := store.DefaultLimits()
-	limits.WindowLifetime = time.Hour
-	r := newRig(t, limits)
-	r.acts.Handler = &agentStub{}
-	b := r.bot()
-	w := r.deliver(b, "hello")
-	// A session the agent holds while the window has not taken in any hand-off yet (the
-	// reply API passes the session of the token it checked).
-	out, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sendErr error
-	sent := false
-	r.env.RegisterDelayedCallback(func() {
-		r.env.UpdateWorkflow(wfapi.UpdateSend, "", &updateRecorder{done: func(err error) { sendErr, sent = err, true }},
-			wfapi.SendRequest{Type: "text", Text: "an early answer", SessionID: out.SessionID})
-	}, 0)
-	r.env.SetStartTime(time.Now())
-	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
-	if err := r.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if !sent || sendErr != nil {
-		t.Fatalf("reply under its own session: done %v, error %v; want it sent", sent, sendErr)
-	}
-	if got := sentTexts(r, b.info.BotID); strings.Join(got, "|") != "an early answer" {
-		t.Fatalf("simulator received %q", got)
+// A reply can reach a window's workflow with its start, before the workflow took in any
+// hand-off: it is taken when the poll's offer is in the start input (the offer is known
+// before the Update handlers are registered), or when the request names its session (the
+// reply API does; the session is checked against the window).
+func TestAReplyArrivingWithTheWindowsStartIsTaken(t *testing.T) {
+	for _, viaOffer := range []bool{true, false} {
+		t.Run(fmt.Sprintf("offer in the input %v", viaOffer), func(t *testing.T) {
+			limits := store.DefaultLimits()
+			limits.WindowLifetime = time.Hour
+			r := newRig(t, limits)
+			r.acts.Handler = &agentStub{}
+			b := r.bot()
+			w := r.deliver(b, "hello")
+			out, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := wfapi.SendRequest{Type: "text", Text: "an immediate answer"}
+			if !viaOffer {
+				req.SessionID = out.SessionID
+			}
+			var sendErr error
+			sent := false
+			r.env.RegisterDelayedCallback(func() {
+				r.env.UpdateWorkflow(wfapi.UpdateSend, "", &updateRecorder{done: func(err error) { sendErr, sent = err, true }}, req)
+			}, 0)
+			if viaOffer {
+				runWithOffer(r, windowInput(w, limits), wfapi.Offer{SessionID: out.SessionID, MessageKey: out.MessageKey, Delivered: true})
+			} else {
+				r.env.SetStartTime(time.Now())
+				r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+				if err := r.env.GetWorkflowError(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !sent || sendErr != nil {
+				t.Fatalf("reply with the start: done %v, error %v; want it sent", sent, sendErr)
+			}
+			if got := sentTexts(r, b.info.BotID); strings.Join(got, "|") != "an immediate answer" {
+				t.Fatalf("simulator received %q", got)
+			}
+		})
 	}
 }
