@@ -9,21 +9,37 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // TestActionsPerInboundMessageWithOneReplyAreAtMostSix measures what one more inbound
-// message with one reply costs in Temporal actions: after a warm-up message, a stream of
-// messages each answered once through the send Update (each superseding the previous
-// window, the last one expiring on its timer), counted from the histories of every
-// workflow the namespace ran, before and after. It makes no query, so the count is the
-// product's own.
+// message with one reply costs in Temporal actions, on both reply paths: the agent replies
+// through the send Update, or its hand-off answer carries the reply and the verdict (the
+// echo handler). After a warm-up message it streams messages, each superseding the
+// previous window (the last one expires on its timer), and counts from the histories of
+// every workflow the namespace ran, before and after. It makes no query, so the count is
+// the product's own.
 func TestActionsPerInboundMessageWithOneReplyAreAtMostSix(t *testing.T) {
+	for _, viaUpdate := range []bool{true, false} {
+		name := "reply in the hand-off answer"
+		if viaUpdate {
+			name = "reply through the send update"
+		}
+		t.Run(name, func(t *testing.T) { measureActions(t, viaUpdate) })
+	}
+}
+
+func measureActions(t *testing.T, viaUpdate bool) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 15 * time.Second
-	s := start(t, limits, func(c *gateway.Config, _ *gateway.Options) { c.PollSession = 10 * time.Minute })
-	const owner = "o9cq8e2eactions0000000001@im.wechat"
+	opts := []startOption{func(c *gateway.Config, _ *gateway.Options) { c.PollSession = 10 * time.Minute }}
+	if !viaUpdate {
+		opts = append(opts, configured(func(c *gateway.Config) { c.Handler = handoff.KindEcho }))
+	}
+	s := start(t, limits, opts...)
+	const owner = "o9cq8e2eactions0000000001@im.wechat" // each run has its own simulator
 	acct := s.enroll("qo_e2e_actions", owner)
 	bot := s.botOf(owner)
 
@@ -41,9 +57,16 @@ func TestActionsPerInboundMessageWithOneReplyAreAtMostSix(t *testing.T) {
 			}
 			w = open[0]
 			m, err := s.store.GetMessage(s.ctx, w.SourceMessageKey)
-			return err == nil && m.Status == store.MessageProcessing && s.running(wfapi.ReplyWindowID(w.ReplyWindowID)), err
+			want := store.MessageProcessing
+			if !viaUpdate {
+				want = store.MessageHandled // the echo's reply is sent, then the message handled
+			}
+			return err == nil && m.Status == want && s.running(wfapi.ReplyWindowID(w.ReplyWindowID)), err
 		})
 		windows = append(windows, w.ReplyWindowID)
+		if !viaUpdate {
+			return
+		}
 		if res, err := s.send(w.ReplyWindowID, fmt.Sprintf("reply %d", i)); err != nil || res.Status != store.AttemptSent {
 			t.Fatalf("reply %d: %+v %v", i, res, err)
 		}
@@ -57,6 +80,9 @@ func TestActionsPerInboundMessageWithOneReplyAreAtMostSix(t *testing.T) {
 	}
 	for _, id := range windows {
 		s.waitClosed(wfapi.ReplyWindowID(id), limits.WindowLifetime+time.Minute)
+	}
+	if texts := s.sentTexts(bot.BotID, n+1); len(texts) != n+1 {
+		t.Fatalf("simulator got %d replies, want one per message (%d)", len(texts), n+1)
 	}
 	total, after := actions(s.executions())
 	delta := map[string]int{}
