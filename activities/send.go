@@ -62,18 +62,12 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 			err = &store.Error{Code: store.CodeInvalidAgentSession, Msg: "the agent session belongs to another reply window"}
 		}
 		if err != nil {
-			if store.IsRuleViolation(err) {
-				a.Metrics.Send(metrics.SendRefused)
-			}
-			return refusal("validate session", err)
+			return a.refusal("validate session", err)
 		}
 	}
 	att, err := a.Store.ReserveReply(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content, RequestID: requestID})
 	if err != nil {
-		if store.IsRuleViolation(err) {
-			a.Metrics.Send(metrics.SendRefused)
-		}
-		return refusal("reserve reply", err)
+		return a.refusal("reserve reply", err)
 	}
 	log := a.log().With("account", att.AccountKey, "attempt", att.AttemptID, "reply_window_id", att.ReplyWindowID)
 	switch att.Status {
@@ -239,10 +233,11 @@ func (a *Activities) releaseOr(ctx context.Context, att store.Attempt, op string
 	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
 
-// refusal answers a store refusal before any attempt exists; infrastructure errors are
-// returned (retryable).
-func refusal(op string, err error) (SendOutput, error) {
+// refusal answers (and counts) a store refusal before any attempt exists; infrastructure
+// errors are returned (retryable).
+func (a *Activities) refusal(op string, err error) (SendOutput, error) {
 	if store.IsRuleViolation(err) {
+		a.Metrics.Send(metrics.SendRefused)
 		return SendOutput{Status: store.AttemptFailed, ErrorCode: string(store.CodeOf(err))}, nil
 	}
 	return SendOutput{}, fmt.Errorf("%s: %w", op, err)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // Everything in this file crosses Temporal history: no field may hold a secret (bot
@@ -133,20 +134,11 @@ type SendInput struct {
 	ReplyWindowID int64
 }
 
-// SendOutput is the outcome of a send.
-type SendOutput struct {
-	AttemptID         string
-	ClientMessageID   string
-	Status            string // sent, failed, unknown
-	ProviderMessageID string
-	// ErrorCode is a store code (reply_quota_exhausted, ...) or an iLink outcome
-	// (throttled, rejected, stale_token, not_sent, outcome_unknown).
-	ErrorCode string
-	// RetryAfter is set when the bot's sends are blocked (throttle breaker).
-	RetryAfter time.Time
-	// SendsLeft is the window's quota after this send.
-	SendsLeft int32
-}
+// SendOutput is the outcome of a send: the send Update's answer (ErrorCode is a store
+// code such as reply_quota_exhausted, or an iLink outcome: throttled, rejected,
+// stale_token, not_sent, outcome_unknown; RetryAfter is set while the bot's sends are
+// blocked; SendsLeft is the window's quota after this send).
+type SendOutput = wfapi.SendResult
 
 // ExpireInput retires a window whose expiry passed. Now is the workflow's time.
 type ExpireInput struct {

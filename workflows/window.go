@@ -57,7 +57,7 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	w := &window{in: in, state: "open", sending: workflow.NewMutex(ctx)}
 	if o := in.Offered; in.Deliverable && o != nil {
 		// Known before the handlers are registered: an Update that arrived with the start
-		// is validated against the poll's offer.
+		// is validated against the poll's offer (firstOffer takes the rest of it).
 		w.in.MessageKey, w.in.SessionID = o.MessageKey, o.SessionID
 		if o.Failed {
 			w.verdict = store.MessageFailed
@@ -160,8 +160,7 @@ func (w *window) handOff(ctx workflow.Context) {
 func (w *window) firstOffer(ctx workflow.Context, o wfapi.Offer) {
 	w.in.Offered = nil
 	w.offers, w.offered = 1, workflow.Now(ctx)
-	if o.Failed {
-		w.in.MessageKey, w.verdict, w.reoffer = o.MessageKey, store.MessageFailed, false
+	if o.Failed { // the verdict was set before the handlers were registered; no re-offer
 		workflow.GetLogger(ctx).Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", 1)
 		return
 	}
@@ -268,7 +267,7 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	if req.SessionID != "" && req.SessionID != w.in.SessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
-	var out activities.SendOutput
+	var out wfapi.SendResult
 	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), acts.Send, in).Get(ctx, &out)
 	if err != nil {
 		return wfapi.SendResult{}, err
@@ -279,13 +278,11 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	case out.AttemptID != "":
 		w.in.SendsUsed = w.in.MaxSends - out.SendsLeft
 	}
-	res := wfapi.SendResult{AttemptID: out.AttemptID, ClientMessageID: out.ClientMessageID, Status: out.Status,
-		ProviderMessageID: out.ProviderMessageID, ErrorCode: out.ErrorCode, RetryAfter: out.RetryAfter, SendsLeft: out.SendsLeft}
 	if out.Status == "" && out.ErrorCode != "" {
 		// Refused by the store (or the throttle breaker) before anything was sent.
-		return res, temporal.NewApplicationError("send refused: "+out.ErrorCode, out.ErrorCode, res)
+		return out, temporal.NewApplicationError("send refused: "+out.ErrorCode, out.ErrorCode, out)
 	}
-	return res, nil
+	return out, nil
 }
 
 // verdictOf is the message status a finish request asks for.
