@@ -40,10 +40,6 @@ func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult,
 		}
 	}
 	res, err := a.pollAccount(ctx, in)
-	if len(res.Opened) > 0 || len(res.Retired) > 0 {
-		// Left for the poller's workflow to start or signal (SyncWindows).
-		res.Synced = false
-	}
 	if activity.IsActivity(ctx) && workerStopping(ctx) && res.Stopped == "" && !res.StaleToken {
 		// A graceful worker stop: tell iLink this poller stops (another worker resumes it
 		// and calls notifystart). Best effort, with its own short deadline.

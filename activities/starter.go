@@ -25,14 +25,15 @@ type windowStarter struct {
 	a  *Activities
 	wg sync.WaitGroup
 
-	mu       sync.Mutex
-	starting map[int64]bool // windows whose offer or start is under way
-	retire   map[int64]bool // retired while starting: signalled right after the start
-	failed   WindowsInput   // what must be done by the workflow instead
+	mu sync.Mutex
+	// starting holds the windows whose offer or start is under way; true when the window
+	// was retired meanwhile (it is signalled right after its start).
+	starting map[int64]bool
+	failed   WindowsInput // what must be done by the workflow instead
 }
 
 func newWindowStarter(a *Activities) *windowStarter {
-	return &windowStarter{a: a, starting: map[int64]bool{}, retire: map[int64]bool{}}
+	return &windowStarter{a: a, starting: map[int64]bool{}}
 }
 
 // add starts the opened windows and retires the retired ones; ctx is the poll's.
@@ -41,17 +42,20 @@ func (ws *windowStarter) add(ctx context.Context, opened []WindowRef, retired []
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for _, ref := range opened {
-		ws.starting[ref.ReplyWindowID] = true
+		ws.starting[ref.ReplyWindowID] = false
 		ws.wg.Add(1)
 		go ws.start(ctx, ref)
 	}
 	for _, id := range retired {
-		if ws.starting[id] {
-			ws.retire[id] = true
+		if _, ok := ws.starting[id]; ok {
+			ws.starting[id] = true
 			continue
 		}
 		ws.wg.Add(1)
-		go ws.signalRetired(ctx, id)
+		go func() {
+			defer ws.wg.Done()
+			ws.signalRetired(ctx, id)
+		}()
 	}
 }
 
@@ -66,9 +70,8 @@ func (ws *windowStarter) start(ctx context.Context, ref WindowRef) {
 	}
 	err := ws.a.startWindow(ctx, ref, offer)
 	ws.mu.Lock()
+	retire := ws.starting[ref.ReplyWindowID]
 	delete(ws.starting, ref.ReplyWindowID)
-	retire := ws.retire[ref.ReplyWindowID]
-	delete(ws.retire, ref.ReplyWindowID)
 	if err != nil {
 		ws.a.log().Warn("starting a window workflow from the poll failed", "reply_window_id", ref.ReplyWindowID, "error", err)
 		ws.failed.Opened = append(ws.failed.Opened, ref)
@@ -80,13 +83,12 @@ func (ws *windowStarter) start(ctx context.Context, ref WindowRef) {
 	}
 	ws.mu.Unlock()
 	if retire {
-		ws.wg.Add(1)
 		ws.signalRetired(ctx, ref.ReplyWindowID)
 	}
 }
 
+// signalRetired tells a retired window's workflow to end, or leaves it to the workflow.
 func (ws *windowStarter) signalRetired(ctx context.Context, id int64) {
-	defer ws.wg.Done()
 	if err := ws.a.signalRetired(ctx, id); err != nil {
 		ws.a.log().Warn("telling a retired window to end failed", "reply_window_id", id, "error", err)
 		ws.mu.Lock()
