@@ -1,7 +1,8 @@
 -- name: GetAccount :one
 SELECT * FROM accounts WHERE account_key = $1;
 
--- name: LockAccount :one
+-- name: LockAccount :batchone
+-- A batch query: the store pipelines it with the statements that follow the lock.
 SELECT * FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
 
 -- name: ListAccounts :many
@@ -47,20 +48,21 @@ ON CONFLICT (account_key) DO UPDATE SET
     ciphertext = excluded.ciphertext,
     updated_at = excluded.updated_at;
 
--- name: GetAccountSecret :one
+-- name: GetAccountSecret :batchone
 SELECT * FROM account_secrets WHERE account_key = $1;
 
--- name: CompareAndSetCursor :execrows
+-- name: CompareAndSetCursor :batchone
 UPDATE accounts
 SET cursor = sqlc.arg(next_cursor), cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation)
-  AND status = 'active' AND cursor = sqlc.arg(expected_cursor);
+  AND status = 'active' AND cursor = sqlc.arg(expected_cursor)
+RETURNING account_key;
 
 -- name: RecordPoll :execrows
 UPDATE accounts SET last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation) AND status = 'active';
 
--- name: TouchLastSend :exec
+-- name: TouchLastSend :batchexec
 UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz WHERE account_key = sqlc.arg(account_key);
 
 -- name: BlockSends :execrows

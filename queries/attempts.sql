@@ -1,8 +1,8 @@
--- name: NextSendIndex :one
+-- name: NextSendIndex :batchone
 SELECT COALESCE(MAX(send_index) + 1, 0)::integer AS next_index
 FROM send_attempts WHERE source_message_key = $1;
 
--- name: InsertSendAttempt :one
+-- name: InsertSendAttempt :batchone
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
@@ -19,18 +19,18 @@ RETURNING *;
 -- name: GetSendAttempt :one
 SELECT * FROM send_attempts WHERE attempt_id = $1;
 
--- name: LockSendAttempt :one
+-- name: LockSendAttempt :batchone
 SELECT * FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE;
 
 -- name: ListAttemptsOfMessage :many
 SELECT * FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index;
 
--- name: SendingAttemptOfPeer :one
+-- name: SendingAttemptOfPeer :batchone
 SELECT attempt_id FROM send_attempts
 WHERE account_key = $1 AND peer_id = $2 AND status = 'sending'
 LIMIT 1;
 
--- name: SetAttemptStatus :one
+-- name: SetAttemptStatus :batchone
 UPDATE send_attempts
 SET status = sqlc.arg(status), provider_message_id = sqlc.arg(provider_message_id),
     error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),
@@ -53,5 +53,5 @@ GROUP BY reply_window_id ORDER BY reply_window_id;
 SELECT status, count(*)::integer AS attempts FROM send_attempts
 WHERE reply_window_id = $1 GROUP BY status ORDER BY status;
 
--- name: AttemptByRequest :one
+-- name: AttemptByRequest :batchone
 SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = $2;

@@ -1,13 +1,54 @@
--- name: InsertInboundMessage :one
-INSERT INTO inbound_messages (
-    message_key, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
-    created_at, updated_at
-) VALUES (
-    sqlc.arg(message_key), sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(provider_message_id),
-    sqlc.arg(sent_at), 'received', sqlc.arg(deferred), sqlc.arg(payload), sqlc.arg(now), sqlc.arg(now)
+-- name: InsertPageMessages :batchmany
+-- A page's new messages in page order (so the inbox sequence follows it), the reply window
+-- of each, and the sealed context token of the one window the page leaves open (if any),
+-- in one statement. A provider sequence of -1 stands for none.
+WITH entry AS (
+    SELECT unnest(sqlc.arg(message_keys)::text[]) AS message_key,
+           generate_subscripts(sqlc.arg(message_keys)::text[], 1) AS ord,
+           unnest(sqlc.arg(provider_message_ids)::text[]) AS provider_message_id,
+           unnest(sqlc.arg(sent_ats)::timestamptz[]) AS sent_at,
+           unnest(sqlc.arg(statuses)::text[]) AS status,
+           unnest(sqlc.arg(deferreds)::boolean[]) AS deferred,
+           unnest(sqlc.arg(payloads)::text[]) AS payload,
+           unnest(sqlc.arg(provider_seqs)::bigint[]) AS provider_seq,
+           unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at,
+           unnest(sqlc.arg(window_states)::text[]) AS window_state,
+           unnest(sqlc.arg(retired_reasons)::text[]) AS retired_reason
+), message AS (
+    INSERT INTO inbound_messages (
+        message_key, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
+        created_at, updated_at
+    )
+    SELECT entry.message_key, sqlc.arg(account_key), sqlc.arg(peer_id), entry.provider_message_id, entry.sent_at,
+           entry.status, entry.deferred, CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::jsonb END,
+           sqlc.arg(now), sqlc.arg(now)
+    FROM entry ORDER BY entry.ord
+    RETURNING message_key, inbox_seq
+), opened AS (
+    INSERT INTO reply_windows (
+        account_key, peer_id, account_generation, source_message_key, source_inbox_seq,
+        provider_message_id, provider_seq, issued_at, expires_at, max_sends, state, retired_reason,
+        created_at, updated_at
+    )
+    SELECT sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(account_generation), entry.message_key, message.inbox_seq,
+           entry.provider_message_id, NULLIF(entry.provider_seq, -1), entry.sent_at, entry.expires_at,
+           sqlc.arg(max_sends), entry.window_state, entry.retired_reason, sqlc.arg(now), sqlc.arg(now)
+    FROM entry JOIN message USING (message_key) ORDER BY entry.ord
+    RETURNING reply_window_id, source_message_key
+), secret AS (
+    INSERT INTO reply_window_secrets (reply_window_id, key_generation, nonce, ciphertext, updated_at)
+    SELECT reply_window_id, sqlc.arg(secret_key_generation), sqlc.arg(secret_nonce)::bytea,
+           sqlc.arg(secret_ciphertext)::bytea, sqlc.arg(now)
+    FROM opened WHERE source_message_key = sqlc.arg(open_message_key)
 )
-ON CONFLICT DO NOTHING
-RETURNING inbox_seq;
+SELECT source_message_key, reply_window_id FROM opened;
+
+-- name: PageKnownMessages :batchmany
+-- The page's messages already in the inbox, each with whether it owns a reply window.
+SELECT inbound.message_key, inbound.account_key, inbound.peer_id, inbound.provider_message_id,
+       EXISTS (SELECT 1 FROM reply_windows WHERE reply_windows.source_message_key = inbound.message_key) AS windowed
+FROM inbound_messages AS inbound
+WHERE inbound.message_key = ANY(sqlc.arg(message_keys)::text[]);
 
 -- name: GetInboundMessage :one
 SELECT * FROM inbound_messages WHERE message_key = $1;
@@ -15,20 +56,20 @@ SELECT * FROM inbound_messages WHERE message_key = $1;
 -- name: LockInboundMessage :one
 SELECT * FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE;
 
--- name: AbsorbMessages :execrows
-UPDATE inbound_messages
-SET status = 'absorbed', deferred = false, payload = NULL, updated_at = sqlc.arg(now)
-WHERE message_key = ANY(sqlc.arg(message_keys)::text[]) AND status = 'received';
+-- name: AbsorbMessages :batchone
+WITH absorbed AS (
+    UPDATE inbound_messages
+    SET status = 'absorbed', deferred = false, payload = NULL, updated_at = sqlc.arg(now)
+    WHERE message_key = ANY(sqlc.arg(message_keys)::text[]) AND status = 'received'
+    RETURNING 1
+)
+SELECT count(*) FROM absorbed;
 
--- name: ReceivedBacklog :many
+-- name: ReceivedBacklog :batchmany
+-- The conversation's messages not yet handed to an agent, oldest first.
 SELECT message_key, inbox_seq, payload FROM inbound_messages
-WHERE account_key = sqlc.arg(account_key) AND peer_id = sqlc.arg(peer_id)
-  AND status = 'received' AND inbox_seq < sqlc.arg(before_seq)
+WHERE account_key = sqlc.arg(account_key) AND peer_id = sqlc.arg(peer_id) AND status = 'received'
 ORDER BY inbox_seq;
-
--- name: SetMessagePayload :execrows
-UPDATE inbound_messages SET payload = sqlc.arg(payload), updated_at = sqlc.arg(now)
-WHERE message_key = sqlc.arg(message_key) AND status = 'received';
 
 -- name: SetMessageStatus :execrows
 UPDATE inbound_messages
@@ -39,18 +80,23 @@ WHERE message_key = sqlc.arg(message_key) AND status = ANY(sqlc.arg(from_statuse
 SELECT status, count(*) AS messages FROM inbound_messages
 WHERE account_key = $1 GROUP BY status ORDER BY status;
 
--- name: InsertInboundImage :exec
+-- name: InsertInboundImages :batchexec
+-- The images of one message, by position.
 INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+SELECT sqlc.arg(message_key), unnest(sqlc.arg(positions)::integer[]), sqlc.arg(account_key), sqlc.arg(peer_id),
+       unnest(sqlc.arg(key_generations)::integer[]), unnest(sqlc.arg(nonces)::bytea[]),
+       unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now);
 
--- name: ImagesOfMessages :many
-SELECT image.*, inbound.inbox_seq FROM inbound_images AS image
+-- name: ReceivedBacklogImages :batchmany
+-- The images of the conversation's messages not yet handed to an agent, newest first.
+SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
+FROM inbound_images AS image
 JOIN inbound_messages AS inbound USING (message_key)
-WHERE image.message_key = ANY(sqlc.arg(message_keys)::text[])
-ORDER BY CASE WHEN image.message_key = sqlc.arg(first_key) THEN 0 ELSE 1 END,
-         inbound.inbox_seq DESC, image.position;
+WHERE inbound.account_key = sqlc.arg(account_key) AND inbound.peer_id = sqlc.arg(peer_id)
+  AND inbound.status = 'received'
+ORDER BY inbound.inbox_seq DESC, image.position;
 
--- name: DeleteImagesOfMessages :execrows
+-- name: DeleteImagesOfMessages :batchexec
 DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[]);
 
 -- name: GetInboundImage :one

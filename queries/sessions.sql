@@ -9,10 +9,6 @@ FROM agent_sessions
 JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
 WHERE agent_sessions.token_hash = $1;
 
--- name: CloseWindowSessions :execrows
-UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
-WHERE reply_window_id = sqlc.arg(reply_window_id) AND closed_at IS NULL;
-
 -- name: CloseMessageSessions :execrows
 UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
 WHERE source_message_key = sqlc.arg(message_key) AND closed_at IS NULL;

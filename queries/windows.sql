@@ -1,13 +1,13 @@
--- name: GetReplyWindow :one
+-- name: GetReplyWindow :batchone
 SELECT * FROM reply_windows WHERE reply_window_id = $1;
 
--- name: LockReplyWindow :one
+-- name: LockReplyWindow :batchone
 SELECT * FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
 
 -- name: GetReplyWindowBySource :one
 SELECT * FROM reply_windows WHERE source_message_key = $1;
 
--- name: LockOpenWindow :one
+-- name: LockOpenWindow :batchone
 SELECT * FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
 FOR NO KEY UPDATE;
@@ -25,57 +25,66 @@ WHERE (sqlc.narg(account_key)::text IS NULL OR account_key = sqlc.narg(account_k
 ORDER BY reply_window_id DESC
 LIMIT sqlc.arg(max_rows);
 
--- name: InsertReplyWindow :one
-INSERT INTO reply_windows (
-    account_key, peer_id, account_generation, source_message_key, source_inbox_seq,
-    provider_message_id, provider_seq, issued_at, expires_at, max_sends, state, created_at, updated_at
-) VALUES (
-    sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(account_generation), sqlc.arg(source_message_key),
-    sqlc.arg(source_inbox_seq), sqlc.arg(provider_message_id), sqlc.narg(provider_seq), sqlc.arg(issued_at),
-    sqlc.arg(expires_at), sqlc.arg(max_sends), sqlc.arg(state), sqlc.arg(now), sqlc.arg(now)
+-- name: RetireWindows :batchmany
+-- The one statement that takes windows out of the open state: their pending attempts
+-- fail, their agent sessions close, their reservations drop to zero and their sealed
+-- context tokens are deleted. Windows already retired are left alone.
+WITH target AS (
+    SELECT reply_window_id FROM reply_windows
+    WHERE reply_window_id = ANY(sqlc.arg(reply_window_ids)::bigint[]) AND state = 'open'
+), failed AS (
+    UPDATE send_attempts
+    SET status = 'failed', error_code = sqlc.arg(reason), error_message = 'reply window retired before transmission',
+        fail_type = 'retired', updated_at = sqlc.arg(now)
+    WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND status = 'pending'
+), closed AS (
+    UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
+    WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND closed_at IS NULL
+), secret AS (
+    DELETE FROM reply_window_secrets WHERE reply_window_id IN (SELECT reply_window_id FROM target)
 )
-RETURNING reply_window_id;
-
--- name: RetireReplyWindow :execrows
 UPDATE reply_windows
 SET state = sqlc.arg(state), retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
-WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open';
+WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND state = 'open'
+RETURNING *;
 
--- name: ReserveWindowSend :execrows
+-- name: ReserveWindowSend :batchone
 UPDATE reply_windows
 SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at = sqlc.arg(now)
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
   AND next_send_index = sqlc.arg(expected_index)
-  AND reserved + transmitted < max_sends;
+  AND reserved + transmitted < max_sends
+RETURNING *;
 
--- name: ReserveStartedWindowSend :execrows
+-- name: ReserveStartedWindowSend :batchone
 UPDATE reply_windows
 SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, updated_at = sqlc.arg(now)
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
   AND next_send_index = sqlc.arg(expected_index)
-  AND reserved + transmitted < max_sends;
+  AND reserved + transmitted < max_sends
+RETURNING *;
 
--- name: StartWindowSend :execrows
+-- name: StartWindowSend :batchone
 UPDATE reply_windows
 SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = sqlc.arg(now)
-WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open' AND reserved > 0;
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open' AND reserved > 0
+RETURNING *;
 
 -- name: ReleaseWindowReservations :execrows
 UPDATE reply_windows
 SET reserved = reserved - sqlc.arg(released)::integer, updated_at = sqlc.arg(now)
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND reserved >= sqlc.arg(released)::integer;
 
--- name: InsertWindowSecret :exec
-INSERT INTO reply_window_secrets (reply_window_id, key_generation, nonce, ciphertext, updated_at)
-VALUES ($1, $2, $3, $4, $5);
-
--- name: GetWindowSecret :one
+-- name: GetWindowSecret :batchone
 SELECT * FROM reply_window_secrets WHERE reply_window_id = $1;
 
--- name: DeleteWindowSecret :execrows
-DELETE FROM reply_window_secrets WHERE reply_window_id = $1;
-
--- name: UnstartWindowSend :execrows
+-- name: UnstartWindowSend :batchone
 UPDATE reply_windows
 SET transmitted = transmitted - 1, updated_at = sqlc.arg(now)
-WHERE reply_window_id = sqlc.arg(reply_window_id) AND transmitted > 0;
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND transmitted > 0
+RETURNING *;
+
+-- name: WindowOfAttempt :batchone
+SELECT reply_windows.* FROM reply_windows
+JOIN send_attempts USING (reply_window_id)
+WHERE send_attempts.attempt_id = $1;

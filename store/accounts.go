@@ -147,7 +147,7 @@ func (s *Store) RotateAccount(ctx context.Context, now time.Time, in RotateInput
 }
 
 func (s *Store) rotate(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput, expected int32) (RotateResult, error) {
-	cur, err := q.LockAccount(ctx, a.key)
+	cur, err := lockAccount(ctx, q, a.key)
 	if err != nil {
 		return RotateResult{}, notFound(err, CodeAccountNotFound, "unknown account")
 	}
@@ -183,12 +183,11 @@ func (s *Store) cancelOpenWindows(ctx context.Context, q *dbq.Queries, now time.
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		if err := retireWindow(ctx, q, now, id, WindowCancelled, reason); err != nil {
-			return nil, err
-		}
+	if len(ids) == 0 {
+		return ids, nil
 	}
-	return ids, nil
+	_, err = retireWindows(ctx, q, now, ids, WindowCancelled, reason)
+	return ids, err
 }
 
 // StatusChange is the outcome of a status change of an account.
@@ -240,7 +239,7 @@ func (s *Store) setStatus(ctx context.Context, now time.Time, accountKey string,
 	}
 	var out StatusChange
 	err := s.inTx(ctx, "set account status", func(q *dbq.Queries) error {
-		cur, err := q.LockAccount(ctx, accountKey)
+		cur, err := lockAccount(ctx, q, accountKey)
 		if err != nil {
 			return notFound(err, CodeAccountNotFound, "unknown account")
 		}
@@ -352,10 +351,15 @@ func (s *Store) ListActiveAccountsWithSecrets(ctx context.Context) ([]AccountWit
 }
 
 func (s *Store) openAccount(ctx context.Context, q *dbq.Queries, row dbq.Account) (AccountWithSecret, error) {
-	sec, err := q.GetAccountSecret(ctx, row.AccountKey)
+	sec, err := batchRow[dbq.AccountSecret](q.GetAccountSecret(ctx, []string{row.AccountKey}))
 	if err != nil {
 		return AccountWithSecret{}, notFound(err, CodeAccountNotFound, "account has no secret")
 	}
+	return s.openAccountSecret(row, sec)
+}
+
+// openAccountSecret opens the bot token of an account's current generation.
+func (s *Store) openAccountSecret(row dbq.Account, sec dbq.AccountSecret) (AccountWithSecret, error) {
 	if sec.AccountGeneration != row.Generation {
 		return AccountWithSecret{}, fail(CodeGenerationConflict, "account secret generation is stale")
 	}
@@ -401,14 +405,14 @@ func (s *Store) CompareAndSetCursor(ctx context.Context, now time.Time, accountK
 	}
 	var out Cursor
 	err := s.inTx(ctx, "compare and set cursor", func(q *dbq.Queries) error {
-		n, err := q.CompareAndSetCursor(ctx, dbq.CompareAndSetCursorParams{
+		_, err := batchRow[string](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
 			AccountKey: accountKey, Generation: generation, ExpectedCursor: expected, NextCursor: next, Now: now,
-		})
+		}}))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return cursorFailure(ctx, q, accountKey, generation, expected)
+		}
 		if err != nil {
 			return err
-		}
-		if n != 1 {
-			return cursorFailure(ctx, q, accountKey, generation, expected)
 		}
 		out = Cursor{AccountKey: accountKey, AccountGeneration: generation, Cursor: next, UpdatedAt: &now}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
 // ReplyInput is an agent's reply: one item sent through the window of its session.
@@ -23,6 +24,8 @@ type ReplyInput struct {
 	// RequestID, when set, makes the reservation idempotent: a retry with the same id finds
 	// the attempt it made (the same content is required) instead of reserving again.
 	RequestID string
+	// ReplyWindowID, when set, is the window the session must belong to.
+	ReplyWindowID int64
 }
 
 // Reservation is the outcome of PrepareReply: a pending attempt, or — when the window had
@@ -83,54 +86,129 @@ func (s *Store) validateContent(c Content, metadata map[string]any) (preparedCon
 // it, and moves the window's next_send_index and reserved in the statement that checks
 // the quota. Refusals are errors (reply_window_expired, reply_quota_exhausted, ...).
 func (s *Store) ReserveReply(ctx context.Context, now time.Time, in ReplyInput) (Attempt, error) {
-	r, err := s.reserve(ctx, now, in, false)
+	r, err := s.reserve(ctx, now, in, false, nil)
 	return r.Attempt, err
 }
 
 // PrepareReply is ReserveReply that records a refusal caused by the window (expired or
 // quota exhausted) as a failed attempt instead of raising, so the agent's history shows it.
 func (s *Store) PrepareReply(ctx context.Context, now time.Time, in ReplyInput) (Reservation, error) {
-	return s.reserve(ctx, now, in, true)
+	r, err := s.reserve(ctx, now, in, true, nil)
+	return r.Reservation, err
 }
 
-func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool) (Reservation, error) {
+// SendPacing is when a bot may start a send: never while its throttle breaker is open,
+// and not before Gap has passed since its last send.
+type SendPacing struct {
+	Gap time.Duration
+}
+
+// PreparedSend is the outcome of ReserveAndStart.
+type PreparedSend struct {
+	Reservation
+	// Window is the window after the reservation (and start).
+	Window Window
+	// Started holds what transmitting needs when the attempt was started in the same
+	// transaction; it is nil when the attempt is left pending (or was found, not made).
+	Started *SendStart
+	// NotBefore is when a pending attempt may start (the bot's pacing); BlockedUntil is
+	// set while the bot's throttle breaker is open.
+	NotBefore    time.Time
+	BlockedUntil *time.Time
+}
+
+// SendStart is what transmitting a started attempt needs, read in the transaction that
+// started it: the attempt, its window after the start, the window's context token and
+// the bot's account with its token.
+type SendStart struct {
+	Attempt      Attempt
+	Window       Window
+	ContextToken sealing.Secret
+	Account      AccountWithSecret
+}
+
+// ReserveAndStart is ReserveReply that also starts the attempt in the same transaction
+// when nothing must wait between the two: the bot's breaker is closed, its pacing gap has
+// passed and no other send to the peer is in flight. Otherwise the attempt stays pending
+// and PreparedSend says until when; StartSend starts it later. A request id already used
+// returns the attempt it made (neither reserved nor started again).
+func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInput, pacing SendPacing) (PreparedSend, error) {
+	return s.reserve(ctx, now, in, false, &pacing)
+}
+
+func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
 	if err := validNow(now); err != nil {
-		return Reservation{}, err
+		return PreparedSend{}, err
 	}
 	pc, err := s.validateContent(in.Content, in.Metadata)
 	if err != nil {
-		return Reservation{}, err
+		return PreparedSend{}, err
 	}
 	if len(in.RequestID) > 256 {
-		return Reservation{}, fail(CodeInvalidInput, "request id is too long")
+		return PreparedSend{}, fail(CodeInvalidInput, "request id is too long")
 	}
 	var requestID *string
 	if in.RequestID != "" {
 		requestID = &in.RequestID
 	}
-	var out Reservation
+	var out PreparedSend
 	err = s.inTx(ctx, "reserve reply", func(q *dbq.Queries) error {
-		var refused Code
-		sess, w, err := sessionWindow(ctx, q, now, in.Session)
-		if requestID != nil && sess.SourceMessageKey != "" {
-			prior, perr := q.AttemptByRequest(ctx, sess.SourceMessageKey, requestID)
-			if perr == nil {
-				if prior.Fingerprint != pc.fingerprint {
+		row, err := findSession(ctx, q, in.Session)
+		if err != nil {
+			return err
+		}
+		sess := row.AgentSession
+		if in.ReplyWindowID != 0 && sess.ReplyWindowID != in.ReplyWindowID {
+			return fail(CodeInvalidAgentSession, "the agent session belongs to another reply window")
+		}
+		// One round trip: the locks, the request's earlier attempt, the next send index
+		// and, when the send may start at once, what starting it needs.
+		locks := queueSessionLocks(ctx, q, row)
+		var prior *dbq.AttemptByRequestBatchResults
+		if requestID != nil {
+			prior = q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: sess.SourceMessageKey, RequestID: requestID}})
+		}
+		next := q.NextSendIndex(ctx, []string{sess.SourceMessageKey})
+		var starting startReads
+		if pacing != nil {
+			starting = queueStartReads(ctx, q, sess)
+		}
+		w, acct, lockErr := locks.check(now)
+		if lockErr != nil && !IsRuleViolation(lockErr) {
+			return lockErr
+		}
+		if prior != nil {
+			p, err := batchRow[dbq.SendAttempt](prior)
+			if err == nil {
+				if p.Fingerprint != pc.fingerprint {
 					return fail(CodeAttemptConflict, "request id was used for other content")
 				}
-				out.Attempt, err = attemptFrom(prior)
-				if prior.FailType == FailRefused {
-					out.Refused = Code(prior.ErrorCode)
+				out.Attempt, err = attemptFrom(p)
+				if p.FailType == FailRefused {
+					out.Refused = Code(p.ErrorCode)
 				}
+				out.Window = windowFrom(w)
+				out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
 				return err
 			}
-			if !errors.Is(perr, pgx.ErrNoRows) {
-				return perr
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
 			}
 		}
+		index, err := batchRow[int32](next)
 		if err != nil {
-			if !record || CodeOf(err) != CodeReplyWindowExpired {
+			return err
+		}
+		var reads startRead
+		if pacing != nil {
+			if reads, err = starting.read(); err != nil {
 				return err
+			}
+		}
+		var refused Code
+		if lockErr != nil {
+			if !record || CodeOf(lockErr) != CodeReplyWindowExpired {
+				return lockErr
 			}
 			refused = CodeReplyWindowExpired
 		}
@@ -140,59 +218,199 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			}
 			refused = CodeReplyQuotaExhausted
 		}
-		index, err := q.NextSendIndex(ctx, sess.SourceMessageKey)
-		if err != nil {
-			return err
-		}
 		if index >= maxSendIndex {
 			return fail(CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
 		}
+		startNow := false
+		if pacing != nil {
+			out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
+			startNow = out.BlockedUntil == nil && !now.Before(out.NotBefore) && !reads.peerSending
+		}
+
+		// One round trip: the window's counters, the attempt and, when it starts, the
+		// bot's last send.
 		status, failType, message := AttemptPending, "", ""
-		if refused == "" {
-			n, err := q.ReserveWindowSend(ctx, now, w.ReplyWindowID, w.NextSendIndex)
-			if err != nil {
-				return err
-			}
-			if n != 1 {
-				return fail(CodeAttemptConflict, "reservation lost its race")
-			}
-		} else {
+		var counted *dbq.ReserveWindowSendBatchResults
+		var started *dbq.ReserveStartedWindowSendBatchResults
+		switch {
+		case refused != "":
 			status, failType = AttemptFailed, FailRefused
 			message = "refused before transmission: " + string(refused)
+		case startNow:
+			status = AttemptSending
+			started = q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
+				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+		default:
+			counted = q.ReserveWindowSend(ctx, []dbq.ReserveWindowSendParams{{
+				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
 		}
-		row, err := q.InsertSendAttempt(ctx, dbq.InsertSendAttemptParams{
+		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
 			AttemptID: AttemptID(sess.SourceMessageKey, index), ClientMessageID: ClientMessageID(sess.SourceMessageKey, index),
 			SourceMessageKey: sess.SourceMessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID,
 			ReplyWindowID: w.ReplyWindowID, SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "agent",
 			ContentType: in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
 			Status: status, ErrorCode: string(refused), ErrorMessage: message, FailType: failType,
 			RequestID: requestID, Now: now,
-		})
+		}})
+		var touched *dbq.TouchLastSendBatchResults
+		if startNow {
+			touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+		}
+		switch {
+		case counted != nil:
+			w, err = batchRow[dbq.ReplyWindow](counted)
+		case started != nil:
+			w, err = batchRow[dbq.ReplyWindow](started)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fail(CodeAttemptConflict, "reservation lost its race")
+		}
 		if err != nil {
 			return err
 		}
-		out.Attempt, err = attemptFrom(row)
+		a, err := batchRow[dbq.SendAttempt](inserted)
+		if err != nil {
+			return err
+		}
+		if touched != nil {
+			if err := batchExec(touched); err != nil {
+				return err
+			}
+		}
+		if out.Attempt, err = attemptFrom(a); err != nil {
+			return err
+		}
 		out.Refused = refused
-		return err
+		out.Window = windowFrom(w)
+		if startNow {
+			acct.LastSendAt = &now
+			st, err := s.sendStart(out.Attempt, w, acct, reads)
+			if err != nil {
+				return err
+			}
+			out.Started = &st
+		}
+		return nil
 	})
 	return out, err
 }
 
-// pendingAttempt loads a pending attempt of the session's window, with every session and
-// window rule checked.
-func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef, attemptID string) (dbq.ReplyWindow, dbq.SendAttempt, error) {
-	_, w, err := sessionWindow(ctx, q, now, ref)
+// pacedStart is the one pacing rule: when a bot's next send may start (its last send
+// plus the gap) and, while its throttle breaker is open, until when it is blocked.
+func pacedStart(now time.Time, a dbq.Account, pacing *SendPacing) (notBefore time.Time, blocked *time.Time) {
+	if pacing == nil {
+		return time.Time{}, nil
+	}
+	if a.LastSendAt != nil {
+		notBefore = a.LastSendAt.Add(pacing.Gap)
+	}
+	if until := a.SendsBlockedUntil; until != nil && now.Before(*until) {
+		blocked = until
+	}
+	return notBefore, blocked
+}
+
+// startReads are the reads starting a send needs, queued with its locks.
+type startReads struct {
+	sending *dbq.SendingAttemptOfPeerBatchResults
+	window  *dbq.GetWindowSecretBatchResults
+	account *dbq.GetAccountSecretBatchResults
+}
+
+type startRead struct {
+	peerSending   bool
+	windowSecret  *dbq.ReplyWindowSecret
+	accountSecret *dbq.AccountSecret
+}
+
+func queueStartReads(ctx context.Context, q *dbq.Queries, sess dbq.AgentSession) startReads {
+	return startReads{
+		sending: q.SendingAttemptOfPeer(ctx, []dbq.SendingAttemptOfPeerParams{{AccountKey: sess.AccountKey, PeerID: sess.PeerID}}),
+		window:  q.GetWindowSecret(ctx, []int64{sess.ReplyWindowID}),
+		account: q.GetAccountSecret(ctx, []string{sess.AccountKey}),
+	}
+}
+
+func (r startReads) read() (startRead, error) {
+	var out startRead
+	_, err := batchRow[string](r.sending)
+	switch {
+	case err == nil:
+		out.peerSending = true
+	case !errors.Is(err, pgx.ErrNoRows):
+		return out, err
+	}
+	ws, err := batchRow[dbq.ReplyWindowSecret](r.window)
+	switch {
+	case err == nil:
+		out.windowSecret = &ws
+	case !errors.Is(err, pgx.ErrNoRows):
+		return out, err
+	}
+	as, err := batchRow[dbq.AccountSecret](r.account)
+	switch {
+	case err == nil:
+		out.accountSecret = &as
+	case !errors.Is(err, pgx.ErrNoRows):
+		return out, err
+	}
+	return out, nil
+}
+
+// sendStart opens what a started attempt's transmission needs.
+func (s *Store) sendStart(att Attempt, w dbq.ReplyWindow, a dbq.Account, reads startRead) (SendStart, error) {
+	if reads.windowSecret == nil {
+		return SendStart{}, fail(CodeReplyWindowInactive, "reply window holds no context token")
+	}
+	if reads.accountSecret == nil {
+		return SendStart{}, fail(CodeAccountNotFound, "account has no secret")
+	}
+	token, err := s.openContextToken(w, *reads.windowSecret)
 	if err != nil {
-		return w, dbq.SendAttempt{}, err
+		return SendStart{}, err
 	}
-	a, err := q.LockSendAttempt(ctx, attemptID)
+	acct, err := s.openAccountSecret(a, *reads.accountSecret)
 	if err != nil {
-		return w, a, notFound(err, CodeAttemptConflict, "unknown attempt")
+		return SendStart{}, err
 	}
-	if a.Status != AttemptPending || a.ReplyWindowID != w.ReplyWindowID || a.AccountKey != w.AccountKey || a.PeerID != w.PeerID {
-		return w, a, fail(CodeAttemptConflict, "attempt is not a pending attempt of this session")
+	return SendStart{Attempt: att, Window: windowFrom(w), ContextToken: token, Account: acct}, nil
+}
+
+// pendingAttempt locks a pending attempt of the session's window, with every session
+// and window rule checked; reads (optional) are queued with the locks.
+func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef, attemptID string,
+	withStart bool) (dbq.ReplyWindow, dbq.Account, dbq.SendAttempt, startRead, error) {
+	var reads startRead
+	row, err := findSession(ctx, q, ref)
+	if err != nil {
+		return dbq.ReplyWindow{}, dbq.Account{}, dbq.SendAttempt{}, reads, err
 	}
-	return w, a, nil
+	locks := queueSessionLocks(ctx, q, row)
+	locked := q.LockSendAttempt(ctx, []string{attemptID})
+	var starting startReads
+	if withStart {
+		starting = queueStartReads(ctx, q, row.AgentSession)
+	}
+	w, acct, lockErr := locks.check(now)
+	a, err := batchRow[dbq.SendAttempt](locked)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return w, acct, a, reads, err
+	}
+	attemptErr := notFound(err, CodeAttemptConflict, "unknown attempt")
+	if withStart {
+		if reads, err = starting.read(); err != nil {
+			return w, acct, a, reads, err
+		}
+	}
+	switch {
+	case lockErr != nil:
+		return w, acct, a, reads, lockErr
+	case attemptErr != nil:
+		return w, acct, a, reads, attemptErr
+	case a.Status != AttemptPending || a.ReplyWindowID != w.ReplyWindowID || a.AccountKey != w.AccountKey || a.PeerID != w.PeerID:
+		return w, acct, a, reads, fail(CodeAttemptConflict, "attempt is not a pending attempt of this session")
+	}
+	return w, acct, a, reads, nil
 }
 
 // ValidatePendingReply checks that a reserved attempt can still be started.
@@ -202,7 +420,7 @@ func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, ref Ses
 	}
 	var out Attempt
 	err := s.inTx(ctx, "validate pending reply", func(q *dbq.Queries) error {
-		_, a, err := pendingAttempt(ctx, q, now, ref, attemptID)
+		_, _, a, _, err := pendingAttempt(ctx, q, now, ref, attemptID, false)
 		if err != nil {
 			return err
 		}
@@ -215,37 +433,46 @@ func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, ref Ses
 // StartReply moves a pending attempt to sending and its reservation to transmitted. At
 // most one attempt per account and peer is sending at any time (send_in_progress).
 func (s *Store) StartReply(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (Attempt, error) {
+	st, err := s.StartSend(ctx, now, ref, attemptID)
+	return st.Attempt, err
+}
+
+// StartSend is StartReply that also returns what transmitting needs (SendStart), read in
+// the same transaction.
+func (s *Store) StartSend(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (SendStart, error) {
 	if err := validNow(now); err != nil {
-		return Attempt{}, err
+		return SendStart{}, err
 	}
-	var out Attempt
+	var out SendStart
 	err := s.inTx(ctx, "start reply", func(q *dbq.Queries) error {
-		w, a, err := pendingAttempt(ctx, q, now, ref, attemptID)
+		w, acct, a, reads, err := pendingAttempt(ctx, q, now, ref, attemptID, true)
 		if err != nil {
 			return err
 		}
-		if _, err := q.SendingAttemptOfPeer(ctx, w.AccountKey, w.PeerID); err == nil {
+		if reads.peerSending {
 			return fail(CodeSendInProgress, "another send to this peer is in progress")
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
 		}
-		row, err := q.SetAttemptStatus(ctx, dbq.SetAttemptStatusParams{
+		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
 			AttemptID: a.AttemptID, FromStatus: AttemptPending, Status: AttemptSending, Now: now,
-		})
+		}})
+		counted := q.StartWindowSend(ctx, []dbq.StartWindowSendParams{{Now: now, ReplyWindowID: w.ReplyWindowID}})
+		touched := q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+		row, err := batchRow[dbq.SendAttempt](set)
 		if err != nil {
 			return notFound(err, CodeAttemptConflict, "attempt start lost its race")
 		}
-		n, err := q.StartWindowSend(ctx, now, w.ReplyWindowID)
+		if w, err = batchRow[dbq.ReplyWindow](counted); err != nil {
+			return notFound(err, CodeAttemptConflict, "window holds no reservation to start")
+		}
+		if err := batchExec(touched); err != nil {
+			return err
+		}
+		att, err := attemptFrom(row)
 		if err != nil {
 			return err
 		}
-		if n != 1 {
-			return fail(CodeAttemptConflict, "window holds no reservation to start")
-		}
-		if err := q.TouchLastSend(ctx, now, w.AccountKey); err != nil {
-			return err
-		}
-		out, err = attemptFrom(row)
+		acct.LastSendAt = &now
+		out, err = s.sendStart(att, w, acct, reads)
 		return err
 	})
 	return out, err
@@ -268,56 +495,76 @@ type Completion struct {
 // CompleteAttempt moves a sending attempt to sent, failed or unknown. Completing again
 // with the same outcome returns the attempt unchanged (activity retries).
 func (s *Store) CompleteAttempt(ctx context.Context, now time.Time, c Completion) (Attempt, error) {
+	out, err := s.CompleteSend(ctx, now, c)
+	return out.Attempt, err
+}
+
+// SendOutcome is a completed attempt with its window as the completion left it.
+type SendOutcome struct {
+	Attempt Attempt
+	Window  Window
+}
+
+// CompleteSend is CompleteAttempt that also returns the attempt's window (its sends left),
+// read in the same transaction.
+func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (SendOutcome, error) {
 	if err := validNow(now); err != nil {
-		return Attempt{}, err
+		return SendOutcome{}, err
 	}
 	switch c.Status {
 	case AttemptSent:
 		if c.FailType != "" {
-			return Attempt{}, fail(CodeInvalidInput, "a sent attempt has no fail type")
+			return SendOutcome{}, fail(CodeInvalidInput, "a sent attempt has no fail type")
 		}
 	case AttemptUnknown:
 		if c.FailType != "" || c.ProviderMessageID != "" {
-			return Attempt{}, fail(CodeInvalidInput, "an unknown outcome has no fail type or provider id")
+			return SendOutcome{}, fail(CodeInvalidInput, "an unknown outcome has no fail type or provider id")
 		}
 	case AttemptFailed:
 		switch c.FailType {
 		case FailRejected, FailThrottled, FailStaleToken, FailTransport:
 		default:
-			return Attempt{}, fail(CodeInvalidInput, "fail type must be rejected, throttled, stale_token or transport")
+			return SendOutcome{}, fail(CodeInvalidInput, "fail type must be rejected, throttled, stale_token or transport")
 		}
 	default:
-		return Attempt{}, fail(CodeInvalidInput, "status must be sent, failed or unknown")
+		return SendOutcome{}, fail(CodeInvalidInput, "status must be sent, failed or unknown")
 	}
 	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > 2048 {
-		return Attempt{}, fail(CodeInvalidInput, "completion fields are too long")
+		return SendOutcome{}, fail(CodeInvalidInput, "completion fields are too long")
 	}
-	var out Attempt
+	var out SendOutcome
 	err := s.inTx(ctx, "complete attempt", func(q *dbq.Queries) error {
-		a, err := q.LockSendAttempt(ctx, c.AttemptID)
+		// The common case in one round trip: the attempt is sending and moves on.
+		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
+			AttemptID: c.AttemptID, FromStatus: AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
+			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
+		}})
+		window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
+		row, setErr := batchRow[dbq.SendAttempt](set)
+		w, err := batchRow[dbq.ReplyWindow](window)
+		if setErr != nil && !errors.Is(setErr, pgx.ErrNoRows) {
+			return setErr
+		}
 		if err != nil {
 			return notFound(err, CodeAttemptConflict, "unknown attempt")
 		}
-		if a.Status == c.Status && a.ProviderMessageID == c.ProviderMessageID && a.FailType == c.FailType {
-			out, err = attemptFrom(a)
-			return err
-		}
-		if a.Status != AttemptSending {
-			return fail(CodeAttemptConflict, "attempt is %s, not sending", a.Status)
-		}
-		row, err := q.SetAttemptStatus(ctx, dbq.SetAttemptStatusParams{
-			AttemptID: a.AttemptID, FromStatus: AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
-			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
-		})
-		if err != nil {
-			return err
-		}
-		if c.FailType == FailTransport {
-			if _, err := q.UnstartWindowSend(ctx, now, a.ReplyWindowID); err != nil {
+		if errors.Is(setErr, pgx.ErrNoRows) {
+			// Not sending: a retry of the same completion finds it done.
+			if row, err = batchRow[dbq.SendAttempt](q.LockSendAttempt(ctx, []string{c.AttemptID})); err != nil {
+				return notFound(err, CodeAttemptConflict, "unknown attempt")
+			}
+			if row.Status != c.Status || row.ProviderMessageID != c.ProviderMessageID || row.FailType != c.FailType {
+				return fail(CodeAttemptConflict, "attempt is %s, not sending", row.Status)
+			}
+		} else if c.FailType == FailTransport {
+			// The request surely never left: the send is given back to the quota.
+			if w, err = batchRow[dbq.ReplyWindow](q.UnstartWindowSend(ctx, []dbq.UnstartWindowSendParams{{
+				Now: now, ReplyWindowID: row.ReplyWindowID}})); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 		}
-		out, err = attemptFrom(row)
+		out.Window = windowFrom(w)
+		out.Attempt, err = attemptFrom(row)
 		return err
 	})
 	return out, err
@@ -345,10 +592,10 @@ func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, re
 			return err
 		}
 		// Lock order: window, then attempt (as retirement does).
-		if _, err := q.LockReplyWindow(ctx, ref.ReplyWindowID); err != nil {
+		if _, err := lockWindow(ctx, q, ref.ReplyWindowID); err != nil {
 			return err
 		}
-		a, err := q.LockSendAttempt(ctx, attemptID)
+		a, err := batchRow[dbq.SendAttempt](q.LockSendAttempt(ctx, []string{attemptID}))
 		if err != nil {
 			return err
 		}
@@ -362,10 +609,10 @@ func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, re
 		if n != 1 {
 			return fail(CodeAttemptConflict, "window holds no reservation to release")
 		}
-		if _, err := q.SetAttemptStatus(ctx, dbq.SetAttemptStatusParams{
+		if _, err := batchRow[dbq.SendAttempt](q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
 			AttemptID: attemptID, FromStatus: AttemptPending, Status: AttemptFailed, ErrorCode: reason,
 			ErrorMessage: "reservation released before transmission", FailType: FailReleased, Now: now,
-		}); err != nil {
+		}})); err != nil {
 			return err
 		}
 		released = true
@@ -432,7 +679,7 @@ func (s *Store) recoverPending(ctx context.Context, now time.Time, only map[int6
 			if only != nil && !only[g.ReplyWindowID] {
 				continue
 			}
-			if _, err := q.LockReplyWindow(ctx, g.ReplyWindowID); err != nil {
+			if _, err := lockWindow(ctx, q, g.ReplyWindowID); err != nil {
 				return err
 			}
 			failed, err := q.FailPendingAttemptsOfWindow(ctx, dbq.FailPendingAttemptsOfWindowParams{
@@ -485,47 +732,55 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		if err != nil {
 			return notFound(err, CodeReplyWindowNotFound, "message has no reply window")
 		}
-		if _, err := q.LockAccount(ctx, ref.AccountKey); err != nil { // lock order: account, window
-			return err
-		}
-		w, err := q.LockReplyWindow(ctx, ref.ReplyWindowID)
+		// One round trip: the locks (account, then window) and the reads.
+		account := q.LockAccount(ctx, []string{ref.AccountKey})
+		window := q.LockReplyWindow(ctx, []int64{ref.ReplyWindowID})
+		sending := q.SendingAttemptOfPeer(ctx, []dbq.SendingAttemptOfPeerParams{{AccountKey: ref.AccountKey, PeerID: ref.PeerID}})
+		next := q.NextSendIndex(ctx, []string{in.MessageKey})
+		a, err := batchRow[dbq.Account](account)
 		if err != nil {
 			return err
 		}
-		if err := checkWindowUsable(ctx, q, now, w); err != nil {
+		w, err := batchRow[dbq.ReplyWindow](window)
+		if err != nil {
+			return err
+		}
+		_, sendingErr := batchRow[string](sending)
+		if sendingErr != nil && !errors.Is(sendingErr, pgx.ErrNoRows) {
+			return sendingErr
+		}
+		index, err := batchRow[int32](next)
+		if err != nil {
+			return err
+		}
+		if err := checkWindowUsable(now, w, a); err != nil {
 			return err
 		}
 		if w.Reserved+w.Transmitted >= w.MaxSends {
 			return fail(CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 		}
-		if _, err := q.SendingAttemptOfPeer(ctx, w.AccountKey, w.PeerID); err == nil {
+		if sendingErr == nil {
 			return fail(CodeSendInProgress, "another send to this peer is in progress")
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		index, err := q.NextSendIndex(ctx, in.MessageKey)
-		if err != nil {
-			return err
 		}
 		if index >= maxSendIndex {
 			return fail(CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
 		}
-		n, err := q.ReserveStartedWindowSend(ctx, now, w.ReplyWindowID, w.NextSendIndex)
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fail(CodeAttemptConflict, "system reservation lost its race")
-		}
-		if err := q.TouchLastSend(ctx, now, w.AccountKey); err != nil {
-			return err
-		}
-		row, err := q.InsertSendAttempt(ctx, dbq.InsertSendAttemptParams{
+		started := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
+			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+		touched := q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
 			AttemptID: AttemptID(in.MessageKey, index), ClientMessageID: ClientMessageID(in.MessageKey, index),
 			SourceMessageKey: in.MessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
 			SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "system", ContentType: in.Content.Type,
 			Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: AttemptSending, Now: now,
-		})
+		}})
+		if _, err := batchRow[dbq.ReplyWindow](started); err != nil {
+			return notFound(err, CodeAttemptConflict, "system reservation lost its race")
+		}
+		if err := batchExec(touched); err != nil {
+			return err
+		}
+		row, err := batchRow[dbq.SendAttempt](inserted)
 		if err != nil {
 			return err
 		}

@@ -185,7 +185,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 		if err != nil {
 			return notFound(err, CodeInvalidInput, "unknown, expired or inactive login offer")
 		}
-		existing, err := q.LockAccount(ctx, a.key)
+		existing, err := lockAccount(ctx, q, a.key)
 		exists := err == nil
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err

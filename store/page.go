@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -166,13 +167,24 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 	return nil
 }
 
-type insertedEntry struct {
+// newEntry is a page entry that is new to the inbox, with what the commit decided for it.
+type newEntry struct {
 	key      string
-	seq      int64
 	entry    *PageEntry
 	order    orderKey
 	deferred bool
-	windowID int64
+	// windowState and retiredReason are the state its reply window ends the page in.
+	windowState, retiredReason string
+	windowID                   int64
+}
+
+// pageRead is what a page commit is decided on, read under the account's lock.
+type pageRead struct {
+	account dbq.Account
+	open    *dbq.ReplyWindow // the conversation's open window before the page
+	known   map[string]dbq.PageKnownMessagesRow
+	backlog []dbq.ReceivedBacklogRow
+	images  []dbq.ReceivedBacklogImagesRow // of the backlog, newest message first
 }
 
 // CommitPage commits one getupdates page atomically with its cursor (design.md §3,
@@ -180,6 +192,9 @@ type insertedEntry struct {
 // deduplicated inbox, each gets a reply window, the newest message of the conversation
 // owns the open window and is the only deliverable one, every other new message and the
 // earlier undelivered backlog are merged into it, and the cursor moves by compare-and-set.
+//
+// Whatever the page's size it costs three round trips: the account lock with everything
+// the page is decided on, the writes (set-based), and COMMIT.
 func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (PageResult, error) {
 	now = now.Truncate(time.Microsecond)
 	if err := s.validatePage(now, in); err != nil {
@@ -198,271 +213,308 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 }
 
 func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) (PageResult, error) {
-	account, err := q.LockAccount(ctx, in.AccountKey)
-	if err != nil {
-		return PageResult{}, notFound(err, CodeAccountNotFound, "unknown account")
-	}
-	if err := checkPollable(account, in.Generation, in.ExpectedCursor); err != nil {
-		return PageResult{}, err
-	}
-	for i := range in.Entries {
-		if in.Entries[i].PeerID != account.OwnerPeerID {
-			return PageResult{}, fail(CodePairMismatch, "entry %d: message does not belong to the account's owner", i)
-		}
-	}
-
-	res := PageResult{Cursor: in.NextCursor}
-	var inserted []*insertedEntry
-	pageWindows := map[int64]bool{} // windows opened by this page
-	for i := range in.Entries {
-		e := &in.Entries[i]
-		key := MessageKey(in.AccountKey, e.ProviderMessageID)
-		deferred := in.DeferredBefore != nil && e.SentAt.Before(*in.DeferredBefore)
-		payload, err := json.Marshal(e.Payload)
-		if err != nil {
-			return PageResult{}, fail(CodeInvalidInput, "entry %d: payload does not encode", i)
-		}
-		seq, err := q.InsertInboundMessage(ctx, dbq.InsertInboundMessageParams{
-			MessageKey: key, AccountKey: in.AccountKey, PeerID: e.PeerID, ProviderMessageID: e.ProviderMessageID,
-			SentAt: e.SentAt, Deferred: deferred, Payload: payload, Now: now,
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			if err := checkDuplicate(ctx, q, key, in.AccountKey, e); err != nil {
-				return PageResult{}, err
-			}
-			res.Duplicates++
-			continue
-		}
-		if err != nil {
-			return PageResult{}, err
-		}
-		ie := &insertedEntry{key: key, seq: seq, entry: e, deferred: deferred,
-			order: orderKey{providerSeq: e.ProviderSeq, sentAt: e.SentAt, providerID: e.ProviderMessageID, pageIndex: i}}
-		for _, img := range e.Images {
-			if err := s.insertImage(ctx, q, now, key, img.Position, in.AccountKey, e.PeerID, img.Locator); err != nil {
-				return PageResult{}, err
-			}
-		}
-		retired, err := s.insertWindow(ctx, q, now, account, ie, pageWindows)
-		if err != nil {
-			return PageResult{}, err
-		}
-		res.RetiredWindowIDs = append(res.RetiredWindowIDs, retired...)
-		inserted = append(inserted, ie)
-		if deferred {
-			res.Deferred++
-		}
-	}
-	res.Inserted = len(inserted)
-
-	n, err := q.CompareAndSetCursor(ctx, dbq.CompareAndSetCursorParams{
+	cas := dbq.CompareAndSetCursorParams{
 		AccountKey: in.AccountKey, Generation: in.Generation, ExpectedCursor: in.ExpectedCursor,
 		NextCursor: in.NextCursor, Now: now,
-	})
-	if err != nil {
-		return PageResult{}, err
 	}
-	if n != 1 {
-		return PageResult{}, cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
-	}
-	if len(inserted) == 0 {
-		return res, nil
-	}
-
-	var deliverable *insertedEntry
-	if open, err := q.LockOpenWindow(ctx, in.AccountKey, account.OwnerPeerID); err == nil {
-		for _, ie := range inserted {
-			if ie.key == open.SourceMessageKey {
-				deliverable = ie
-				res.OpenedWindowID = open.ReplyWindowID
+	if len(in.Entries) == 0 {
+		// An empty page only moves the cursor; the compare-and-set checks everything.
+		if _, err := batchRow[string](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{cas})); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return PageResult{}, cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
 			}
+			return PageResult{}, err
 		}
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, err
+		return PageResult{Cursor: in.NextCursor}, nil
 	}
-	var others []string
-	for _, ie := range inserted {
-		if ie != deliverable {
-			others = append(others, ie.key)
-		}
-	}
-	absorbed, err := q.AbsorbMessages(ctx, now, others)
+	rd, err := readPage(ctx, q, in)
 	if err != nil {
 		return PageResult{}, err
 	}
-	res.Absorbed = int(absorbed)
-	if deliverable == nil {
-		if _, err := q.DeleteImagesOfMessages(ctx, others); err != nil {
+	res := PageResult{Cursor: in.NextCursor}
+	news, err := newEntries(in, rd, &res)
+	if err != nil {
+		return PageResult{}, err
+	}
+	res.Inserted = len(news)
+	if len(news) == 0 {
+		if _, err := batchRow[string](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{cas})); err != nil {
 			return PageResult{}, err
 		}
 		return res, nil
 	}
-	merged, err := s.mergeIntoDeliverable(ctx, q, now, in.AccountKey, account.OwnerPeerID, deliverable, inserted)
+	retireOpen, deliverable := placeWindows(rd.open, news)
+	plan, err := s.planMerge(rd, news, deliverable)
 	if err != nil {
 		return PageResult{}, err
 	}
-	res.Absorbed += merged
-	if !deliverable.deferred {
-		res.Deliverable = &Delivery{MessageKey: deliverable.key, ReplyWindowID: deliverable.windowID}
+
+	// The writes, in one round trip.
+	var retire *dbq.RetireWindowsBatchResults
+	if retireOpen {
+		retire = q.RetireWindows(ctx, []dbq.RetireWindowsParams{{ReplyWindowIds: []int64{rd.open.ReplyWindowID},
+			State: WindowSuperseded, Reason: reasonSuperseded, Now: now}})
+		res.RetiredWindowIDs = []int64{rd.open.ReplyWindowID}
+	}
+	insert, err := s.insertParams(now, in.AccountKey, rd.account, news, deliverable, plan)
+	if err != nil {
+		return PageResult{}, err
+	}
+	inserted := q.InsertPageMessages(ctx, []dbq.InsertPageMessagesParams{insert})
+	var images *dbq.InsertInboundImagesBatchResults
+	if len(plan.images.Positions) > 0 {
+		plan.images.MessageKey, plan.images.AccountKey, plan.images.PeerID, plan.images.Now =
+			deliverable.key, in.AccountKey, rd.account.OwnerPeerID, now
+		images = q.InsertInboundImages(ctx, []dbq.InsertInboundImagesParams{plan.images})
+	}
+	var absorb *dbq.AbsorbMessagesBatchResults
+	if len(plan.absorbKeys) > 0 {
+		absorb = q.AbsorbMessages(ctx, []dbq.AbsorbMessagesParams{{MessageKeys: plan.absorbKeys, Now: now}})
+	}
+	var dropImages *dbq.DeleteImagesOfMessagesBatchResults
+	if len(plan.dropImagesOf) > 0 {
+		dropImages = q.DeleteImagesOfMessages(ctx, [][]string{plan.dropImagesOf})
+	}
+	moved := q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{cas})
+
+	if retire != nil {
+		if _, err := batchRows[dbq.ReplyWindow](retire); err != nil {
+			return PageResult{}, err
+		}
+	}
+	rows, err := batchRows[dbq.InsertPageMessagesRow](inserted)
+	if err != nil {
+		return PageResult{}, err
+	}
+	windowOf := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		windowOf[r.SourceMessageKey] = r.ReplyWindowID
+	}
+	for _, n := range news {
+		n.windowID = windowOf[n.key]
+	}
+	if images != nil {
+		if err := batchExec(images); err != nil {
+			return PageResult{}, err
+		}
+	}
+	absorbed := int64(0)
+	if absorb != nil {
+		if absorbed, err = batchRow[int64](absorb); err != nil {
+			return PageResult{}, err
+		}
+	}
+	if dropImages != nil {
+		if err := batchExec(dropImages); err != nil {
+			return PageResult{}, err
+		}
+	}
+	if _, err := batchRow[string](moved); err != nil {
+		return PageResult{}, err // the account is locked and was checked: this is not a rule
+	}
+
+	res.Absorbed = len(news) + int(absorbed)
+	if deliverable != nil {
+		res.Absorbed--
+		res.OpenedWindowID = deliverable.windowID
+		if !deliverable.deferred {
+			res.Deliverable = &Delivery{MessageKey: deliverable.key, ReplyWindowID: deliverable.windowID}
+		}
 	}
 	return res, nil
 }
 
-// checkDuplicate accepts an entry already in the inbox only when it matches the stored
-// identity and already owns a reply window.
-func checkDuplicate(ctx context.Context, q *dbq.Queries, key, accountKey string, e *PageEntry) error {
-	stored, err := q.GetInboundMessage(ctx, key)
-	if err != nil {
-		return notFound(err, CodeDedupeInvariant, "duplicate message is missing from the inbox")
-	}
-	if stored.AccountKey != accountKey || stored.ProviderMessageID != e.ProviderMessageID || stored.PeerID != e.PeerID {
-		return fail(CodeDedupeInvariant, "duplicate message conflicts with the stored identity")
-	}
-	if _, err := q.GetReplyWindowBySource(ctx, key); err != nil {
-		return notFound(err, CodeDedupeInvariant, "duplicate message has no reply window")
-	}
-	return nil
-}
+const reasonSuperseded = "superseded_by_newer_message"
 
-func (s *Store) insertImage(ctx context.Context, q *dbq.Queries, now time.Time, key string, position int32, accountKey, peer string, locator sealing.Secret) error {
-	sealed, err := s.keys.Seal(sealing.PurposeImageLocator, imageBinding(key, position), locator)
-	if err != nil {
-		return &Error{Code: CodeInternal, Msg: "seal image locator", Err: err}
+// readPage reads, in one round trip, the account (locked: page commits of one account
+// are serialized), the conversation's open window (locked), which of the page's messages
+// the inbox already holds, and the conversation's undelivered backlog with its images.
+func readPage(ctx context.Context, q *dbq.Queries, in PageInput) (pageRead, error) {
+	peer := in.Entries[0].PeerID // every entry must be from the owner: checked below
+	keys := make([]string, len(in.Entries))
+	for i := range in.Entries {
+		keys[i] = MessageKey(in.AccountKey, in.Entries[i].ProviderMessageID)
 	}
-	return q.InsertInboundImage(ctx, dbq.InsertInboundImageParams{
-		MessageKey: key, Position: position, AccountKey: accountKey, PeerID: peer,
-		KeyGeneration: sealed.KeyGeneration, Nonce: sealed.Nonce, Ciphertext: sealed.Ciphertext, CreatedAt: now,
-	})
-}
+	conv := struct{ key, peer string }{in.AccountKey, peer}
+	account := q.LockAccount(ctx, []string{in.AccountKey})
+	open := q.LockOpenWindow(ctx, []dbq.LockOpenWindowParams{{AccountKey: conv.key, PeerID: conv.peer}})
+	known := q.PageKnownMessages(ctx, [][]string{keys})
+	backlog := q.ReceivedBacklog(ctx, []dbq.ReceivedBacklogParams{{AccountKey: conv.key, PeerID: conv.peer}})
+	images := q.ReceivedBacklogImages(ctx, []dbq.ReceivedBacklogImagesParams{{AccountKey: conv.key, PeerID: conv.peer}})
 
-// insertWindow gives a new message its reply window. The window opens when the
-// conversation has no open window or the message is newer than the open window's; the
-// window it replaces is retired as superseded. Otherwise it is born superseded, without a
-// stored context token. It returns the pre-existing windows it retired.
-func (s *Store) insertWindow(ctx context.Context, q *dbq.Queries, now time.Time, account dbq.Account, ie *insertedEntry, pageWindows map[int64]bool) ([]int64, error) {
-	e := ie.entry
-	opens := true
-	var retired []int64
-	cur, err := q.LockOpenWindow(ctx, account.AccountKey, e.PeerID)
+	var rd pageRead
+	var err error
+	if rd.account, err = batchRow[dbq.Account](account); err != nil {
+		return rd, notFound(err, CodeAccountNotFound, "unknown account")
+	}
+	if err := checkPollable(rd.account, in.Generation, in.ExpectedCursor); err != nil {
+		return rd, err
+	}
+	for i := range in.Entries {
+		if in.Entries[i].PeerID != rd.account.OwnerPeerID {
+			return rd, fail(CodePairMismatch, "entry %d: message does not belong to the account's owner", i)
+		}
+	}
+	w, err := batchRow[dbq.ReplyWindow](open)
 	switch {
 	case err == nil:
-		curKey := orderKey{providerSeq: cur.ProviderSeq, sentAt: cur.IssuedAt, providerID: cur.ProviderMessageID}
-		opens = supersedes(ie.order, curKey, pageWindows[cur.ReplyWindowID])
-		if opens {
-			if err := retireWindow(ctx, q, now, cur.ReplyWindowID, WindowSuperseded, "superseded_by_newer_message"); err != nil {
-				return nil, err
-			}
-			if !pageWindows[cur.ReplyWindowID] {
-				retired = append(retired, cur.ReplyWindowID)
-			}
-		}
-	case errors.Is(err, pgx.ErrNoRows):
-	default:
-		return nil, err
+		rd.open = &w
+	case !errors.Is(err, pgx.ErrNoRows):
+		return rd, err
 	}
-	issued := e.SentAt
-	base := issued
-	if now.Before(base) {
-		base = now
-	}
-	state := WindowSuperseded
-	if opens {
-		state = WindowOpen
-	}
-	id, err := q.InsertReplyWindow(ctx, dbq.InsertReplyWindowParams{
-		AccountKey: account.AccountKey, PeerID: e.PeerID, AccountGeneration: account.Generation,
-		SourceMessageKey: ie.key, SourceInboxSeq: ie.seq, ProviderMessageID: e.ProviderMessageID,
-		ProviderSeq: e.ProviderSeq, IssuedAt: issued, ExpiresAt: base.Add(s.limits.WindowLifetime),
-		MaxSends: s.limits.MaxSends, State: state, Now: now,
-	})
+	rows, err := batchRows[dbq.PageKnownMessagesRow](known)
 	if err != nil {
-		return nil, err
+		return rd, err
 	}
-	ie.windowID = id
-	pageWindows[id] = true
-	if opens {
-		sealed, err := s.keys.Seal(sealing.PurposeContextToken, contextTokenBinding(ie.key), e.ContextToken)
-		if err != nil {
-			return nil, &Error{Code: CodeInternal, Msg: "seal context token", Err: err}
-		}
-		if err := q.InsertWindowSecret(ctx, dbq.InsertWindowSecretParams{
-			ReplyWindowID: id, KeyGeneration: sealed.KeyGeneration, Nonce: sealed.Nonce,
-			Ciphertext: sealed.Ciphertext, UpdatedAt: now,
-		}); err != nil {
-			return nil, err
-		}
+	rd.known = make(map[string]dbq.PageKnownMessagesRow, len(rows))
+	for _, r := range rows {
+		rd.known[r.MessageKey] = r
 	}
-	return retired, nil
+	if rd.backlog, err = batchRows[dbq.ReceivedBacklogRow](backlog); err != nil {
+		return rd, err
+	}
+	rd.images, err = batchRows[dbq.ReceivedBacklogImagesRow](images)
+	return rd, err
 }
 
-// mergeIntoDeliverable merges the page's other new messages and the conversation's
-// earlier undelivered backlog into the deliverable message: summaries (backlog in inbox
-// order, then this page in provider order, capped), and the latest images (the
-// deliverable's own first) renumbered 0..3. It returns how many backlog messages it absorbed.
-func (s *Store) mergeIntoDeliverable(ctx context.Context, q *dbq.Queries, now time.Time, accountKey, peer string,
-	d *insertedEntry, inserted []*insertedEntry) (int, error) {
-	backlog, err := q.ReceivedBacklog(ctx, accountKey, peer, d.seq)
-	if err != nil {
-		return 0, err
+// newEntries deduplicates the page against the inbox and itself: an entry already stored
+// must match the stored identity and own a reply window (dedupe_invariant otherwise).
+func newEntries(in PageInput, rd pageRead, res *PageResult) ([]*newEntry, error) {
+	var news []*newEntry
+	seen := make(map[string]bool, len(in.Entries))
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		key := MessageKey(in.AccountKey, e.ProviderMessageID)
+		if seen[key] { // earlier in this page: same identity, and it gets its window
+			res.Duplicates++
+			continue
+		}
+		seen[key] = true
+		if stored, ok := rd.known[key]; ok {
+			if stored.AccountKey != in.AccountKey || stored.ProviderMessageID != e.ProviderMessageID || stored.PeerID != e.PeerID {
+				return nil, fail(CodeDedupeInvariant, "duplicate message conflicts with the stored identity")
+			}
+			if !stored.Windowed {
+				return nil, fail(CodeDedupeInvariant, "duplicate message has no reply window")
+			}
+			res.Duplicates++
+			continue
+		}
+		deferred := in.DeferredBefore != nil && e.SentAt.Before(*in.DeferredBefore)
+		if deferred {
+			res.Deferred++
+		}
+		news = append(news, &newEntry{key: key, entry: e, deferred: deferred,
+			order: orderKey{providerSeq: e.ProviderSeq, sentAt: e.SentAt, providerID: e.ProviderMessageID, pageIndex: i}})
 	}
-	var backlogKeys []string
+	return news, nil
+}
+
+// placeWindows gives each new message's window its state, taking the messages in page
+// order: a message opens its window when the conversation has no open window or it is
+// newer than the open one (supersedes), and the window it replaces is retired as
+// superseded; otherwise its window is born superseded (no reason, no context token). It
+// reports whether the window open before the page is retired, and the message that owns
+// the open window after the page when that is a new one (the deliverable).
+func placeWindows(open *dbq.ReplyWindow, news []*newEntry) (retireOpen bool, owner *newEntry) {
+	var cur orderKey
+	if open != nil {
+		cur = orderKey{providerSeq: open.ProviderSeq, sentAt: open.IssuedAt, providerID: open.ProviderMessageID}
+	}
+	for _, n := range news {
+		if (open != nil || owner != nil) && !supersedes(n.order, cur, owner != nil) {
+			n.windowState = WindowSuperseded
+			continue
+		}
+		switch {
+		case owner != nil:
+			owner.windowState, owner.retiredReason = WindowSuperseded, reasonSuperseded
+		case open != nil:
+			retireOpen = true
+		}
+		n.windowState = WindowOpen
+		owner, cur = n, n.order
+	}
+	return retireOpen, owner
+}
+
+// mergePlan is what merging into the deliverable writes besides the messages.
+type mergePlan struct {
+	payload      []byte // the deliverable's payload
+	images       dbq.InsertInboundImagesParams
+	absorbKeys   []string // backlog messages absorbed into the deliverable
+	dropImagesOf []string // backlog messages whose image rows go
+}
+
+// pageImage is one image taking part in a merge: a page image (its locator in memory) or
+// a backlog image (sealed under its message).
+type pageImage struct {
+	locator sealing.Secret
+	stored  *dbq.ReceivedBacklogImagesRow
+}
+
+// planMerge merges the page's other new messages and the conversation's earlier
+// undelivered backlog into the deliverable message: summaries (backlog in inbox order,
+// then this page in provider order, capped), and the latest images (the deliverable's
+// own first) renumbered 0..3. Only a backlog image that moves is opened and sealed again;
+// a page image is sealed once, where it ends.
+func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan, error) {
+	var plan mergePlan
+	if d == nil {
+		return plan, nil // every new message is absorbed, with its images
+	}
 	var units []mergeUnit
 	droppedImages := 0 // images earlier merges involved but did not keep
-	backlogImages := map[string]int{}
-	for _, b := range backlog {
-		backlogKeys = append(backlogKeys, b.MessageKey)
+	held := map[string]int{}
+	for i := range rd.images {
+		held[rd.images[i].MessageKey]++
+	}
+	for _, b := range rd.backlog {
+		plan.absorbKeys = append(plan.absorbKeys, b.MessageKey)
 		var p Payload
 		if err := json.Unmarshal(b.Payload, &p); err != nil {
-			return 0, &Error{Code: CodeInternal, Msg: "stored payload of " + b.MessageKey + " does not decode", Err: err}
+			return plan, &Error{Code: CodeInternal, Msg: "stored payload of " + b.MessageKey + " does not decode", Err: err}
 		}
 		units = append(units, unitOf(p))
-		backlogImages[b.MessageKey] = p.ImagesInvolved
+		if p.ImagesInvolved > held[b.MessageKey] {
+			droppedImages += p.ImagesInvolved - held[b.MessageKey]
+		}
+		if held[b.MessageKey] > 0 {
+			plan.dropImagesOf = append(plan.dropImagesOf, b.MessageKey)
+		}
 	}
-	absorbed, err := q.AbsorbMessages(ctx, now, backlogKeys)
-	if err != nil {
-		return 0, err
-	}
-	page := append([]*insertedEntry(nil), inserted...)
+	page := append([]*newEntry(nil), news...)
 	sortEntries(page)
-	for _, ie := range page {
-		units = append(units, unitOf(ie.entry.Payload))
+	for _, n := range page {
+		units = append(units, unitOf(n.entry.Payload))
 	}
-
-	mergeKeys := append([]string(nil), backlogKeys...)
-	for _, ie := range inserted {
-		mergeKeys = append(mergeKeys, ie.key)
+	// Images in merge order: the deliverable's own by position, then the newest message's.
+	var images []pageImage
+	appendOwn := func(e *PageEntry) {
+		own := append([]ImageLocator(nil), e.Images...)
+		slices.SortFunc(own, func(a, b ImageLocator) int { return int(a.Position - b.Position) })
+		for _, img := range own {
+			images = append(images, pageImage{locator: img.Locator})
+		}
 	}
-	images, err := q.ImagesOfMessages(ctx, mergeKeys, d.key)
-	if err != nil {
-		return 0, err
+	appendOwn(d.entry)
+	for i := len(news) - 1; i >= 0; i-- {
+		if news[i] != d {
+			appendOwn(news[i].entry)
+		}
+	}
+	for i := range rd.images {
+		images = append(images, pageImage{stored: &rd.images[i]})
 	}
 	if len(units) <= 1 && len(images) == 0 {
-		return int(absorbed), nil
-	}
-	held := map[string]int{}
-	for _, img := range images {
-		held[img.MessageKey]++
-	}
-	for key, involved := range backlogImages {
-		if involved > held[key] {
-			droppedImages += involved - held[key]
-		}
-	}
-	kept := images
-	if len(kept) > maxKeptImages {
-		kept = kept[:maxKeptImages]
-	}
-	opened := make([]sealing.Secret, len(kept))
-	for i, img := range kept {
-		opened[i], err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(img.MessageKey, img.Position),
-			sealing.Sealed{KeyGeneration: img.KeyGeneration, Nonce: img.Nonce, Ciphertext: img.Ciphertext})
+		var err error
+		plan.payload, err = json.Marshal(d.entry.Payload)
 		if err != nil {
-			return 0, &Error{Code: CodeInternal, Msg: "open image locator for merge", Err: err}
+			return plan, fail(CodeInvalidInput, "payload does not encode")
 		}
+		return plan, nil
 	}
-	if _, err := q.DeleteImagesOfMessages(ctx, mergeKeys); err != nil {
-		return 0, err
-	}
+	kept := images[:min(len(images), maxKeptImages)]
 	involved := len(images) + droppedImages
 	mt := mergeTexts(units, involved, s.limits.MaxMergedSummaryBytes)
 	merged := Payload{Summary: mt.summary, Body: mt.body, Merged: mt.messages, Omitted: mt.omitted}
@@ -474,23 +526,77 @@ func (s *Store) mergeIntoDeliverable(ctx context.Context, q *dbq.Queries, now ti
 			merged.Attachments = append(merged.Attachments, a)
 		}
 	}
-	for i, loc := range opened {
-		if err := s.insertImage(ctx, q, now, d.key, int32(i), accountKey, peer, loc); err != nil {
-			return 0, err
+	for i, img := range kept {
+		loc := img.locator
+		if img.stored != nil {
+			var err error
+			loc, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(img.stored.MessageKey, img.stored.Position),
+				sealing.Sealed{KeyGeneration: img.stored.KeyGeneration, Nonce: img.stored.Nonce, Ciphertext: img.stored.Ciphertext})
+			if err != nil {
+				return plan, &Error{Code: CodeInternal, Msg: "open image locator for merge", Err: err}
+			}
 		}
+		sealed, err := s.keys.Seal(sealing.PurposeImageLocator, imageBinding(d.key, int32(i)), loc)
+		if err != nil {
+			return plan, &Error{Code: CodeInternal, Msg: "seal image locator", Err: err}
+		}
+		plan.images.Positions = append(plan.images.Positions, int32(i))
+		plan.images.KeyGenerations = append(plan.images.KeyGenerations, sealed.KeyGeneration)
+		plan.images.Nonces = append(plan.images.Nonces, sealed.Nonce)
+		plan.images.Ciphertexts = append(plan.images.Ciphertexts, sealed.Ciphertext)
 		merged.Attachments = append(merged.Attachments, Attachment{Kind: "image", Position: i})
 	}
-	body, err := json.Marshal(merged)
-	if err != nil {
-		return 0, &Error{Code: CodeInternal, Msg: "encode merged payload", Err: err}
+	var err error
+	if plan.payload, err = json.Marshal(merged); err != nil {
+		return plan, &Error{Code: CodeInternal, Msg: "encode merged payload", Err: err}
 	}
-	if _, err := q.SetMessagePayload(ctx, body, now, d.key); err != nil {
-		return 0, err
-	}
-	return int(absorbed), nil
+	return plan, nil
 }
 
-func sortEntries(es []*insertedEntry) {
+// insertParams is the one statement that inserts the page's new messages, their windows
+// and the sealed context token of the window left open.
+func (s *Store) insertParams(now time.Time, accountKey string, account dbq.Account, news []*newEntry, d *newEntry, plan mergePlan) (dbq.InsertPageMessagesParams, error) {
+	p := dbq.InsertPageMessagesParams{
+		AccountKey: accountKey, PeerID: account.OwnerPeerID, AccountGeneration: account.Generation,
+		MaxSends: s.limits.MaxSends, Now: now,
+	}
+	for _, n := range news {
+		e := n.entry
+		status, deferred, payload := MessageAbsorbed, false, ""
+		if n == d {
+			status, deferred, payload = MessageReceived, n.deferred, string(plan.payload)
+		}
+		seq := int64(-1)
+		if e.ProviderSeq != nil {
+			seq = *e.ProviderSeq
+		}
+		base := e.SentAt
+		if now.Before(base) {
+			base = now
+		}
+		p.MessageKeys = append(p.MessageKeys, n.key)
+		p.ProviderMessageIds = append(p.ProviderMessageIds, e.ProviderMessageID)
+		p.SentAts = append(p.SentAts, e.SentAt)
+		p.Statuses = append(p.Statuses, status)
+		p.Deferreds = append(p.Deferreds, deferred)
+		p.Payloads = append(p.Payloads, payload)
+		p.ProviderSeqs = append(p.ProviderSeqs, seq)
+		p.ExpiresAts = append(p.ExpiresAts, base.Add(s.limits.WindowLifetime))
+		p.WindowStates = append(p.WindowStates, n.windowState)
+		p.RetiredReasons = append(p.RetiredReasons, n.retiredReason)
+	}
+	if d != nil {
+		sealed, err := s.keys.Seal(sealing.PurposeContextToken, contextTokenBinding(d.key), d.entry.ContextToken)
+		if err != nil {
+			return p, &Error{Code: CodeInternal, Msg: "seal context token", Err: err}
+		}
+		p.OpenMessageKey = d.key
+		p.SecretKeyGeneration, p.SecretNonce, p.SecretCiphertext = sealed.KeyGeneration, sealed.Nonce, sealed.Ciphertext
+	}
+	return p, nil
+}
+
+func sortEntries(es []*newEntry) {
 	// insertion sort: pages are small and the comparison is not a strict weak order
 	// across mixed sequence presence, so keep it stable and simple.
 	for i := 1; i < len(es); i++ {

@@ -35,11 +35,15 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 	var sess Session
 	var msg Message
 	err := s.inTx(ctx, "open agent session", func(q *dbq.Queries) error {
-		w, err := q.LockReplyWindow(ctx, in.ReplyWindowID)
+		w, err := lockWindow(ctx, q, in.ReplyWindowID)
 		if err != nil {
 			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
 		}
-		if err := checkWindowUsable(ctx, q, now, w); err != nil {
+		a, err := q.GetAccount(ctx, w.AccountKey)
+		if err != nil {
+			return err
+		}
+		if err := checkWindowUsable(now, w, a); err != nil {
 			return err
 		}
 		m, err := q.LockInboundMessage(ctx, w.SourceMessageKey)
@@ -76,8 +80,9 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 }
 
 // checkWindowUsable is the one rule for whether a window accepts work: it is open and not
-// expired, and its account is active at the window's generation.
-func checkWindowUsable(ctx context.Context, q *dbq.Queries, now time.Time, w dbq.ReplyWindow) error {
+// expired, and its account (a is the window's account) is active at the window's
+// generation.
+func checkWindowUsable(now time.Time, w dbq.ReplyWindow, a dbq.Account) error {
 	switch {
 	case w.State == WindowExpired:
 		return fail(CodeReplyWindowExpired, "reply window has expired")
@@ -85,67 +90,84 @@ func checkWindowUsable(ctx context.Context, q *dbq.Queries, now time.Time, w dbq
 		return fail(CodeReplyWindowInactive, "reply window is %s", w.State)
 	case !now.Before(w.ExpiresAt):
 		return fail(CodeReplyWindowExpired, "reply window has expired")
-	}
-	a, err := q.GetAccount(ctx, w.AccountKey)
-	if err != nil {
-		return err
-	}
-	if a.Status != AccountActive {
+	case a.Status != AccountActive:
 		return fail(CodeAccountNotActive, "account is %s", a.Status)
-	}
-	if a.Generation != w.AccountGeneration {
+	case a.Generation != w.AccountGeneration:
 		return fail(CodeGenerationConflict, "account generation changed")
 	}
 	return nil
 }
 
-// sessionWindow resolves a session token to its session and locks its window, then
-// checks, in this order: the session is bound to the window; the window accepts work
-// (checkWindowUsable, so a late agent hears "expired" rather than "invalid session");
-// the session itself is live (not closed, not past its own expiry, its message
-// processing). On a rule error the session and window found so far are returned too.
-func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef) (dbq.AgentSession, dbq.ReplyWindow, error) {
-	var row dbq.SessionByTokenHashRow
+// findSession resolves a session reference to its session and its message's status.
+func findSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (dbq.SessionByTokenHashRow, error) {
 	switch {
 	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
 		r, err := q.SessionByTokenHash(ctx, tokenHash(ref.Token.Reveal()))
-		if err != nil {
-			return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
-		}
-		row = r
+		return r, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
 	case ref.Token.IsZero() && ref.ID != "":
 		id, err := uuid.Parse(ref.ID)
 		if err != nil {
-			return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is not valid")
+			return dbq.SessionByTokenHashRow{}, fail(CodeInvalidAgentSession, "agent session is not valid")
 		}
 		r, err := q.SessionByID(ctx, id)
-		if err != nil {
-			return dbq.AgentSession{}, dbq.ReplyWindow{}, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
-		}
-		row = dbq.SessionByTokenHashRow(r)
-	default:
-		return dbq.AgentSession{}, dbq.ReplyWindow{}, fail(CodeInvalidAgentSession, "agent session is required")
+		return dbq.SessionByTokenHashRow(r), notFound(err, CodeInvalidAgentSession, "agent session is not valid")
 	}
-	sess := row.AgentSession
-	// Lock order everywhere: account, then window, then attempts (CommitPage and
-	// retirement take them in that order; another order deadlocks against them).
-	if _, err := q.LockAccount(ctx, sess.AccountKey); err != nil {
-		return sess, dbq.ReplyWindow{}, err
+	return dbq.SessionByTokenHashRow{}, fail(CodeInvalidAgentSession, "agent session is required")
+}
+
+// sessionLocks are the locks of a session's account and window, queued so that the
+// caller's own reads travel in the same round trip. Lock order everywhere: account, then
+// window, then attempts (CommitPage and retirement take them in that order; another order
+// deadlocks against them).
+type sessionLocks struct {
+	row     dbq.SessionByTokenHashRow
+	account *dbq.LockAccountBatchResults
+	window  *dbq.LockReplyWindowBatchResults
+}
+
+func queueSessionLocks(ctx context.Context, q *dbq.Queries, row dbq.SessionByTokenHashRow) sessionLocks {
+	return sessionLocks{
+		row:     row,
+		account: q.LockAccount(ctx, []string{row.AgentSession.AccountKey}),
+		window:  q.LockReplyWindow(ctx, []int64{row.AgentSession.ReplyWindowID}),
 	}
-	w, err := q.LockReplyWindow(ctx, sess.ReplyWindowID)
+}
+
+// check reads the locks and checks, in this order: the session is bound to the window;
+// the window accepts work (checkWindowUsable, so a late agent hears "expired" rather than
+// "invalid session"); the session itself is live (not closed, not past its own expiry,
+// its message processing). On a rule error the window and account are returned too.
+func (l sessionLocks) check(now time.Time) (dbq.ReplyWindow, dbq.Account, error) {
+	a, err := batchRow[dbq.Account](l.account)
 	if err != nil {
-		return sess, w, err
+		return dbq.ReplyWindow{}, a, err
 	}
+	w, err := batchRow[dbq.ReplyWindow](l.window)
+	if err != nil {
+		return w, a, err
+	}
+	sess := l.row.AgentSession
 	if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
-		return sess, w, fail(CodeInvalidAgentSession, "agent session does not match its window")
+		return w, a, fail(CodeInvalidAgentSession, "agent session does not match its window")
 	}
-	if err := checkWindowUsable(ctx, q, now, w); err != nil {
-		return sess, w, err
+	if err := checkWindowUsable(now, w, a); err != nil {
+		return w, a, err
 	}
-	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || row.MessageStatus != MessageProcessing {
-		return sess, w, fail(CodeInvalidAgentSession, "agent session is not active")
+	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || l.row.MessageStatus != MessageProcessing {
+		return w, a, fail(CodeInvalidAgentSession, "agent session is not active")
 	}
-	return sess, w, nil
+	return w, a, nil
+}
+
+// sessionWindow resolves a session reference, locks its account and window and checks
+// every session and window rule (sessionLocks.check).
+func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef) (dbq.AgentSession, dbq.ReplyWindow, error) {
+	row, err := findSession(ctx, q, ref)
+	if err != nil {
+		return dbq.AgentSession{}, dbq.ReplyWindow{}, err
+	}
+	w, _, err := queueSessionLocks(ctx, q, row).check(now)
+	return row.AgentSession, w, err
 }
 
 // SessionRef names an agent session: by its bearer token (the agent's capability, checked

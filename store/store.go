@@ -44,11 +44,23 @@ func New(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits) (*Store, erro
 func (s *Store) Limits() Limits { return s.limits }
 
 // inTx runs fn in one transaction and commits it when fn returns nil. Any error rolls the
-// whole transaction back and is returned as a store error.
+// whole transaction back and is returned as a store error. The transaction is a pipeline
+// (pipeline.go): BEGIN travels with the first statement, and batch-queued statements
+// travel together.
 func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbq.Queries) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(dbq.New(tx))
-	})
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return wrapDB(op, err)
+	}
+	defer conn.Release() // a connection left inside a transaction is destroyed, not reused
+	p := newPipeline(ctx, conn)
+	err = fn(dbq.New(p))
+	if err == nil {
+		err = p.commit(ctx)
+	}
+	if err != nil {
+		p.abort(ctx)
+	}
 	return wrapDB(op, err)
 }
 

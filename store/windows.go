@@ -9,27 +9,25 @@ import (
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
-// retireWindow is the one place a window leaves the open state: its pending attempts
-// fail, its agent sessions close, its reservation drops to zero and its sealed context
-// token is deleted, all in the caller's transaction. Retiring a window that is no longer
-// open changes nothing.
-func retireWindow(ctx context.Context, q *dbq.Queries, now time.Time, windowID int64, state, reason string) error {
-	if _, err := q.FailPendingAttemptsOfWindow(ctx, dbq.FailPendingAttemptsOfWindowParams{
-		ReplyWindowID: windowID, ErrorCode: reason, ErrorMessage: "reply window retired before transmission",
-		FailType: FailRetired, Now: now,
-	}); err != nil {
-		return err
+// retireWindows is the one place windows leave the open state (queries/windows.sql,
+// RetireWindows): their pending attempts fail, their agent sessions close, their
+// reservations drop to zero and their sealed context tokens are deleted, all in the
+// caller's transaction. Windows no longer open are left alone. It returns the windows
+// it retired, as they are now.
+func retireWindows(ctx context.Context, q *dbq.Queries, now time.Time, windowIDs []int64, state, reason string) ([]dbq.ReplyWindow, error) {
+	return batchRows[dbq.ReplyWindow](q.RetireWindows(ctx, []dbq.RetireWindowsParams{{
+		ReplyWindowIds: windowIDs, State: state, Reason: reason, Now: now,
+	}}))
+}
+
+// openContextToken opens the sealed context token of a window.
+func (s *Store) openContextToken(w dbq.ReplyWindow, sec dbq.ReplyWindowSecret) (sealing.Secret, error) {
+	token, err := s.keys.Open(sealing.PurposeContextToken, contextTokenBinding(w.SourceMessageKey),
+		sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
+	if err != nil {
+		return sealing.Secret{}, &Error{Code: CodeInternal, Msg: "open context token", Err: err}
 	}
-	if _, err := q.CloseWindowSessions(ctx, now, windowID); err != nil {
-		return err
-	}
-	if _, err := q.RetireReplyWindow(ctx, dbq.RetireReplyWindowParams{
-		ReplyWindowID: windowID, State: state, Reason: reason, Now: now,
-	}); err != nil {
-		return err
-	}
-	_, err := q.DeleteWindowSecret(ctx, windowID)
-	return err
+	return token, nil
 }
 
 func contextTokenBinding(sourceMessageKey string) string { return sourceMessageKey }
@@ -42,7 +40,7 @@ func imageBinding(messageKey string, position int32) string {
 func (s *Store) GetWindow(ctx context.Context, windowID int64) (Window, error) {
 	var out Window
 	err := s.read(ctx, "get window", func(q *dbq.Queries) error {
-		row, err := q.GetReplyWindow(ctx, windowID)
+		row, err := batchRow[dbq.ReplyWindow](q.GetReplyWindow(ctx, []int64{windowID}))
 		if err != nil {
 			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
 		}
@@ -110,21 +108,19 @@ type WindowSecret struct {
 func (s *Store) GetWindowSecret(ctx context.Context, windowID int64) (WindowSecret, error) {
 	var out WindowSecret
 	err := s.inTx(ctx, "get window secret", func(q *dbq.Queries) error {
-		row, err := q.GetReplyWindow(ctx, windowID)
+		window := q.GetReplyWindow(ctx, []int64{windowID})
+		secret := q.GetWindowSecret(ctx, []int64{windowID})
+		row, err := batchRow[dbq.ReplyWindow](window)
 		if err != nil {
 			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
 		}
 		out.Window = windowFrom(row)
-		sec, err := q.GetWindowSecret(ctx, windowID)
+		sec, err := batchRow[dbq.ReplyWindowSecret](secret)
 		if err != nil {
 			return notFound(err, CodeReplyWindowInactive, "reply window holds no context token")
 		}
-		out.ContextToken, err = s.keys.Open(sealing.PurposeContextToken, contextTokenBinding(row.SourceMessageKey),
-			sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
-		if err != nil {
-			return &Error{Code: CodeInternal, Msg: "open context token", Err: err}
-		}
-		return nil
+		out.ContextToken, err = s.openContextToken(row, sec)
+		return err
 	})
 	return out, err
 }
@@ -160,7 +156,7 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 	}
 	var out Window
 	err := s.inTx(ctx, "expire window", func(q *dbq.Queries) error {
-		row, err := q.LockReplyWindow(ctx, windowID)
+		row, err := lockWindow(ctx, q, windowID)
 		if err != nil {
 			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
 		}
@@ -168,12 +164,14 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 			if now.Before(row.ExpiresAt) {
 				return fail(CodeInvalidInput, "reply window expires at %s, not yet", row.ExpiresAt.UTC().Format(time.RFC3339))
 			}
-			if err := retireWindow(ctx, q, now, windowID, WindowExpired, "reply_window_expired"); err != nil {
+			retired, err := retireWindows(ctx, q, now, []int64{windowID}, WindowExpired, "reply_window_expired")
+			if err != nil {
 				return err
 			}
-			if row, err = q.GetReplyWindow(ctx, windowID); err != nil {
-				return err
+			if len(retired) != 1 {
+				return fail(CodeInternal, "locked open window was not retired")
 			}
+			row = retired[0]
 		}
 		out = windowFrom(row)
 		return nil

@@ -50,35 +50,6 @@ func (q *Queries) BumpAccountGeneration(ctx context.Context, arg BumpAccountGene
 	return result.RowsAffected(), nil
 }
 
-const compareAndSetCursor = `-- name: CompareAndSetCursor :execrows
-UPDATE accounts
-SET cursor = $1, cursor_updated_at = $2::timestamptz, last_poll_at = $2::timestamptz
-WHERE account_key = $3 AND generation = $4
-  AND status = 'active' AND cursor = $5
-`
-
-type CompareAndSetCursorParams struct {
-	NextCursor     string
-	Now            time.Time
-	AccountKey     string
-	Generation     int32
-	ExpectedCursor string
-}
-
-func (q *Queries) CompareAndSetCursor(ctx context.Context, arg CompareAndSetCursorParams) (int64, error) {
-	result, err := q.db.Exec(ctx, compareAndSetCursor,
-		arg.NextCursor,
-		arg.Now,
-		arg.AccountKey,
-		arg.Generation,
-		arg.ExpectedCursor,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const countActiveAccounts = `-- name: CountActiveAccounts :one
 SELECT count(*) FROM accounts WHERE status = 'active'
 `
@@ -114,24 +85,6 @@ func (q *Queries) GetAccount(ctx context.Context, accountKey string) (Account, e
 		&i.UpdatedAt,
 		&i.LastSendAt,
 		&i.SendsBlockedUntil,
-	)
-	return i, err
-}
-
-const getAccountSecret = `-- name: GetAccountSecret :one
-SELECT account_key, account_generation, key_generation, nonce, ciphertext, updated_at FROM account_secrets WHERE account_key = $1
-`
-
-func (q *Queries) GetAccountSecret(ctx context.Context, accountKey string) (AccountSecret, error) {
-	row := q.db.QueryRow(ctx, getAccountSecret, accountKey)
-	var i AccountSecret
-	err := row.Scan(
-		&i.AccountKey,
-		&i.AccountGeneration,
-		&i.KeyGeneration,
-		&i.Nonce,
-		&i.Ciphertext,
-		&i.UpdatedAt,
 	)
 	return i, err
 }
@@ -288,34 +241,6 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 	return items, nil
 }
 
-const lockAccount = `-- name: LockAccount :one
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
-`
-
-func (q *Queries) LockAccount(ctx context.Context, accountKey string) (Account, error) {
-	row := q.db.QueryRow(ctx, lockAccount, accountKey)
-	var i Account
-	err := row.Scan(
-		&i.AccountKey,
-		&i.ProviderAccountID,
-		&i.OwnerPeerID,
-		&i.BaseUrl,
-		&i.Generation,
-		&i.Status,
-		&i.StatusReason,
-		&i.PauseUntil,
-		&i.LastPollAt,
-		&i.Cursor,
-		&i.CursorUpdatedAt,
-		&i.ReplacedBy,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.LastSendAt,
-		&i.SendsBlockedUntil,
-	)
-	return i, err
-}
-
 const recordPoll = `-- name: RecordPoll :execrows
 UPDATE accounts SET last_poll_at = $1::timestamptz
 WHERE account_key = $2 AND generation = $3 AND status = 'active'
@@ -360,15 +285,6 @@ func (q *Queries) SetAccountStatus(ctx context.Context, arg SetAccountStatusPara
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const touchLastSend = `-- name: TouchLastSend :exec
-UPDATE accounts SET last_send_at = $1::timestamptz WHERE account_key = $2
-`
-
-func (q *Queries) TouchLastSend(ctx context.Context, now time.Time, accountKey string) error {
-	_, err := q.db.Exec(ctx, touchLastSend, now, accountKey)
-	return err
 }
 
 const upsertAccountSecret = `-- name: UpsertAccountSecret :exec

@@ -7,42 +7,8 @@ package dbq
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 )
-
-const attemptByRequest = `-- name: AttemptByRequest :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 AND request_id = $2
-`
-
-func (q *Queries) AttemptByRequest(ctx context.Context, sourceMessageKey string, requestID *string) (SendAttempt, error) {
-	row := q.db.QueryRow(ctx, attemptByRequest, sourceMessageKey, requestID)
-	var i SendAttempt
-	err := row.Scan(
-		&i.AttemptID,
-		&i.ClientMessageID,
-		&i.SourceMessageKey,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.ReplyWindowID,
-		&i.SendIndex,
-		&i.WindowSendIndex,
-		&i.Source,
-		&i.ContentType,
-		&i.Payload,
-		&i.Metadata,
-		&i.Fingerprint,
-		&i.Status,
-		&i.ProviderMessageID,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.FailType,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.RequestID,
-	)
-	return i, err
-}
 
 const countAttemptsByStatus = `-- name: CountAttemptsByStatus :many
 SELECT status, count(*)::integer AS attempts FROM send_attempts
@@ -136,92 +102,6 @@ func (q *Queries) GetSendAttempt(ctx context.Context, attemptID string) (SendAtt
 	return i, err
 }
 
-const insertSendAttempt = `-- name: InsertSendAttempt :one
-INSERT INTO send_attempts (
-    attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
-    send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
-    error_code, error_message, fail_type, request_id, created_at, updated_at
-) VALUES (
-    $1, $2, $3, $4,
-    $5, $6, $7, $8,
-    $9, $10, $11, $12, $13,
-    $14, $15, $16, $17, $18,
-    $19, $19
-)
-RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
-`
-
-type InsertSendAttemptParams struct {
-	AttemptID        string
-	ClientMessageID  string
-	SourceMessageKey string
-	AccountKey       string
-	PeerID           string
-	ReplyWindowID    int64
-	SendIndex        int32
-	WindowSendIndex  int32
-	Source           string
-	ContentType      string
-	Payload          json.RawMessage
-	Metadata         json.RawMessage
-	Fingerprint      string
-	Status           string
-	ErrorCode        string
-	ErrorMessage     string
-	FailType         string
-	RequestID        *string
-	Now              time.Time
-}
-
-func (q *Queries) InsertSendAttempt(ctx context.Context, arg InsertSendAttemptParams) (SendAttempt, error) {
-	row := q.db.QueryRow(ctx, insertSendAttempt,
-		arg.AttemptID,
-		arg.ClientMessageID,
-		arg.SourceMessageKey,
-		arg.AccountKey,
-		arg.PeerID,
-		arg.ReplyWindowID,
-		arg.SendIndex,
-		arg.WindowSendIndex,
-		arg.Source,
-		arg.ContentType,
-		arg.Payload,
-		arg.Metadata,
-		arg.Fingerprint,
-		arg.Status,
-		arg.ErrorCode,
-		arg.ErrorMessage,
-		arg.FailType,
-		arg.RequestID,
-		arg.Now,
-	)
-	var i SendAttempt
-	err := row.Scan(
-		&i.AttemptID,
-		&i.ClientMessageID,
-		&i.SourceMessageKey,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.ReplyWindowID,
-		&i.SendIndex,
-		&i.WindowSendIndex,
-		&i.Source,
-		&i.ContentType,
-		&i.Payload,
-		&i.Metadata,
-		&i.Fingerprint,
-		&i.Status,
-		&i.ProviderMessageID,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.FailType,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.RequestID,
-	)
-	return i, err
-}
-
 const listAttemptsOfMessage = `-- name: ListAttemptsOfMessage :many
 SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index
 `
@@ -268,51 +148,6 @@ func (q *Queries) ListAttemptsOfMessage(ctx context.Context, sourceMessageKey st
 	return items, nil
 }
 
-const lockSendAttempt = `-- name: LockSendAttempt :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE
-`
-
-func (q *Queries) LockSendAttempt(ctx context.Context, attemptID string) (SendAttempt, error) {
-	row := q.db.QueryRow(ctx, lockSendAttempt, attemptID)
-	var i SendAttempt
-	err := row.Scan(
-		&i.AttemptID,
-		&i.ClientMessageID,
-		&i.SourceMessageKey,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.ReplyWindowID,
-		&i.SendIndex,
-		&i.WindowSendIndex,
-		&i.Source,
-		&i.ContentType,
-		&i.Payload,
-		&i.Metadata,
-		&i.Fingerprint,
-		&i.Status,
-		&i.ProviderMessageID,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.FailType,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.RequestID,
-	)
-	return i, err
-}
-
-const nextSendIndex = `-- name: NextSendIndex :one
-SELECT COALESCE(MAX(send_index) + 1, 0)::integer AS next_index
-FROM send_attempts WHERE source_message_key = $1
-`
-
-func (q *Queries) NextSendIndex(ctx context.Context, sourceMessageKey string) (int32, error) {
-	row := q.db.QueryRow(ctx, nextSendIndex, sourceMessageKey)
-	var next_index int32
-	err := row.Scan(&next_index)
-	return next_index, err
-}
-
 const pendingAttemptCounts = `-- name: PendingAttemptCounts :many
 SELECT reply_window_id, count(*)::integer AS pending, min(created_at)::timestamptz AS oldest
 FROM send_attempts WHERE status = 'pending'
@@ -343,75 +178,4 @@ func (q *Queries) PendingAttemptCounts(ctx context.Context) ([]PendingAttemptCou
 		return nil, err
 	}
 	return items, nil
-}
-
-const sendingAttemptOfPeer = `-- name: SendingAttemptOfPeer :one
-SELECT attempt_id FROM send_attempts
-WHERE account_key = $1 AND peer_id = $2 AND status = 'sending'
-LIMIT 1
-`
-
-func (q *Queries) SendingAttemptOfPeer(ctx context.Context, accountKey string, peerID string) (string, error) {
-	row := q.db.QueryRow(ctx, sendingAttemptOfPeer, accountKey, peerID)
-	var attempt_id string
-	err := row.Scan(&attempt_id)
-	return attempt_id, err
-}
-
-const setAttemptStatus = `-- name: SetAttemptStatus :one
-UPDATE send_attempts
-SET status = $1, provider_message_id = $2,
-    error_code = $3, error_message = $4,
-    fail_type = $5, updated_at = $6
-WHERE attempt_id = $7 AND status = $8
-RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
-`
-
-type SetAttemptStatusParams struct {
-	Status            string
-	ProviderMessageID string
-	ErrorCode         string
-	ErrorMessage      string
-	FailType          string
-	Now               time.Time
-	AttemptID         string
-	FromStatus        string
-}
-
-func (q *Queries) SetAttemptStatus(ctx context.Context, arg SetAttemptStatusParams) (SendAttempt, error) {
-	row := q.db.QueryRow(ctx, setAttemptStatus,
-		arg.Status,
-		arg.ProviderMessageID,
-		arg.ErrorCode,
-		arg.ErrorMessage,
-		arg.FailType,
-		arg.Now,
-		arg.AttemptID,
-		arg.FromStatus,
-	)
-	var i SendAttempt
-	err := row.Scan(
-		&i.AttemptID,
-		&i.ClientMessageID,
-		&i.SourceMessageKey,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.ReplyWindowID,
-		&i.SendIndex,
-		&i.WindowSendIndex,
-		&i.Source,
-		&i.ContentType,
-		&i.Payload,
-		&i.Metadata,
-		&i.Fingerprint,
-		&i.Status,
-		&i.ProviderMessageID,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.FailType,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.RequestID,
-	)
-	return i, err
 }

@@ -7,23 +7,8 @@ package dbq
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 )
-
-const absorbMessages = `-- name: AbsorbMessages :execrows
-UPDATE inbound_messages
-SET status = 'absorbed', deferred = false, payload = NULL, updated_at = $1
-WHERE message_key = ANY($2::text[]) AND status = 'received'
-`
-
-func (q *Queries) AbsorbMessages(ctx context.Context, now time.Time, messageKeys []string) (int64, error) {
-	result, err := q.db.Exec(ctx, absorbMessages, now, messageKeys)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
 
 const countInboxByStatus = `-- name: CountInboxByStatus :many
 SELECT status, count(*) AS messages FROM inbound_messages
@@ -53,18 +38,6 @@ func (q *Queries) CountInboxByStatus(ctx context.Context, accountKey string) ([]
 		return nil, err
 	}
 	return items, nil
-}
-
-const deleteImagesOfMessages = `-- name: DeleteImagesOfMessages :execrows
-DELETE FROM inbound_images WHERE message_key = ANY($1::text[])
-`
-
-func (q *Queries) DeleteImagesOfMessages(ctx context.Context, messageKeys []string) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteImagesOfMessages, messageKeys)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const getInboundImage = `-- name: GetInboundImage :one
@@ -111,125 +84,6 @@ func (q *Queries) GetInboundMessage(ctx context.Context, messageKey string) (Inb
 	return i, err
 }
 
-const imagesOfMessages = `-- name: ImagesOfMessages :many
-SELECT image.message_key, image.position, image.account_key, image.peer_id, image.key_generation, image.nonce, image.ciphertext, image.created_at, inbound.inbox_seq FROM inbound_images AS image
-JOIN inbound_messages AS inbound USING (message_key)
-WHERE image.message_key = ANY($1::text[])
-ORDER BY CASE WHEN image.message_key = $2 THEN 0 ELSE 1 END,
-         inbound.inbox_seq DESC, image.position
-`
-
-type ImagesOfMessagesRow struct {
-	MessageKey    string
-	Position      int32
-	AccountKey    string
-	PeerID        string
-	KeyGeneration int32
-	Nonce         []byte
-	Ciphertext    []byte
-	CreatedAt     time.Time
-	InboxSeq      int64
-}
-
-func (q *Queries) ImagesOfMessages(ctx context.Context, messageKeys []string, firstKey string) ([]ImagesOfMessagesRow, error) {
-	rows, err := q.db.Query(ctx, imagesOfMessages, messageKeys, firstKey)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ImagesOfMessagesRow{}
-	for rows.Next() {
-		var i ImagesOfMessagesRow
-		if err := rows.Scan(
-			&i.MessageKey,
-			&i.Position,
-			&i.AccountKey,
-			&i.PeerID,
-			&i.KeyGeneration,
-			&i.Nonce,
-			&i.Ciphertext,
-			&i.CreatedAt,
-			&i.InboxSeq,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const insertInboundImage = `-- name: InsertInboundImage :exec
-INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-`
-
-type InsertInboundImageParams struct {
-	MessageKey    string
-	Position      int32
-	AccountKey    string
-	PeerID        string
-	KeyGeneration int32
-	Nonce         []byte
-	Ciphertext    []byte
-	CreatedAt     time.Time
-}
-
-func (q *Queries) InsertInboundImage(ctx context.Context, arg InsertInboundImageParams) error {
-	_, err := q.db.Exec(ctx, insertInboundImage,
-		arg.MessageKey,
-		arg.Position,
-		arg.AccountKey,
-		arg.PeerID,
-		arg.KeyGeneration,
-		arg.Nonce,
-		arg.Ciphertext,
-		arg.CreatedAt,
-	)
-	return err
-}
-
-const insertInboundMessage = `-- name: InsertInboundMessage :one
-INSERT INTO inbound_messages (
-    message_key, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
-    created_at, updated_at
-) VALUES (
-    $1, $2, $3, $4,
-    $5, 'received', $6, $7, $8, $8
-)
-ON CONFLICT DO NOTHING
-RETURNING inbox_seq
-`
-
-type InsertInboundMessageParams struct {
-	MessageKey        string
-	AccountKey        string
-	PeerID            string
-	ProviderMessageID string
-	SentAt            time.Time
-	Deferred          bool
-	Payload           json.RawMessage
-	Now               time.Time
-}
-
-func (q *Queries) InsertInboundMessage(ctx context.Context, arg InsertInboundMessageParams) (int64, error) {
-	row := q.db.QueryRow(ctx, insertInboundMessage,
-		arg.MessageKey,
-		arg.AccountKey,
-		arg.PeerID,
-		arg.ProviderMessageID,
-		arg.SentAt,
-		arg.Deferred,
-		arg.Payload,
-		arg.Now,
-	)
-	var inbox_seq int64
-	err := row.Scan(&inbox_seq)
-	return inbox_seq, err
-}
-
 const lockInboundMessage = `-- name: LockInboundMessage :one
 SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
 `
@@ -252,52 +106,6 @@ func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (In
 		&i.UpdatedAt,
 	)
 	return i, err
-}
-
-const receivedBacklog = `-- name: ReceivedBacklog :many
-SELECT message_key, inbox_seq, payload FROM inbound_messages
-WHERE account_key = $1 AND peer_id = $2
-  AND status = 'received' AND inbox_seq < $3
-ORDER BY inbox_seq
-`
-
-type ReceivedBacklogRow struct {
-	MessageKey string
-	InboxSeq   int64
-	Payload    json.RawMessage
-}
-
-func (q *Queries) ReceivedBacklog(ctx context.Context, accountKey string, peerID string, beforeSeq int64) ([]ReceivedBacklogRow, error) {
-	rows, err := q.db.Query(ctx, receivedBacklog, accountKey, peerID, beforeSeq)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ReceivedBacklogRow{}
-	for rows.Next() {
-		var i ReceivedBacklogRow
-		if err := rows.Scan(&i.MessageKey, &i.InboxSeq, &i.Payload); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const setMessagePayload = `-- name: SetMessagePayload :execrows
-UPDATE inbound_messages SET payload = $1, updated_at = $2
-WHERE message_key = $3 AND status = 'received'
-`
-
-func (q *Queries) SetMessagePayload(ctx context.Context, payload json.RawMessage, now time.Time, messageKey string) (int64, error) {
-	result, err := q.db.Exec(ctx, setMessagePayload, payload, now, messageKey)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const setMessageStatus = `-- name: SetMessageStatus :execrows

@@ -38,19 +38,6 @@ func (q *Queries) CloseSession(ctx context.Context, now time.Time, tokenHash []b
 	return result.RowsAffected(), nil
 }
 
-const closeWindowSessions = `-- name: CloseWindowSessions :execrows
-UPDATE agent_sessions SET closed_at = $1::timestamptz
-WHERE reply_window_id = $2 AND closed_at IS NULL
-`
-
-func (q *Queries) CloseWindowSessions(ctx context.Context, now time.Time, replyWindowID int64) (int64, error) {
-	result, err := q.db.Exec(ctx, closeWindowSessions, now, replyWindowID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const insertAgentSession = `-- name: InsertAgentSession :exec
 INSERT INTO agent_sessions (
     session_id, token_hash, source_message_key, reply_window_id, account_key, peer_id, created_at, expires_at
