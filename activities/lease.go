@@ -13,12 +13,9 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// Namespaces of the PostgreSQL advisory locks, so that a poll lease and a send lock of
-// the same account never collide.
-const (
-	pollLeaseNamespace = "ilinkflow/poll-lease"
-	sendLockNamespace  = "ilinkflow/send-lock"
-)
+// pollLeaseNamespace is the namespace of the poll leases' PostgreSQL advisory locks.
+// (Sends need no lock: the store serializes and paces them under the account's row lock.)
+const pollLeaseNamespace = "ilinkflow/poll-lease"
 
 // lockKey derives the int64 key of an advisory lock from a namespace and an account key.
 func lockKey(namespace, accountKey string) int64 {
@@ -53,24 +50,6 @@ func tryLease(ctx context.Context, pool *pgxpool.Pool, key int64) (*lease, error
 	if !ok {
 		conn.Release()
 		return nil, nil
-	}
-	return &lease{conn: conn, key: key}, nil
-}
-
-// waitLease takes the advisory lock key, waiting until it is free or ctx is done.
-func waitLease(ctx context.Context, pool *pgxpool.Pool, key int64) (*lease, error) {
-	if pool == nil {
-		return nil, errors.New("activities: no database pool for the lock")
-	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("acquire lock connection: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
-		// A cancelled wait may leave the session in doubt: never return it to the pool.
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-		return nil, fmt.Errorf("take lock: %w", err)
 	}
 	return &lease{conn: conn, key: key}, nil
 }

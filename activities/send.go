@@ -28,18 +28,21 @@ const (
 	maxErrorMessage = 2048
 )
 
-// Send runs one reply through a window: reserve (idempotent by request id), pace and
-// gate per bot, start, transmit once, complete. A transmit whose outcome is unknown
-// completes the attempt as unknown and is never re-sent; a retried activity that finds
-// its attempt already sending completes it as unknown.
+// Send runs one reply through a window: reserve (idempotent by request id) and start in
+// one transaction when nothing must wait between them, transmit once, complete. A
+// transmit whose outcome is unknown completes the attempt as unknown and is never
+// re-sent; a retried activity that finds its attempt already sending completes it as
+// unknown.
 //
 // An empty RequestID defaults to the scheduled activity's identity (run id and activity
 // id, stable across retries of that activity).
 //
-// Sends of one bot are serialized across the fleet by a PostgreSQL advisory lock (when
-// the activities have a pool) and paced by Config.SendGap from the bot's last send. A
-// store refusal (quota, expired or retired window, invalid session, invalid content) is
-// an answer (SendOutput.ErrorCode, nil error); only infrastructure failures are errors.
+// Sends of one bot are serialized and paced by the store, under the account's row lock:
+// a send starts only when the bot's breaker is closed, Config.SendGap has passed since
+// its last send and no other send to the peer is in flight; otherwise the attempt stays
+// reserved and the activity waits for its turn. A store refusal (quota, expired or
+// retired window, invalid session, invalid content) is an answer (SendOutput.ErrorCode,
+// nil error); only infrastructure failures are errors.
 func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
 	cfg := a.cfg()
 	ref := store.BySessionID(in.SessionID)
@@ -56,71 +59,47 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		stop := heartbeat(ctx, cfg.HeartbeatEvery, func() any { return nil })
 		defer stop()
 	}
-	if in.ReplyWindowID != 0 {
-		sess, err := a.Store.ValidateSession(ctx, now(), ref)
-		if err == nil && sess.ReplyWindowID != in.ReplyWindowID {
-			err = &store.Error{Code: store.CodeInvalidAgentSession, Msg: "the agent session belongs to another reply window"}
-		}
-		if err != nil {
-			return a.refusal("validate session", err)
-		}
-	}
-	att, err := a.Store.ReserveReply(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content, RequestID: requestID})
+	pacing := store.SendPacing{Gap: cfg.SendGap}
+	prep, err := a.Store.ReserveAndStart(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content,
+		RequestID: requestID, ReplyWindowID: in.ReplyWindowID}, pacing)
 	if err != nil {
 		return a.refusal("reserve reply", err)
 	}
+	att := prep.Attempt
 	log := a.log().With("account", att.AccountKey, "attempt", att.AttemptID, "reply_window_id", att.ReplyWindowID)
-	switch att.Status {
-	case store.AttemptPending:
-	case store.AttemptSending:
+	switch {
+	case prep.Started != nil:
+	case att.Status == store.AttemptSending:
 		// Started by an earlier execution that never recorded the outcome: the request
 		// may have reached iLink, so it is never sent again.
 		log.Warn("attempt found sending after a retry; outcome unknown")
 		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: store.AttemptUnknown,
 			ErrorCode: SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
+	case att.Status != store.AttemptPending:
+		return a.output(prep.Window, att, prep.BlockedUntil), nil
 	default:
-		return a.output(ctx, att), nil
-	}
-
-	if a.Pool != nil {
-		lock, err := waitLease(ctx, a.Pool, lockKey(sendLockNamespace, att.AccountKey))
-		if err != nil {
-			return SendOutput{}, err // the attempt stays pending; a retry resumes it
+		if prep, err = a.awaitStart(ctx, ref, prep, pacing); err != nil {
+			return a.releaseOr(ctx, att, "start reply", err)
 		}
-		defer lock.release(ctx)
-	}
-
-	acct, err := a.Store.GetAccountWithSecret(ctx, att.AccountKey)
-	if err != nil {
-		return a.releaseOr(ctx, att, "read account", err)
-	}
-	if until := acct.SendsBlockedUntil; until != nil && now().Before(*until) {
-		return a.release(ctx, att, SendThrottled)
-	}
-	if last := acct.LastSendAt; last != nil {
-		if err := wait(ctx, time.Until(last.Add(cfg.SendGap))); err != nil {
-			return SendOutput{}, err
+		if prep.Started == nil { // the breaker is open
+			return a.release(ctx, att, SendThrottled, prep.BlockedUntil)
 		}
 	}
-	cl, err := a.botClient(acct)
+	st := prep.Started
+	cl, err := a.botClient(st.Account)
 	if err != nil {
 		log.Error("no iLink client for the account", "error", err)
-		return a.release(ctx, att, SendNotSent)
-	}
-	ws, err := a.Store.GetWindowSecret(ctx, att.ReplyWindowID)
-	if err != nil {
-		return a.releaseOr(ctx, att, "read window", err)
-	}
-	if _, err := a.Store.StartReply(ctx, now(), ref, att.AttemptID); err != nil {
-		return a.releaseOr(ctx, att, "start reply", err)
+		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: store.AttemptFailed,
+			FailType: store.FailTransport, ErrorCode: SendNotSent, ErrorMessage: "no iLink client for the account"})
 	}
 
 	// From here on the request may leave: the outcome is recorded, never retried.
 	res, sendErr := cl.SendItem(ctx, ilink.SendOptions{
-		ToUserID: att.PeerID, ContextToken: ilink.Secret(ws.ContextToken.Reveal()), ClientID: att.ClientMessageID,
+		ToUserID: att.PeerID, ContextToken: ilink.Secret(st.ContextToken.Reveal()), ClientID: att.ClientMessageID,
 	}, itemOf(att.Content))
 	at := now()
-	c, throttled := a.classify(ctx, att, ws.Window, sendErr, res, at)
+	c, throttled := a.classify(st.Window, sendErr, res, at)
+	c.AttemptID = att.AttemptID
 	if sendErr != nil {
 		log.Warn("send failed", "status", c.Status, "fail_type", c.FailType, "error", sendErr)
 	}
@@ -140,12 +119,36 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	return out, err
 }
 
+// inFlightWait is how long a send waits before it looks again whether another send to
+// the same peer (a superseded window's, or a system notice) has completed.
+const inFlightWait = 250 * time.Millisecond
+
+// awaitStart waits for a reserved attempt's turn (pacing, another send in flight) and
+// starts it. It returns with Started nil when the bot's breaker is open.
+func (a *Activities) awaitStart(ctx context.Context, ref store.SessionRef, prep store.PreparedSend, pacing store.SendPacing) (store.PreparedSend, error) {
+	for prep.Started == nil && prep.BlockedUntil == nil {
+		d := time.Until(prep.NotBefore)
+		if prep.InFlight {
+			d = max(d, inFlightWait)
+		}
+		if err := wait(ctx, d); err != nil {
+			return prep, err // the attempt stays pending; a retry resumes it
+		}
+		var err error
+		if prep, err = a.Store.StartSend(ctx, now(), ref, prep.Attempt.AttemptID, pacing); err != nil {
+			return prep, err
+		}
+	}
+	return prep, nil
+}
+
 // classify turns the outcome of one transmission into a completion. A ret -2 is judged
 // by our own bookkeeping (store.ClassifyRejection); throttled reports that the bot's
 // sends must stop for the penalty.
-func (a *Activities) classify(ctx context.Context, att store.Attempt, before store.Window, err error,
-	res *ilink.SendResult, at time.Time) (c store.Completion, throttled bool) {
-	c = store.Completion{AttemptID: att.AttemptID}
+//
+// started is the window as the start left it (its transmitted count includes this send).
+func (a *Activities) classify(started store.Window, err error, res *ilink.SendResult, at time.Time) (c store.Completion, throttled bool) {
+	c = store.Completion{}
 	if err == nil {
 		c.Status = store.AttemptSent
 		if res != nil && res.MessageID != 0 {
@@ -158,13 +161,8 @@ func (a *Activities) classify(ctx context.Context, att store.Attempt, before sto
 	errors.As(err, &ie)
 	switch code := ilink.CodeOf(err); {
 	case code == ilink.CodeRejected:
-		w, rerr := a.Store.GetWindow(ctx, att.ReplyWindowID)
-		if rerr != nil { // the started send is counted in transmitted
-			w = before
-			w.Transmitted++
-		}
 		c.Status = store.AttemptFailed
-		if store.ClassifyRejection(w, at) == store.RejectionWindow {
+		if store.ClassifyRejection(started, at) == store.RejectionWindow {
 			c.FailType, c.ErrorCode = store.FailRejected, SendRejected
 			return c, false
 		}
@@ -190,12 +188,12 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 	var err error
 	for try := 0; try < 3; try++ {
 		cctx, cancel := detached(ctx, 10*time.Second)
-		var att store.Attempt
-		att, err = a.Store.CompleteAttempt(cctx, now(), c)
+		var done store.SendOutcome
+		done, err = a.Store.CompleteSend(cctx, now(), c)
 		cancel()
 		if err == nil {
-			a.Metrics.Send(metrics.SendOutcome(att.Status, att.ErrorCode))
-			return a.output(ctx, att), nil
+			a.Metrics.Send(metrics.SendOutcome(done.Attempt.Status, done.Attempt.ErrorCode))
+			return a.output(done.Window, done.Attempt, nil), nil
 		}
 		if store.IsRuleViolation(err) {
 			break
@@ -204,31 +202,30 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 	}
 	if store.CodeOf(err) == store.CodeAttemptConflict {
 		if att, gerr := a.Store.GetAttempt(ctx, c.AttemptID); gerr == nil {
-			return a.output(ctx, att), nil
+			w, _ := a.Store.GetWindow(ctx, att.ReplyWindowID)
+			return a.output(w, att, nil), nil
 		}
 	}
 	return SendOutput{}, storeErr("complete attempt", err)
 }
 
 // release gives a pending attempt's reservation back with reason (which becomes its error
-// code) and answers with the released attempt.
-func (a *Activities) release(ctx context.Context, att store.Attempt, reason string) (SendOutput, error) {
-	if _, err := a.Store.ReleaseAttempt(ctx, now(), att.AttemptID, reason); err != nil {
+// code) and answers with the released attempt; blocked is when the bot's breaker closes
+// (for a throttled release).
+func (a *Activities) release(ctx context.Context, att store.Attempt, reason string, blocked *time.Time) (SendOutput, error) {
+	rel, err := a.Store.ReleaseSend(ctx, now(), att.AttemptID, reason)
+	if err != nil {
 		return SendOutput{}, storeErr("release attempt", err)
 	}
-	got, err := a.Store.GetAttempt(ctx, att.AttemptID)
-	if err != nil {
-		return SendOutput{}, storeErr("read attempt", err)
-	}
-	a.Metrics.Send(metrics.SendOutcome(got.Status, got.ErrorCode))
-	return a.output(ctx, got), nil
+	a.Metrics.Send(metrics.SendOutcome(rel.Attempt.Status, rel.Attempt.ErrorCode))
+	return a.output(rel.Window, rel.Attempt, blocked), nil
 }
 
 // releaseOr releases the attempt when err is a store refusal (answered with its code)
 // and returns infrastructure errors as they are (the attempt stays pending for a retry).
 func (a *Activities) releaseOr(ctx context.Context, att store.Attempt, op string, err error) (SendOutput, error) {
 	if store.IsRuleViolation(err) {
-		return a.release(ctx, att, string(store.CodeOf(err)))
+		return a.release(ctx, att, string(store.CodeOf(err)), nil)
 	}
 	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
@@ -243,20 +240,15 @@ func (a *Activities) refusal(op string, err error) (SendOutput, error) {
 	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
 
-// output describes an attempt, with its window's quota and, for a throttled one, when the
-// bot's sends resume.
-func (a *Activities) output(ctx context.Context, att store.Attempt) SendOutput {
+// output describes an attempt with its window's quota and, for a throttled one, when the
+// bot's sends resume (blocked, when known).
+func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Time) SendOutput {
 	out := SendOutput{
 		AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID, Status: att.Status,
-		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode,
+		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: w.SendsLeft(),
 	}
-	if w, err := a.Store.GetWindow(ctx, att.ReplyWindowID); err == nil {
-		out.SendsLeft = w.SendsLeft()
-	}
-	if att.ErrorCode == SendThrottled {
-		if acct, err := a.Store.GetAccount(ctx, att.AccountKey); err == nil && acct.SendsBlockedUntil != nil {
-			out.RetryAfter = *acct.SendsBlockedUntil
-		}
+	if att.ErrorCode == SendThrottled && blocked != nil {
+		out.RetryAfter = *blocked
 	}
 	return out
 }

@@ -70,10 +70,11 @@ SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = sqlc.ar
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open' AND reserved > 0
 RETURNING *;
 
--- name: ReleaseWindowReservations :execrows
+-- name: ReleaseWindowReservations :batchone
 UPDATE reply_windows
 SET reserved = reserved - sqlc.arg(released)::integer, updated_at = sqlc.arg(now)
-WHERE reply_window_id = sqlc.arg(reply_window_id) AND reserved >= sqlc.arg(released)::integer;
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND reserved >= sqlc.arg(released)::integer
+RETURNING *;
 
 -- name: GetWindowSecret :batchone
 SELECT * FROM reply_window_secrets WHERE reply_window_id = $1;

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -112,9 +113,11 @@ type PreparedSend struct {
 	// transaction; it is nil when the attempt is left pending (or was found, not made).
 	Started *SendStart
 	// NotBefore is when a pending attempt may start (the bot's pacing); BlockedUntil is
-	// set while the bot's throttle breaker is open.
+	// set while the bot's throttle breaker is open; InFlight while another send to the
+	// peer has not completed.
 	NotBefore    time.Time
 	BlockedUntil *time.Time
+	InFlight     bool
 }
 
 // SendStart is what transmitting a started attempt needs, read in the transaction that
@@ -224,7 +227,8 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		startNow := false
 		if pacing != nil {
 			out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
-			startNow = out.BlockedUntil == nil && !now.Before(out.NotBefore) && !reads.peerSending
+			out.InFlight = reads.peerSending
+			startNow = out.BlockedUntil == nil && !now.Before(out.NotBefore) && !out.InFlight
 		}
 
 		// One round trip: the window's counters, the attempt and, when it starts, the
@@ -433,23 +437,42 @@ func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, ref Ses
 // StartReply moves a pending attempt to sending and its reservation to transmitted. At
 // most one attempt per account and peer is sending at any time (send_in_progress).
 func (s *Store) StartReply(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (Attempt, error) {
-	st, err := s.StartSend(ctx, now, ref, attemptID)
-	return st.Attempt, err
+	st, err := s.start(ctx, now, ref, attemptID, nil)
+	if err != nil {
+		return Attempt{}, err
+	}
+	return st.Started.Attempt, nil
 }
 
-// StartSend is StartReply that also returns what transmitting needs (SendStart), read in
-// the same transaction.
-func (s *Store) StartSend(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (SendStart, error) {
+// StartSend starts a pending attempt when the bot may send now (pacing as in
+// ReserveAndStart, checked under the account's lock). Otherwise it changes nothing and
+// says why: PreparedSend.BlockedUntil (the breaker), NotBefore (pacing) or InFlight
+// (another send to the peer has not completed).
+func (s *Store) StartSend(ctx context.Context, now time.Time, ref SessionRef, attemptID string, pacing SendPacing) (PreparedSend, error) {
+	return s.start(ctx, now, ref, attemptID, &pacing)
+}
+
+func (s *Store) start(ctx context.Context, now time.Time, ref SessionRef, attemptID string, pacing *SendPacing) (PreparedSend, error) {
 	if err := validNow(now); err != nil {
-		return SendStart{}, err
+		return PreparedSend{}, err
 	}
-	var out SendStart
+	var out PreparedSend
 	err := s.inTx(ctx, "start reply", func(q *dbq.Queries) error {
 		w, acct, a, reads, err := pendingAttempt(ctx, q, now, ref, attemptID, true)
 		if err != nil {
 			return err
 		}
-		if reads.peerSending {
+		if out.Attempt, err = attemptFrom(a); err != nil {
+			return err
+		}
+		out.Window = windowFrom(w)
+		if pacing != nil {
+			out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
+			out.InFlight = reads.peerSending
+			if out.BlockedUntil != nil || now.Before(out.NotBefore) || out.InFlight {
+				return nil
+			}
+		} else if reads.peerSending {
 			return fail(CodeSendInProgress, "another send to this peer is in progress")
 		}
 		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
@@ -467,12 +490,13 @@ func (s *Store) StartSend(ctx context.Context, now time.Time, ref SessionRef, at
 		if err := batchExec(touched); err != nil {
 			return err
 		}
-		att, err := attemptFrom(row)
-		if err != nil {
+		if out.Attempt, err = attemptFrom(row); err != nil {
 			return err
 		}
+		out.Window = windowFrom(w)
 		acct.LastSendAt = &now
-		out, err = s.sendStart(att, w, acct, reads)
+		st, err := s.sendStart(out.Attempt, w, acct, reads)
+		out.Started = &st
 		return err
 	})
 	return out, err
@@ -573,52 +597,69 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 // ReleaseAttempt gives the reservation of a pending attempt back and fails it with the
 // reason. It reports false when the attempt is not pending (already started or ended).
 func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, reason string) (bool, error) {
+	out, err := s.ReleaseSend(ctx, now, attemptID, reason)
+	return out.Released, err
+}
+
+// Release is the outcome of ReleaseSend: the attempt and its window as they are after it.
+type Release struct {
+	SendOutcome
+	// Released is false when the attempt was not pending (already started or ended).
+	Released bool
+}
+
+// ReleaseSend is ReleaseAttempt that also returns the attempt and its window.
+func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reason string) (Release, error) {
 	if err := validNow(now); err != nil {
-		return false, err
+		return Release{}, err
 	}
 	if reason == "" {
 		reason = "cancelled_before_transmit"
 	}
 	if len(reason) > 128 {
-		return false, fail(CodeInvalidInput, "reason is too long")
+		return Release{}, fail(CodeInvalidInput, "reason is too long")
 	}
-	var released bool
+	var out Release
 	err := s.inTx(ctx, "release attempt", func(q *dbq.Queries) error {
-		ref, err := q.GetSendAttempt(ctx, attemptID)
+		// Lock order: window, then attempt (as retirement does).
+		w, err := batchRow[dbq.ReplyWindow](q.WindowOfAttempt(ctx, []string{attemptID}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		// Lock order: window, then attempt (as retirement does).
-		if _, err := lockWindow(ctx, q, ref.ReplyWindowID); err != nil {
+		window := q.LockReplyWindow(ctx, []int64{w.ReplyWindowID})
+		locked := q.LockSendAttempt(ctx, []string{attemptID})
+		if w, err = batchRow[dbq.ReplyWindow](window); err != nil {
 			return err
 		}
-		a, err := batchRow[dbq.SendAttempt](q.LockSendAttempt(ctx, []string{attemptID}))
+		a, err := batchRow[dbq.SendAttempt](locked)
 		if err != nil {
 			return err
 		}
-		if a.Status != AttemptPending {
-			return nil
-		}
-		n, err := q.ReleaseWindowReservations(ctx, 1, now, a.ReplyWindowID)
-		if err != nil {
+		out.Window = windowFrom(w)
+		if out.Attempt, err = attemptFrom(a); err != nil || a.Status != AttemptPending {
 			return err
 		}
-		if n != 1 {
-			return fail(CodeAttemptConflict, "window holds no reservation to release")
-		}
-		if _, err := batchRow[dbq.SendAttempt](q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
+		released := q.ReleaseWindowReservations(ctx, []dbq.ReleaseWindowReservationsParams{{
+			Released: 1, Now: now, ReplyWindowID: a.ReplyWindowID}})
+		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
 			AttemptID: attemptID, FromStatus: AttemptPending, Status: AttemptFailed, ErrorCode: reason,
 			ErrorMessage: "reservation released before transmission", FailType: FailReleased, Now: now,
-		}})); err != nil {
+		}})
+		if w, err = batchRow[dbq.ReplyWindow](released); err != nil {
+			return notFound(err, CodeAttemptConflict, "window holds no reservation to release")
+		}
+		if a, err = batchRow[dbq.SendAttempt](set); err != nil {
 			return err
 		}
-		released = true
-		return nil
+		out.Window = windowFrom(w)
+		out.Attempt, err = attemptFrom(a)
+		out.Released = true
+		return err
 	})
-	return released, err
+	return out, err
 }
 
 // PendingWindow is a window holding attempts reserved but not started.
@@ -692,12 +733,9 @@ func (s *Store) recoverPending(ctx context.Context, now time.Time, only map[int6
 			if failed != int64(g.Pending) {
 				return fail(CodeAttemptConflict, "pending attempts of window %d changed during recovery", g.ReplyWindowID)
 			}
-			n, err := q.ReleaseWindowReservations(ctx, g.Pending, now, g.ReplyWindowID)
-			if err != nil {
-				return err
-			}
-			if n != 1 {
-				return fail(CodeAttemptConflict, "window %d holds fewer reservations than pending attempts", g.ReplyWindowID)
+			if _, err := batchRow[dbq.ReplyWindow](q.ReleaseWindowReservations(ctx, []dbq.ReleaseWindowReservationsParams{{
+				Released: g.Pending, Now: now, ReplyWindowID: g.ReplyWindowID}})); err != nil {
+				return notFound(err, CodeAttemptConflict, fmt.Sprintf("window %d holds fewer reservations than pending attempts", g.ReplyWindowID))
 			}
 			total += int(g.Pending)
 		}

@@ -1292,6 +1292,81 @@ func (b *ReceivedBacklogImagesBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const releaseWindowReservations = `-- name: ReleaseWindowReservations :batchone
+UPDATE reply_windows
+SET reserved = reserved - $1::integer, updated_at = $2
+WHERE reply_window_id = $3 AND reserved >= $1::integer
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+`
+
+type ReleaseWindowReservationsBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type ReleaseWindowReservationsParams struct {
+	Released      int32
+	Now           time.Time
+	ReplyWindowID int64
+}
+
+func (q *Queries) ReleaseWindowReservations(ctx context.Context, arg []ReleaseWindowReservationsParams) *ReleaseWindowReservationsBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Released,
+			a.Now,
+			a.ReplyWindowID,
+		}
+		batch.Queue(releaseWindowReservations, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &ReleaseWindowReservationsBatchResults{br, len(arg), false}
+}
+
+func (b *ReleaseWindowReservationsBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i ReplyWindow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.ReplyWindowID,
+			&i.AccountKey,
+			&i.PeerID,
+			&i.AccountGeneration,
+			&i.SourceMessageKey,
+			&i.SourceInboxSeq,
+			&i.ProviderMessageID,
+			&i.ProviderSeq,
+			&i.IssuedAt,
+			&i.ExpiresAt,
+			&i.MaxSends,
+			&i.NextSendIndex,
+			&i.Reserved,
+			&i.Transmitted,
+			&i.State,
+			&i.RetiredReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *ReleaseWindowReservationsBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const reserveStartedWindowSend = `-- name: ReserveStartedWindowSend :batchone
 UPDATE reply_windows
 SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, updated_at = $1

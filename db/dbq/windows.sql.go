@@ -7,7 +7,6 @@ package dbq
 
 import (
 	"context"
-	"time"
 )
 
 const getReplyWindowBySource = `-- name: GetReplyWindowBySource :one
@@ -112,18 +111,4 @@ func (q *Queries) OpenWindowIDsOfAccount(ctx context.Context, accountKey string)
 		return nil, err
 	}
 	return items, nil
-}
-
-const releaseWindowReservations = `-- name: ReleaseWindowReservations :execrows
-UPDATE reply_windows
-SET reserved = reserved - $1::integer, updated_at = $2
-WHERE reply_window_id = $3 AND reserved >= $1::integer
-`
-
-func (q *Queries) ReleaseWindowReservations(ctx context.Context, released int32, now time.Time, replyWindowID int64) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseWindowReservations, released, now, replyWindowID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }

@@ -31,6 +31,13 @@ func URL() string {
 // pool whose connections use it. The schema and the pool are removed at cleanup.
 func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
+	return NewPoolWith(tb, nil)
+}
+
+// NewPoolWith is NewPool with the pool's configuration adjusted by configure (for example
+// a tracer that counts round trips) before the pool is made.
+func NewPoolWith(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
 	ctx := context.Background()
 	var raw [6]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -59,6 +66,9 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 24
+	if configure != nil {
+		configure(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		tb.Fatalf("dbtest: pool: %v", err)

@@ -1,0 +1,180 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// roundTrips counts what a connection sends to PostgreSQL and waits for: every plain
+// statement (BEGIN and COMMIT included) is one round trip, every batch is one, and every
+// prepare (a statement the connection has not seen yet) is one.
+type roundTrips struct {
+	mu       sync.Mutex
+	trips    int
+	commits  int
+	elapsed  []time.Duration
+	started  time.Time
+	counting bool
+}
+
+func (r *roundTrips) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips, r.commits, r.elapsed, r.counting = 0, 0, nil, true
+}
+
+func (r *roundTrips) stop() (trips, commits int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counting = false
+	return r.trips, r.commits
+}
+
+func (r *roundTrips) add(commit bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counting {
+		r.trips++
+		if commit {
+			r.commits++
+		}
+		r.started = time.Now()
+	}
+}
+
+func (r *roundTrips) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counting {
+		r.elapsed = append(r.elapsed, time.Since(r.started))
+	}
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add(d.SQL == "commit")
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { r.end() }
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.add(false)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) { r.end() }
+
+func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	r.add(false)
+	return ctx
+}
+
+func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) { r.end() }
+
+// newCountingEnv is an environment whose single pooled connection counts round trips.
+func newCountingEnv(t *testing.T, limits store.Limits) (*env, *roundTrips) {
+	t.Helper()
+	rt := &roundTrips{}
+	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) {
+		c.ConnConfig.Tracer = rt
+		c.MaxConns = 1
+	})
+	s, err := store.New(pool, testKeys, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: context.Background(), pool: pool, store: s}, rt
+}
+
+// Page commit round trips: a page of any size costs the locked reads, the set-based
+// writes and COMMIT. Counted on a warm connection (statements already prepared).
+const maxPageRoundTrips = 3
+
+func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	b := e.register()
+	page := func(size, images int, backlog bool) []store.PageEntry {
+		entries := make([]store.PageEntry, size)
+		for i := range entries {
+			entries[i] = b.msg("m"+strconv.Itoa(i), t0)
+			for j := 0; j < images; j++ {
+				entries[i].Payload.Attachments = append(entries[i].Payload.Attachments, store.Attachment{Kind: "image", Position: j})
+				entries[i].Images = append(entries[i].Images, store.ImageLocator{Position: int32(j),
+					Locator: sealing.NewSecret(fmt.Sprintf("loc-%d-%d", i, j))})
+			}
+		}
+		return entries
+	}
+	for _, size := range []int{1, 10, 100} {
+		for _, images := range []int{0, 2} {
+			name := fmt.Sprintf("messages=%d/images=%d", size, images)
+			t.Run(name, func(t *testing.T) {
+				// Warm the connection's statement cache with the same shape of page, and
+				// leave an undelivered backlog behind so the counted page merges it.
+				e.commit(b, t0, page(size, images, true)...)
+				rt.start()
+				res := e.commit(b, t0, page(size, images, true)...)
+				trips, commits := rt.stop()
+				if res.Deliverable == nil || res.Inserted != size {
+					t.Fatalf("page result %+v", res)
+				}
+				if res.Absorbed != size { // the page's others and the earlier deliverable
+					t.Fatalf("absorbed %d, want %d", res.Absorbed, size)
+				}
+				if trips > maxPageRoundTrips || commits != 1 {
+					t.Fatalf("a %s page took %d round trips and %d commits, want at most %d and 1",
+						name, trips, commits, maxPageRoundTrips)
+				}
+			})
+		}
+	}
+}
+
+// A send's bookkeeping on the path the Send activity takes: reserve and start in one
+// transaction (no pacing wait), complete in another.
+const maxSendTransactions = 2
+
+func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	b := e.register()
+	_, tok := e.deliver(b, "hello")
+	send := func(text string) (int, int) {
+		t.Helper()
+		rt.start()
+		prep, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, text), store.SendPacing{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prep.Started == nil {
+			t.Fatalf("send was not started at once: %+v", prep)
+		}
+		out, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: prep.Attempt.AttemptID,
+			Status: store.AttemptSent, ProviderMessageID: "pm-" + text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Attempt.Status != store.AttemptSent || out.Window.SendsLeft() != prep.Window.SendsLeft() {
+			t.Fatalf("completion %+v after %+v", out, prep.Window)
+		}
+		return rt.stop()
+	}
+	send("warm-up")
+	trips, commits := send("counted")
+	if commits > maxSendTransactions {
+		t.Fatalf("a send took %d transactions, want at most %d", commits, maxSendTransactions)
+	}
+	t.Logf("a send took %d round trips in %d transactions; %v", trips, commits, rt.elapsed)
+}
