@@ -247,22 +247,12 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 		p.a.Metrics.Messages(metrics.MessageDeliverable, 1)
 	}
 	p.res.Messages += res.Inserted
+	// The page is committed: from here on nothing may fail the activity, or the opened
+	// window would never get its workflow (a retry starts after this page). The commit
+	// returned everything the window's workflow needs.
 	var opened []WindowRef
-	if res.OpenedWindowID != 0 {
-		ref := WindowRef{ReplyWindowID: res.OpenedWindowID, AccountKey: p.in.AccountKey,
-			Deliverable: res.Deliverable != nil}
-		if res.Deliverable != nil {
-			ref.MessageKey = res.Deliverable.MessageKey
-		}
-		// The page is committed: from here on nothing may fail the activity, or the
-		// opened window would never get its workflow (a retry starts after this page).
-		if w, err := p.a.readWindow(ctx, res.OpenedWindowID); err == nil {
-			ref.MessageKey, ref.ExpiresAt = w.SourceMessageKey, w.ExpiresAt
-		} else {
-			p.log.Error("opened window unreadable; its workflow must read its expiry",
-				"reply_window_id", res.OpenedWindowID, "error", err)
-		}
-		opened = append(opened, ref)
+	if res.Opened != nil {
+		opened = append(opened, WindowRefOf(*res.Opened))
 	}
 	if p.windows != nil {
 		p.windows.add(ctx, opened, res.RetiredWindowIDs)
@@ -346,25 +336,6 @@ func (a *Activities) notify(ctx context.Context, in AccountRef, op string, call 
 	if err := call(cl, ctx); err != nil {
 		log.Warn("notify failed (ignored)", "error", err)
 	}
-}
-
-// readWindow reads a window, retrying a few times on infrastructure errors (used after a
-// commit, when the activity must not fail any more).
-func (a *Activities) readWindow(ctx context.Context, id int64) (store.Window, error) {
-	var err error
-	for try := 0; try < 3; try++ {
-		var w store.Window
-		rctx, cancel := detached(ctx, 5*time.Second)
-		w, err = a.Store.GetWindow(rctx, id)
-		cancel()
-		if err == nil || store.IsRuleViolation(err) {
-			return w, err
-		}
-		if werr := wait(ctx, time.Duration(try+1)*200*time.Millisecond); werr != nil {
-			break
-		}
-	}
-	return store.Window{}, err
 }
 
 // wait pauses for d, or until ctx is done (its error is returned then).

@@ -25,14 +25,24 @@ type PollInput struct {
 	Probe bool
 }
 
-// WindowRef describes a window a commit opened; it needs a ReplyWindow workflow.
+// WindowRef describes an open window that needs a ReplyWindow workflow (WindowRefOf).
 type WindowRef struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
 	ExpiresAt     time.Time
-	// Deliverable is false for a window whose message was deferred (backlog).
+	// Deliverable is false for a window whose message was deferred (backlog) or finished.
 	Deliverable bool
+	// MaxSends is the window's quota (0 in histories of older workers: the configured
+	// quota); SendsUsed what of it is already reserved or transmitted.
+	MaxSends  int32 `json:",omitempty"`
+	SendsUsed int32 `json:",omitempty"`
+}
+
+// WindowRefOf is the reference of an open window as the store describes it.
+func WindowRefOf(o store.OpenedWindow) WindowRef {
+	return WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey,
+		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed}
 }
 
 // PollResult is what one PollAccount activity found. The activity keeps polling across

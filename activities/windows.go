@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -37,24 +38,87 @@ func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
 	return nil
 }
 
-// startWindow starts the ReplyWindow workflow of an opened window unless it runs already;
+// startWindow starts the ReplyWindow workflow of an opened window unless its id is taken;
 // offer is the first hand-off when it was already made (nil: the workflow makes it).
 func (a *Activities) startWindow(ctx context.Context, w WindowRef, offer *wfapi.Offer) error {
 	cfg := a.cfg()
-	_, err := a.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       wfapi.ReplyWindowID(w.ReplyWindowID),
-		TaskQueue:                cfg.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{
-		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
-		ExpiresAt: w.ExpiresAt, MaxSends: a.Store.Limits().MaxSends, Deliverable: w.Deliverable,
-		ReofferAfter: cfg.ReofferAfter, Offered: offer,
-	})
-	if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return fmt.Errorf("start window workflow %d: %w", w.ReplyWindowID, err)
+	_, err := StartWindow(ctx, a.Temporal, cfg.TaskQueue, WindowInput(w, cfg.ReofferAfter, a.Store.Limits().MaxSends, offer))
+	return err
+}
+
+// WindowInput is the one ReplyWindow input of a window: the poll, the poller's
+// SyncWindows and the start-up reconcile all start windows with it. defaultMaxSends is
+// the quota of a reference recorded without one (older workers' histories).
+func WindowInput(w WindowRef, reofferAfter time.Duration, defaultMaxSends int32, offer *wfapi.Offer) wfapi.WindowInput {
+	maxSends := w.MaxSends
+	if maxSends <= 0 {
+		maxSends = defaultMaxSends
 	}
-	return nil
+	return wfapi.WindowInput{
+		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
+		ExpiresAt: w.ExpiresAt, MaxSends: maxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
+		ReofferAfter: reofferAfter, Offered: offer,
+	}
+}
+
+// WindowOutcome is what StartWindow found.
+type WindowOutcome int
+
+// StartWindow outcomes.
+const (
+	// WindowStarted: a new ReplyWindow workflow started.
+	WindowStarted WindowOutcome = iota + 1
+	// WindowRunning: the window's workflow was already running.
+	WindowRunning
+	// WindowClosed: the window's workflow already ran and closed; none was started.
+	WindowClosed
+)
+
+// String names the outcome.
+func (o WindowOutcome) String() string {
+	switch o {
+	case WindowStarted:
+		return "started"
+	case WindowRunning:
+		return "running"
+	case WindowClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// StartWindow is the one way a ReplyWindow workflow is started, with one set of options:
+// unless its id is taken, a running workflow is left alone and a closed one is not run
+// again (REJECT_DUPLICATE), so starting is idempotent and "already started" is not an
+// error. Only when the id is taken does it ask Temporal which of the two it was.
+func StartWindow(ctx context.Context, tc client.Client, taskQueue string, in wfapi.WindowInput) (WindowOutcome, error) {
+	if tc == nil {
+		return 0, errNoTemporal
+	}
+	id := wfapi.ReplyWindowID(in.ReplyWindowID)
+	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// FAIL plus the error below tells "already running" from "started", which
+		// USE_EXISTING hides; the effect on a running workflow is the same: none.
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, wfapi.ReplyWindowWorkflow, in)
+	if err == nil {
+		return WindowStarted, nil
+	}
+	if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return 0, fmt.Errorf("start window workflow %d: %w", in.ReplyWindowID, err)
+	}
+	d, err := tc.DescribeWorkflow(ctx, id, "")
+	if err != nil && !isNotFound(err) {
+		return 0, fmt.Errorf("describe %s: %w", id, err)
+	}
+	if err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return WindowRunning, nil
+	}
+	return WindowClosed, nil
 }
 
 // signalRetired tells a window's workflow that the window was retired (a window without

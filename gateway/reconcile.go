@@ -10,7 +10,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -181,7 +180,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		}
 	}
 
-	windows, err := st.ListWindows(ctx, store.WindowFilter{State: store.WindowOpen, Limit: maxReconciledWindows})
+	windows, err := st.ListOpenWindows(ctx, maxReconciledWindows)
 	if err != nil {
 		return rep, errors.Join(append(errs, fmt.Errorf("list open windows: %w", err))...)
 	}
@@ -194,28 +193,18 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		if ctx.Err() != nil {
 			return rep, errors.Join(append(errs, ctx.Err())...)
 		}
-		msg, err := st.GetMessage(ctx, w.SourceMessageKey)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("window %d: read its message: %w", w.ReplyWindowID, err))
-			continue
-		}
-		in := WindowInput(w, msg)
-		if in.MaxSends <= 0 {
-			in.MaxSends = opts.Limits.MaxSends
-		}
-		in.ReofferAfter = acts.Config.ReofferAfter
-		outcome, err := StartWindow(ctx, tc, opts.TaskQueue, in)
+		outcome, err := activities.StartWindow(ctx, tc, opts.TaskQueue, activities.WindowInput(activities.WindowRefOf(w), acts.Config.ReofferAfter, opts.Limits.MaxSends, nil))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
 			continue
 		}
 		switch outcome {
-		case WindowStarted:
+		case activities.WindowStarted:
 			rep.WindowsStarted++
 			logger.Info("started reply window workflow", "window", w.ReplyWindowID, "account", w.AccountKey)
-		case WindowRunning:
+		case activities.WindowRunning:
 			rep.WindowsRunning++
-		case WindowClosed:
+		case activities.WindowClosed:
 			rep.WindowsClosed = append(rep.WindowsClosed, w.ReplyWindowID)
 			logger.Warn("open window's workflow already closed; not restarted (REJECT_DUPLICATE)",
 				"window", w.ReplyWindowID, "account", w.AccountKey)
@@ -273,78 +262,6 @@ func ensurePoller(ctx context.Context, tc client.Client, acts *activities.Activi
 		return false, err
 	}
 	return nowRunning && nowRunID != runID, nil
-}
-
-// WindowInput is the ReplyWindow input of a stored open window and its source message.
-// The message is deliverable (handed to an agent) unless it was deferred or is already
-// handled or failed; SendsUsed counts the quota already reserved or transmitted.
-func WindowInput(w store.Window, m store.Message) wfapi.WindowInput {
-	deliverable := !m.Deferred && (m.Status == store.MessageReceived || m.Status == store.MessageProcessing)
-	return wfapi.WindowInput{
-		ReplyWindowID: w.ReplyWindowID,
-		AccountKey:    w.AccountKey,
-		MessageKey:    w.SourceMessageKey,
-		ExpiresAt:     w.ExpiresAt,
-		MaxSends:      w.MaxSends,
-		Deliverable:   deliverable,
-		SendsUsed:     w.Reserved + w.Transmitted,
-	}
-}
-
-// WindowOutcome is what StartWindow found.
-type WindowOutcome int
-
-// StartWindow outcomes.
-const (
-	// WindowStarted: a new ReplyWindow workflow started.
-	WindowStarted WindowOutcome = iota + 1
-	// WindowRunning: the window's workflow was already running.
-	WindowRunning
-	// WindowClosed: the window's workflow already ran and closed; none was started.
-	WindowClosed
-)
-
-// String names the outcome.
-func (o WindowOutcome) String() string {
-	switch o {
-	case WindowStarted:
-		return "started"
-	case WindowRunning:
-		return "running"
-	case WindowClosed:
-		return "closed"
-	}
-	return "unknown"
-}
-
-// StartWindow starts the ReplyWindow workflow of a window unless its id is taken: a
-// running workflow is left alone and a closed one is not run again (REJECT_DUPLICATE),
-// so starting is idempotent and "already started" is not an error.
-func StartWindow(ctx context.Context, tc client.Client, taskQueue string, in wfapi.WindowInput) (WindowOutcome, error) {
-	id := wfapi.ReplyWindowID(in.ReplyWindowID)
-	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    id,
-		TaskQueue:             taskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// FAIL plus the error below tells "already running" from "started", which
-		// USE_EXISTING hides; the effect on a running workflow is the same: none.
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, wfapi.ReplyWindowWorkflow, in)
-	if err == nil {
-		return WindowStarted, nil
-	}
-	if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return 0, fmt.Errorf("start %s: %w", id, err)
-	}
-	running, _, err := isRunning(ctx, tc, id)
-	if err != nil {
-		return 0, err
-	}
-	if running {
-		return WindowRunning, nil
-	}
-	return WindowClosed, nil
 }
 
 // isRunning reports whether the latest run of a workflow id is running, and its run id.

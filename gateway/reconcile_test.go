@@ -235,29 +235,6 @@ func TestReconcileRefusesMissingDependencies(t *testing.T) {
 	}
 }
 
-func TestWindowInputDeliverability(t *testing.T) {
-	t.Parallel()
-	w := store.Window{ReplyWindowID: 7, AccountKey: "acct", SourceMessageKey: "msg", MaxSends: 10, Reserved: 1, Transmitted: 3,
-		ExpiresAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), State: store.WindowOpen}
-	cases := []struct {
-		msg  store.Message
-		want bool
-	}{
-		{store.Message{Status: store.MessageReceived}, true},
-		{store.Message{Status: store.MessageProcessing}, true},
-		{store.Message{Status: store.MessageReceived, Deferred: true}, false},
-		{store.Message{Status: store.MessageHandled}, false},
-		{store.Message{Status: store.MessageFailed}, false},
-	}
-	for _, c := range cases {
-		in := gateway.WindowInput(w, c.msg)
-		if in.Deliverable != c.want || in.SendsUsed != 4 || in.MaxSends != 10 || in.ReplyWindowID != 7 ||
-			in.AccountKey != "acct" || in.MessageKey != "msg" || !in.ExpiresAt.Equal(w.ExpiresAt) {
-			t.Errorf("%+v: input %+v", c.msg, in)
-		}
-	}
-}
-
 func equalReports(a, b gateway.ReconcileReport) bool {
 	return a.RecoveredAttempts == b.RecoveredAttempts && a.PendingLeft == b.PendingLeft && a.Accounts == b.Accounts &&
 		a.PollersStarted == b.PollersStarted && a.PollersSignalled == b.PollersSignalled &&

@@ -89,3 +89,15 @@ RETURNING *;
 SELECT reply_windows.* FROM reply_windows
 JOIN send_attempts USING (reply_window_id)
 WHERE send_attempts.attempt_id = $1;
+
+-- name: ListOpenWindows :many
+-- The open windows with what a ReplyWindow workflow needs, newest first.
+SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
+       reply_windows.expires_at, reply_windows.max_sends,
+       (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
+       inbound.deferred, inbound.status AS message_status
+FROM reply_windows
+JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_message_key
+WHERE reply_windows.state = 'open'
+ORDER BY reply_windows.reply_window_id DESC
+LIMIT $1;

@@ -169,8 +169,16 @@ func BenchmarkCommitPage1(b *testing.B) { benchCommitPages(b, 1) }
 // BenchmarkCommitPage10 commits ten-message pages (a backlog burst, merged into one).
 func BenchmarkCommitPage10(b *testing.B) { benchCommitPages(b, 10) }
 
-// BenchmarkReserveStartComplete measures one send's bookkeeping: reserve, start and
-// complete (sent), three transactions, per op.
+// BenchmarkCommitPage100 commits hundred-message pages (the backlog a bot finds after a
+// long downtime, merged into one).
+func BenchmarkCommitPage100(b *testing.B) { benchCommitPages(b, 100) }
+
+// BenchmarkReserveStartComplete measures one send's bookkeeping on the path the Send
+// activity takes when no pacing wait separates reserve and start: ReserveAndStart (one
+// transaction: reserve, start, and what transmitting needs) and CompleteSend (one
+// transaction, returning the window's sends left), per op.
+// BenchmarkReserveThenStartComplete measures the three-transaction path (reserve; start
+// after a pacing wait; complete).
 //
 // Quota: the default quota is 10 sends per window, which would make every tenth op pay
 // for a page commit and a session. The store is instead built with newEnvWith and
@@ -179,6 +187,36 @@ func BenchmarkCommitPage10(b *testing.B) { benchCommitPages(b, 10) }
 // over to a new message, window and session only every 1000 sends. The roll-over runs in
 // prepare: outside the latency sample, inside the wall clock of sends/s.
 func BenchmarkReserveStartComplete(b *testing.B) {
+	benchSends(b, func(e *env, now time.Time, tok sealing.Secret) (store.Attempt, error) {
+		prep, err := e.store.ReserveAndStart(e.ctx, now, storeReply(tok, "benchmark reply"), store.SendPacing{})
+		if err != nil {
+			return store.Attempt{}, fmt.Errorf("reserve and start: %w", err)
+		}
+		if prep.Started == nil {
+			return store.Attempt{}, fmt.Errorf("reserve and start: not started: %+v", prep)
+		}
+		return prep.Attempt, nil
+	})
+}
+
+// BenchmarkReserveThenStartComplete is BenchmarkReserveStartComplete with the reservation
+// and the start in two transactions (the path after a pacing wait).
+func BenchmarkReserveThenStartComplete(b *testing.B) {
+	benchSends(b, func(e *env, now time.Time, tok sealing.Secret) (store.Attempt, error) {
+		a, err := e.store.ReserveReply(e.ctx, now, storeReply(tok, "benchmark reply"))
+		if err != nil {
+			return store.Attempt{}, fmt.Errorf("reserve: %w", err)
+		}
+		if _, err := e.store.StartReply(e.ctx, now, store.ByToken(tok), a.AttemptID); err != nil {
+			return store.Attempt{}, fmt.Errorf("start: %w", err)
+		}
+		return a, nil
+	})
+}
+
+// benchSends runs sends whose reservation and start are made by reserveStart, each then
+// completed as sent.
+func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, tok sealing.Secret) (store.Attempt, error)) {
 	limits := store.DefaultLimits()
 	limits.MaxSends = 1000
 	for _, accounts := range benchAccounts {
@@ -221,14 +259,11 @@ func BenchmarkReserveStartComplete(b *testing.B) {
 					},
 					op: func() (int, error) {
 						now := t0.Add(time.Duration(windows) * time.Second)
-						a, err := e.store.ReserveReply(e.ctx, now, storeReply(tok, "benchmark reply"))
+						a, err := reserveStart(e, now, tok)
 						if err != nil {
-							return 0, fmt.Errorf("reserve: %w", err)
+							return 0, err
 						}
-						if _, err := e.store.StartReply(e.ctx, now, store.ByToken(tok), a.AttemptID); err != nil {
-							return 0, fmt.Errorf("start: %w", err)
-						}
-						if _, err := e.store.CompleteAttempt(e.ctx, now, store.Completion{
+						if _, err := e.store.CompleteSend(e.ctx, now, store.Completion{
 							AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
 						}); err != nil {
 							return 0, fmt.Errorf("complete: %w", err)

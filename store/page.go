@@ -60,8 +60,9 @@ type PageResult struct {
 	// Deliverable is the message to hand to an agent, if any.
 	Deliverable *Delivery
 	// OpenedWindowID is the window this page opened that is still open (0 if none); it
-	// needs a window workflow even when its message was deferred.
+	// needs a window workflow even when its message was deferred. Opened describes it.
 	OpenedWindowID int64
+	Opened         *OpenedWindow
 	// RetiredWindowIDs are windows that existed before this page and were superseded.
 	RetiredWindowIDs []int64
 }
@@ -314,11 +315,14 @@ func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, i
 	}
 
 	res.Absorbed = len(news) + int(absorbed)
-	if deliverable != nil {
+	if d := deliverable; d != nil {
 		res.Absorbed--
-		res.OpenedWindowID = deliverable.windowID
-		if !deliverable.deferred {
-			res.Deliverable = &Delivery{MessageKey: deliverable.key, ReplyWindowID: deliverable.windowID}
+		res.OpenedWindowID = d.windowID
+		res.Opened = &OpenedWindow{ReplyWindowID: d.windowID, AccountKey: in.AccountKey, MessageKey: d.key,
+			ExpiresAt: insert.ExpiresAts[slices.Index(insert.MessageKeys, d.key)], MaxSends: s.limits.MaxSends,
+			Deliverable: messageDeliverable(d.deferred, MessageReceived)}
+		if res.Opened.Deliverable {
+			res.Deliverable = &Delivery{MessageKey: d.key, ReplyWindowID: d.windowID}
 		}
 	}
 	return res, nil

@@ -389,3 +389,49 @@ func TestDeferredMessagesAreStoredWindowedCountedNotDeliverable(t *testing.T) {
 		t.Fatalf("deferred message must still own a window (%v)", err)
 	}
 }
+
+// The commit and the open-window listing describe a window the same way (one rule for
+// "deliverable"): a message awaiting an agent is deliverable; a deferred one, or one an
+// agent finished, is not.
+func TestOpenedWindowsAreDeliverableOnlyWhileTheirMessageAwaitsAnAgent(t *testing.T) {
+	e := newEnv(t)
+	awaiting, deferred, finished := e.register(), e.register(), e.register()
+	listed := func() map[string]store.OpenedWindow {
+		t.Helper()
+		ws, err := e.store.ListOpenWindows(e.ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]store.OpenedWindow{}
+		for _, w := range ws {
+			out[w.AccountKey] = w
+		}
+		return out
+	}
+	res := e.commit(awaiting, t0, awaiting.msg("hello", t0))
+	if o := res.Opened; o == nil || !o.Deliverable || o.ReplyWindowID != res.Deliverable.ReplyWindowID ||
+		!o.ExpiresAt.Equal(t0.Add(24*time.Hour)) || o.MaxSends != 10 || o.SendsUsed != 0 || o.MessageKey != res.Deliverable.MessageKey {
+		t.Fatalf("opened %+v for %+v", res.Opened, res)
+	}
+	cutoff := t0.Add(time.Minute)
+	deferredRes, err := e.store.CommitPage(e.ctx, t0, store.PageInput{AccountKey: deferred.key, Generation: deferred.generation,
+		ExpectedCursor: "", NextCursor: "c1", Entries: []store.PageEntry{deferred.msg("old", t0)}, DeferredBefore: &cutoff})
+	if err != nil || deferredRes.Opened == nil || deferredRes.Opened.Deliverable || deferredRes.Deliverable != nil {
+		t.Fatalf("deferred page %+v %v", deferredRes, err)
+	}
+	fin, _ := e.deliver(finished, "done soon")
+	if _, err := e.store.FinishMessage(e.ctx, t0, fin.Deliverable.MessageKey, store.MessageHandled, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := listed()
+	committed := *res.Opened
+	if w := got[awaiting.key]; !w.ExpiresAt.Equal(committed.ExpiresAt) || func() bool { w.ExpiresAt = committed.ExpiresAt; return w != committed }() {
+		t.Errorf("awaiting: listed %+v, committed %+v", w, *res.Opened)
+	}
+	if w := got[deferred.key]; w.ReplyWindowID == 0 || w.Deliverable {
+		t.Errorf("deferred: listed %+v", w)
+	}
+	if w := got[finished.key]; w.ReplyWindowID == 0 || w.Deliverable {
+		t.Errorf("finished: listed %+v", w)
+	}
+}

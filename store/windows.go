@@ -178,3 +178,42 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 	})
 	return out, err
 }
+
+// OpenedWindow is what a ReplyWindow workflow needs of an open window: CommitPage returns
+// it for the window a page opens, ListOpenWindows for every open window.
+type OpenedWindow struct {
+	ReplyWindowID int64
+	AccountKey    string
+	MessageKey    string
+	ExpiresAt     time.Time
+	MaxSends      int32
+	// SendsUsed counts the quota already reserved or transmitted.
+	SendsUsed int32
+	// Deliverable: the window's message is to be handed to an agent (messageDeliverable).
+	Deliverable bool
+}
+
+// messageDeliverable is the one rule for whether a window's message is handed to an
+// agent: it was not deferred (backlog) and no agent has finished it yet.
+func messageDeliverable(deferred bool, status string) bool {
+	return !deferred && (status == MessageReceived || status == MessageProcessing)
+}
+
+// ListOpenWindows lists the open windows, newest first (at most limit; 0: 10,000), each
+// with what its workflow needs, in one statement.
+func (s *Store) ListOpenWindows(ctx context.Context, limit int32) ([]OpenedWindow, error) {
+	if limit <= 0 || limit > 10000 {
+		limit = 10000
+	}
+	var out []OpenedWindow
+	err := s.read(ctx, "list open windows", func(q *dbq.Queries) error {
+		rows, err := q.ListOpenWindows(ctx, limit)
+		for _, r := range rows {
+			out = append(out, OpenedWindow{ReplyWindowID: r.ReplyWindowID, AccountKey: r.AccountKey,
+				MessageKey: r.SourceMessageKey, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,
+				Deliverable: messageDeliverable(r.Deferred, r.MessageStatus)})
+		}
+		return err
+	})
+	return out, err
+}

@@ -7,6 +7,7 @@ package dbq
 
 import (
 	"context"
+	"time"
 )
 
 const getReplyWindowBySource = `-- name: GetReplyWindowBySource :one
@@ -37,6 +38,59 @@ func (q *Queries) GetReplyWindowBySource(ctx context.Context, sourceMessageKey s
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const listOpenWindows = `-- name: ListOpenWindows :many
+SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
+       reply_windows.expires_at, reply_windows.max_sends,
+       (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
+       inbound.deferred, inbound.status AS message_status
+FROM reply_windows
+JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_message_key
+WHERE reply_windows.state = 'open'
+ORDER BY reply_windows.reply_window_id DESC
+LIMIT $1
+`
+
+type ListOpenWindowsRow struct {
+	ReplyWindowID    int64
+	AccountKey       string
+	SourceMessageKey string
+	ExpiresAt        time.Time
+	MaxSends         int32
+	SendsUsed        int32
+	Deferred         bool
+	MessageStatus    string
+}
+
+// The open windows with what a ReplyWindow workflow needs, newest first.
+func (q *Queries) ListOpenWindows(ctx context.Context, limit int32) ([]ListOpenWindowsRow, error) {
+	rows, err := q.db.Query(ctx, listOpenWindows, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListOpenWindowsRow{}
+	for rows.Next() {
+		var i ListOpenWindowsRow
+		if err := rows.Scan(
+			&i.ReplyWindowID,
+			&i.AccountKey,
+			&i.SourceMessageKey,
+			&i.ExpiresAt,
+			&i.MaxSends,
+			&i.SendsUsed,
+			&i.Deferred,
+			&i.MessageStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listReplyWindows = `-- name: ListReplyWindows :many
