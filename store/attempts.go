@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 	"unicode/utf8"
 
