@@ -77,14 +77,17 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	for _, w := range opened {
 		want := client.StartWorkflowOptions{
 			ID: wfapi.ReplyWindowID(w.ReplyWindowID), TaskQueue: wfapi.DefaultTaskQueue,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			WorkflowExecutionErrorWhenAlreadyStarted: true,
 		}
 		in := wfapi.WindowInput{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
 			ExpiresAt: w.ExpiresAt, MaxSends: 10, Deliverable: w.Deliverable}
 		var err error
 		if w.ReplyWindowID == 2 { // already started (and closed): success
 			err = serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
+			c.On("DescribeWorkflow", mock.Anything, wfapi.ReplyWindowID(2), "").
+				Return(nil, serviceerror.NewNotFound("closed and gone")).Once()
 		}
 		c.On("ExecuteWorkflow", mock.Anything, want, wfapi.ReplyWindowWorkflow, mock.MatchedBy(func(got wfapi.WindowInput) bool {
 			return got.ReplyWindowID == in.ReplyWindowID && got.AccountKey == in.AccountKey && got.MessageKey == in.MessageKey &&
