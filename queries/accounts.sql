@@ -56,7 +56,7 @@ UPDATE accounts
 SET cursor = sqlc.arg(next_cursor), cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation)
   AND status = 'active' AND cursor = sqlc.arg(expected_cursor)
-RETURNING account_key;
+RETURNING *;
 
 -- name: RecordPoll :execrows
 UPDATE accounts SET last_poll_at = sqlc.arg(now)::timestamptz

@@ -405,7 +405,7 @@ func (s *Store) CompareAndSetCursor(ctx context.Context, now time.Time, accountK
 	}
 	var out Cursor
 	err := s.inTx(ctx, "compare and set cursor", func(q *dbq.Queries) error {
-		_, err := batchRow[string](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
+		_, err := batchRow[dbq.Account](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
 			AccountKey: accountKey, Generation: generation, ExpectedCursor: expected, NextCursor: next, Now: now,
 		}}))
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -194,8 +194,9 @@ type pageRead struct {
 // owns the open window and is the only deliverable one, every other new message and the
 // earlier undelivered backlog are merged into it, and the cursor moves by compare-and-set.
 //
-// Whatever the page's size it costs three round trips: the account lock with everything
-// the page is decided on, the writes (set-based), and COMMIT.
+// Whatever the page's size it costs three round trips: the cursor's compare-and-set
+// (which locks the account) with everything the page is decided on, the writes
+// (set-based), and COMMIT.
 func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (PageResult, error) {
 	now = now.Truncate(time.Microsecond)
 	if err := s.validatePage(now, in); err != nil {
@@ -207,6 +208,14 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 		out, err = s.commitPage(ctx, q, now, in)
 		return err
 	})
+	if errors.Is(err, errCursorMoveFailed) {
+		err = s.read(ctx, "commit page", func(q *dbq.Queries) error {
+			return cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
+		})
+		if err == nil { // the account changed back meanwhile: still a conflict
+			err = fail(CodeCursorConflict, "cursor changed")
+		}
+	}
 	if err != nil {
 		return PageResult{}, err
 	}
@@ -214,21 +223,7 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 }
 
 func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) (PageResult, error) {
-	cas := dbq.CompareAndSetCursorParams{
-		AccountKey: in.AccountKey, Generation: in.Generation, ExpectedCursor: in.ExpectedCursor,
-		NextCursor: in.NextCursor, Now: now,
-	}
-	if len(in.Entries) == 0 {
-		// An empty page only moves the cursor; the compare-and-set checks everything.
-		if _, err := batchRow[string](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{cas})); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return PageResult{}, cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
-			}
-			return PageResult{}, err
-		}
-		return PageResult{Cursor: in.NextCursor}, nil
-	}
-	rd, err := readPage(ctx, q, in)
+	rd, err := readPage(ctx, q, now, in)
 	if err != nil {
 		return PageResult{}, err
 	}
@@ -239,9 +234,6 @@ func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, i
 	}
 	res.Inserted = len(news)
 	if len(news) == 0 {
-		if _, err := batchRow[string](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{cas})); err != nil {
-			return PageResult{}, err
-		}
 		return res, nil
 	}
 	retireOpen, deliverable := placeWindows(rd.open, news)
@@ -276,7 +268,6 @@ func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, i
 	if len(plan.dropImagesOf) > 0 {
 		dropImages = q.DeleteImagesOfMessages(ctx, [][]string{plan.dropImagesOf})
 	}
-	moved := q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{cas})
 
 	if retire != nil {
 		if _, err := batchRows[dbq.ReplyWindow](retire); err != nil {
@@ -310,10 +301,6 @@ func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, i
 			return PageResult{}, err
 		}
 	}
-	if _, err := batchRow[string](moved); err != nil {
-		return PageResult{}, err // the account is locked and was checked: this is not a rule
-	}
-
 	res.Absorbed = len(news) + int(absorbed)
 	if d := deliverable; d != nil {
 		res.Absorbed--
@@ -330,28 +317,40 @@ func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, i
 
 const reasonSuperseded = "superseded_by_newer_message"
 
-// readPage reads, in one round trip, the account (locked: page commits of one account
-// are serialized), the conversation's open window (locked), which of the page's messages
-// the inbox already holds, and the conversation's undelivered backlog with its images.
-func readPage(ctx context.Context, q *dbq.Queries, in PageInput) (pageRead, error) {
+// readPage moves the cursor by compare-and-set, which also locks the account row (page
+// commits of one account are serialized by it) and returns it, and reads in the same
+// round trip the conversation's open window (locked), which of the page's messages the
+// inbox already holds, and the conversation's undelivered backlog with its images.
+func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) (pageRead, error) {
+	var rd pageRead
+	moved := q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
+		AccountKey: in.AccountKey, Generation: in.Generation, ExpectedCursor: in.ExpectedCursor,
+		NextCursor: in.NextCursor, Now: now,
+	}})
+	if len(in.Entries) == 0 {
+		var err error
+		if rd.account, err = batchRow[dbq.Account](moved); errors.Is(err, pgx.ErrNoRows) {
+			return rd, cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
+		}
+		return rd, err
+	}
 	peer := in.Entries[0].PeerID // every entry must be from the owner: checked below
 	keys := make([]string, len(in.Entries))
 	for i := range in.Entries {
 		keys[i] = MessageKey(in.AccountKey, in.Entries[i].ProviderMessageID)
 	}
 	conv := struct{ key, peer string }{in.AccountKey, peer}
-	account := q.LockAccount(ctx, []string{in.AccountKey})
 	open := q.LockOpenWindow(ctx, []dbq.LockOpenWindowParams{{AccountKey: conv.key, PeerID: conv.peer}})
 	known := q.PageKnownMessages(ctx, [][]string{keys})
 	backlog := q.ReceivedBacklog(ctx, []dbq.ReceivedBacklogParams{{AccountKey: conv.key, PeerID: conv.peer}})
 	images := q.ReceivedBacklogImages(ctx, []dbq.ReceivedBacklogImagesParams{{AccountKey: conv.key, PeerID: conv.peer}})
 
-	var rd pageRead
 	var err error
-	if rd.account, err = batchRow[dbq.Account](account); err != nil {
-		return rd, notFound(err, CodeAccountNotFound, "unknown account")
+	rd.account, err = batchRow[dbq.Account](moved)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rd, errCursorMoveFailed
 	}
-	if err := checkPollable(rd.account, in.Generation, in.ExpectedCursor); err != nil {
+	if err != nil {
 		return rd, err
 	}
 	for i := range in.Entries {
@@ -380,6 +379,10 @@ func readPage(ctx context.Context, q *dbq.Queries, in PageInput) (pageRead, erro
 	rd.images, err = batchRows[dbq.ReceivedBacklogImagesRow](images)
 	return rd, err
 }
+
+// errCursorMoveFailed stands for a refused compare-and-set whose reason CommitPage reads
+// in a transaction of its own (the refusing one has unread reads queued behind it).
+var errCursorMoveFailed = errors.New("store: cursor compare-and-set refused")
 
 // newEntries deduplicates the page against the inbox and itself: an entry already stored
 // must match the stored identity and own a reply window (dedupe_invariant otherwise).

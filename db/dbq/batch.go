@@ -153,7 +153,7 @@ UPDATE accounts
 SET cursor = $1, cursor_updated_at = $2::timestamptz, last_poll_at = $2::timestamptz
 WHERE account_key = $3 AND generation = $4
   AND status = 'active' AND cursor = $5
-RETURNING account_key
+RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
 `
 
 type CompareAndSetCursorBatchResults struct {
@@ -186,20 +186,37 @@ func (q *Queries) CompareAndSetCursor(ctx context.Context, arg []CompareAndSetCu
 	return &CompareAndSetCursorBatchResults{br, len(arg), false}
 }
 
-func (b *CompareAndSetCursorBatchResults) QueryRow(f func(int, string, error)) {
+func (b *CompareAndSetCursorBatchResults) QueryRow(f func(int, Account, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var account_key string
+		var i Account
 		if b.closed {
 			if f != nil {
-				f(t, account_key, ErrBatchAlreadyClosed)
+				f(t, i, ErrBatchAlreadyClosed)
 			}
 			continue
 		}
 		row := b.br.QueryRow()
-		err := row.Scan(&account_key)
+		err := row.Scan(
+			&i.AccountKey,
+			&i.ProviderAccountID,
+			&i.OwnerPeerID,
+			&i.BaseUrl,
+			&i.Generation,
+			&i.Status,
+			&i.StatusReason,
+			&i.PauseUntil,
+			&i.LastPollAt,
+			&i.Cursor,
+			&i.CursorUpdatedAt,
+			&i.ReplacedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastSendAt,
+			&i.SendsBlockedUntil,
+		)
 		if f != nil {
-			f(t, account_key, err)
+			f(t, i, err)
 		}
 	}
 }
