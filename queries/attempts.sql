@@ -1,7 +1,3 @@
--- name: NextSendIndex :batchone
-SELECT COALESCE(MAX(send_index) + 1, 0)::integer AS next_index
-FROM send_attempts WHERE source_message_key = $1;
-
 -- name: InsertSendAttempt :batchone
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
@@ -24,11 +20,6 @@ SELECT * FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE;
 
 -- name: ListAttemptsOfMessage :many
 SELECT * FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index;
-
--- name: SendingAttemptOfPeer :batchone
-SELECT attempt_id FROM send_attempts
-WHERE account_key = $1 AND peer_id = $2 AND status = 'sending'
-LIMIT 1;
 
 -- name: SetAttemptStatus :batchone
 UPDATE send_attempts
@@ -55,3 +46,21 @@ WHERE reply_window_id = $1 GROUP BY status ORDER BY status;
 
 -- name: AttemptByRequest :batchone
 SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = $2;
+
+-- name: SendContext :batchone
+-- What reserving and starting a send reads besides its locks, in one statement: the
+-- source message's next send index, whether another send to the peer is in flight, the
+-- window's sealed context token and the account's sealed bot token (NULL when absent).
+SELECT
+    (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
+     WHERE attempt.source_message_key = sqlc.arg(source_message_key))::integer AS next_index,
+    EXISTS (SELECT 1 FROM send_attempts AS sending
+            WHERE sending.account_key = sqlc.arg(account_key) AND sending.peer_id = sqlc.arg(peer_id)
+              AND sending.status = 'sending') AS peer_sending,
+    window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
+    window_secret.ciphertext AS window_ciphertext,
+    account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
+    account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
+FROM (SELECT 1) AS one
+LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = sqlc.arg(reply_window_id)
+LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = sqlc.arg(account_key);

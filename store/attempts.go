@@ -171,11 +171,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		if requestID != nil {
 			prior = q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: sess.SourceMessageKey, RequestID: requestID}})
 		}
-		next := q.NextSendIndex(ctx, []string{sess.SourceMessageKey})
-		var starting startReads
-		if pacing != nil {
-			starting = queueStartReads(ctx, q, sess)
-		}
+		context := sessionSendContext(ctx, q, sess)
 		w, acct, lockErr := locks.check(now)
 		if lockErr != nil && !IsRuleViolation(lockErr) {
 			return lockErr
@@ -198,16 +194,11 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 				return err
 			}
 		}
-		index, err := batchRow[int32](next)
+		reads, err := context.read()
 		if err != nil {
 			return err
 		}
-		var reads startRead
-		if pacing != nil {
-			if reads, err = starting.read(); err != nil {
-				return err
-			}
-		}
+		index := reads.nextIndex
 		var refused Code
 		if lockErr != nil {
 			if !record || CodeOf(lockErr) != CodeReplyWindowExpired {
@@ -314,49 +305,41 @@ func pacedStart(now time.Time, a dbq.Account, pacing *SendPacing) (notBefore tim
 	return notBefore, blocked
 }
 
-// startReads are the reads starting a send needs, queued with its locks.
-type startReads struct {
-	sending *dbq.SendingAttemptOfPeerBatchResults
-	window  *dbq.GetWindowSecretBatchResults
-	account *dbq.GetAccountSecretBatchResults
+// sendContext is what reserving and starting a send reads besides its locks (one
+// statement, queued with them).
+type sendContext struct {
+	row *dbq.SendContextBatchResults
 }
 
 type startRead struct {
+	nextIndex     int32
 	peerSending   bool
 	windowSecret  *dbq.ReplyWindowSecret
 	accountSecret *dbq.AccountSecret
 }
 
-func queueStartReads(ctx context.Context, q *dbq.Queries, sess dbq.AgentSession) startReads {
-	return startReads{
-		sending: q.SendingAttemptOfPeer(ctx, []dbq.SendingAttemptOfPeerParams{{AccountKey: sess.AccountKey, PeerID: sess.PeerID}}),
-		window:  q.GetWindowSecret(ctx, []int64{sess.ReplyWindowID}),
-		account: q.GetAccountSecret(ctx, []string{sess.AccountKey}),
-	}
+func queueSendContext(ctx context.Context, q *dbq.Queries, sourceMessageKey, accountKey, peerID string, windowID int64) sendContext {
+	return sendContext{row: q.SendContext(ctx, []dbq.SendContextParams{{SourceMessageKey: sourceMessageKey,
+		AccountKey: accountKey, PeerID: peerID, ReplyWindowID: windowID}})}
 }
 
-func (r startReads) read() (startRead, error) {
-	var out startRead
-	_, err := batchRow[string](r.sending)
-	switch {
-	case err == nil:
-		out.peerSending = true
-	case !errors.Is(err, pgx.ErrNoRows):
-		return out, err
+// sessionSendContext is queueSendContext for a session's send.
+func sessionSendContext(ctx context.Context, q *dbq.Queries, sess dbq.AgentSession) sendContext {
+	return queueSendContext(ctx, q, sess.SourceMessageKey, sess.AccountKey, sess.PeerID, sess.ReplyWindowID)
+}
+
+func (c sendContext) read() (startRead, error) {
+	r, err := batchRow[dbq.SendContextRow](c.row)
+	if err != nil {
+		return startRead{}, err
 	}
-	ws, err := batchRow[dbq.ReplyWindowSecret](r.window)
-	switch {
-	case err == nil:
-		out.windowSecret = &ws
-	case !errors.Is(err, pgx.ErrNoRows):
-		return out, err
+	out := startRead{nextIndex: r.NextIndex, peerSending: r.PeerSending}
+	if r.WindowKeyGeneration != nil {
+		out.windowSecret = &dbq.ReplyWindowSecret{KeyGeneration: *r.WindowKeyGeneration, Nonce: r.WindowNonce, Ciphertext: r.WindowCiphertext}
 	}
-	as, err := batchRow[dbq.AccountSecret](r.account)
-	switch {
-	case err == nil:
-		out.accountSecret = &as
-	case !errors.Is(err, pgx.ErrNoRows):
-		return out, err
+	if r.AccountGeneration != nil && r.AccountKeyGeneration != nil {
+		out.accountSecret = &dbq.AccountSecret{AccountGeneration: *r.AccountGeneration,
+			KeyGeneration: *r.AccountKeyGeneration, Nonce: r.AccountNonce, Ciphertext: r.AccountCiphertext}
 	}
 	return out, nil
 }
@@ -391,9 +374,9 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref Sess
 	}
 	locks := queueSessionLocks(ctx, q, row)
 	locked := q.LockSendAttempt(ctx, []string{attemptID})
-	var starting startReads
+	var context sendContext
 	if withStart {
-		starting = queueStartReads(ctx, q, row.AgentSession)
+		context = sessionSendContext(ctx, q, row.AgentSession)
 	}
 	w, acct, lockErr := locks.check(now)
 	a, err := batchRow[dbq.SendAttempt](locked)
@@ -402,7 +385,7 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref Sess
 	}
 	attemptErr := notFound(err, CodeAttemptConflict, "unknown attempt")
 	if withStart {
-		if reads, err = starting.read(); err != nil {
+		if reads, err = context.read(); err != nil {
 			return w, acct, a, reads, err
 		}
 	}
@@ -773,8 +756,7 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		// One round trip: the locks (account, then window) and the reads.
 		account := q.LockAccount(ctx, []string{ref.AccountKey})
 		window := q.LockReplyWindow(ctx, []int64{ref.ReplyWindowID})
-		sending := q.SendingAttemptOfPeer(ctx, []dbq.SendingAttemptOfPeerParams{{AccountKey: ref.AccountKey, PeerID: ref.PeerID}})
-		next := q.NextSendIndex(ctx, []string{in.MessageKey})
+		context := queueSendContext(ctx, q, in.MessageKey, ref.AccountKey, ref.PeerID, ref.ReplyWindowID)
 		a, err := batchRow[dbq.Account](account)
 		if err != nil {
 			return err
@@ -783,21 +765,18 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		if err != nil {
 			return err
 		}
-		_, sendingErr := batchRow[string](sending)
-		if sendingErr != nil && !errors.Is(sendingErr, pgx.ErrNoRows) {
-			return sendingErr
-		}
-		index, err := batchRow[int32](next)
+		reads, err := context.read()
 		if err != nil {
 			return err
 		}
+		index := reads.nextIndex
 		if err := checkWindowUsable(now, w, a); err != nil {
 			return err
 		}
 		if w.Reserved+w.Transmitted >= w.MaxSends {
 			return fail(CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 		}
-		if sendingErr == nil {
+		if reads.peerSending {
 			return fail(CodeSendInProgress, "another send to this peer is in progress")
 		}
 		if index >= maxSendIndex {

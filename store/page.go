@@ -194,18 +194,18 @@ type pageRead struct {
 // owns the open window and is the only deliverable one, every other new message and the
 // earlier undelivered backlog are merged into it, and the cursor moves by compare-and-set.
 //
-// Whatever the page's size it costs three round trips: the cursor's compare-and-set
-// (which locks the account) with everything the page is decided on, the writes
-// (set-based), and COMMIT.
+// Whatever the page's size it costs two round trips: the cursor's compare-and-set
+// (which locks the account) with everything the page is decided on, then the writes
+// (set-based) with COMMIT.
 func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (PageResult, error) {
 	now = now.Truncate(time.Microsecond)
 	if err := s.validatePage(now, in); err != nil {
 		return PageResult{}, err
 	}
 	var out PageResult
-	err := s.inTx(ctx, "commit page", func(q *dbq.Queries) error {
+	err := s.inPipeline(ctx, "commit page", func(p *pipeline, q *dbq.Queries) error {
 		var err error
-		out, err = s.commitPage(ctx, q, now, in)
+		out, err = s.commitPage(ctx, p, q, now, in)
 		return err
 	})
 	if errors.Is(err, errCursorMoveFailed) {
@@ -222,7 +222,7 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 	return out, nil
 }
 
-func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) (PageResult, error) {
+func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput) (PageResult, error) {
 	rd, err := readPage(ctx, q, now, in)
 	if err != nil {
 		return PageResult{}, err
@@ -268,6 +268,9 @@ func (s *Store) commitPage(ctx context.Context, q *dbq.Queries, now time.Time, i
 	if len(plan.dropImagesOf) > 0 {
 		dropImages = q.DeleteImagesOfMessages(ctx, [][]string{plan.dropImagesOf})
 	}
+	// Every decision is made: COMMIT travels with the writes (only their own failure can
+	// stop it).
+	p.commitQueued()
 
 	if retire != nil {
 		if _, err := batchRows[dbq.ReplyWindow](retire); err != nil {

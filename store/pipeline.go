@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,8 @@ type pipeline struct {
 	// unread counts batch-queued statements whose results were not read yet; queued those
 	// of them still in the pending batch.
 	unread, queued int
+	// committing: COMMIT is queued behind the writes (commitQueued).
+	committing bool
 }
 
 var errOutOfOrder = errors.New("store pipeline: results read out of the order their statements were queued")
@@ -130,6 +133,16 @@ func (p *pipeline) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	return &lazyResults{p: p, ctx: ctx, gen: p.gen}
 }
 
+// commitQueued queues COMMIT behind the statements queued so far, so that it travels in
+// their round trip. Their results stay readable, in order. When one of them fails,
+// PostgreSQL runs nothing after it in the batch (COMMIT included) and the pipeline rolls
+// the transaction back. The caller must make no decision after this call that could
+// veto the commit: only the queued statements' own errors may fail it.
+func (p *pipeline) commitQueued() {
+	p.pending.Queue("commit")
+	p.committing = true
+}
+
 // commit sends what is still queued, checks every result (those nobody read are
 // drained: a failed statement still fails the commit) and commits.
 func (p *pipeline) commit(ctx context.Context) error {
@@ -142,6 +155,12 @@ func (p *pipeline) commit(ctx context.Context) error {
 	}
 	if err := p.sent.Close(); err != nil {
 		return err
+	}
+	if p.committing {
+		if st := p.conn.Conn().PgConn().TxStatus(); st != 'I' {
+			return fmt.Errorf("store pipeline: queued commit left the transaction in state %q", st)
+		}
+		return nil
 	}
 	return p.tx.Commit(ctx)
 }

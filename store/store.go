@@ -48,13 +48,18 @@ func (s *Store) Limits() Limits { return s.limits }
 // (pipeline.go): BEGIN travels with the first statement, and batch-queued statements
 // travel together.
 func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbq.Queries) error) error {
+	return s.inPipeline(ctx, op, func(_ *pipeline, q *dbq.Queries) error { return fn(q) })
+}
+
+// inPipeline is inTx for a function that also steers the pipeline (commitQueued).
+func (s *Store) inPipeline(ctx context.Context, op string, fn func(p *pipeline, q *dbq.Queries) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return wrapDB(op, err)
 	}
 	defer conn.Release() // a connection left inside a transaction is destroyed, not reused
 	p := newPipeline(ctx, conn)
-	err = fn(dbq.New(p))
+	err = fn(p, dbq.New(p))
 	if err == nil {
 		err = p.commit(ctx)
 	}

@@ -1030,52 +1030,6 @@ func (b *LockSendAttemptBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const nextSendIndex = `-- name: NextSendIndex :batchone
-SELECT COALESCE(MAX(send_index) + 1, 0)::integer AS next_index
-FROM send_attempts WHERE source_message_key = $1
-`
-
-type NextSendIndexBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-func (q *Queries) NextSendIndex(ctx context.Context, sourceMessageKey []string) *NextSendIndexBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range sourceMessageKey {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(nextSendIndex, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &NextSendIndexBatchResults{br, len(sourceMessageKey), false}
-}
-
-func (b *NextSendIndexBatchResults) QueryRow(f func(int, int32, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var next_index int32
-		if b.closed {
-			if f != nil {
-				f(t, next_index, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(&next_index)
-		if f != nil {
-			f(t, next_index, err)
-		}
-	}
-}
-
-func (b *NextSendIndexBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
 const pageKnownMessages = `-- name: PageKnownMessages :batchmany
 SELECT inbound.message_key, inbound.account_key, inbound.peer_id, inbound.provider_message_id,
        EXISTS (SELECT 1 FROM reply_windows WHERE reply_windows.source_message_key = inbound.message_key) AS windowed
@@ -1645,55 +1599,94 @@ func (b *RetireWindowsBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const sendingAttemptOfPeer = `-- name: SendingAttemptOfPeer :batchone
-SELECT attempt_id FROM send_attempts
-WHERE account_key = $1 AND peer_id = $2 AND status = 'sending'
-LIMIT 1
+const sendContext = `-- name: SendContext :batchone
+SELECT
+    (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
+     WHERE attempt.source_message_key = $1)::integer AS next_index,
+    EXISTS (SELECT 1 FROM send_attempts AS sending
+            WHERE sending.account_key = $2 AND sending.peer_id = $3
+              AND sending.status = 'sending') AS peer_sending,
+    window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
+    window_secret.ciphertext AS window_ciphertext,
+    account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
+    account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
+FROM (SELECT 1) AS one
+LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = $4
+LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = $2
 `
 
-type SendingAttemptOfPeerBatchResults struct {
+type SendContextBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type SendingAttemptOfPeerParams struct {
-	AccountKey string
-	PeerID     string
+type SendContextParams struct {
+	SourceMessageKey string
+	AccountKey       string
+	PeerID           string
+	ReplyWindowID    int64
 }
 
-func (q *Queries) SendingAttemptOfPeer(ctx context.Context, arg []SendingAttemptOfPeerParams) *SendingAttemptOfPeerBatchResults {
+type SendContextRow struct {
+	NextIndex            int32
+	PeerSending          bool
+	WindowKeyGeneration  *int32
+	WindowNonce          []byte
+	WindowCiphertext     []byte
+	AccountGeneration    *int32
+	AccountKeyGeneration *int32
+	AccountNonce         []byte
+	AccountCiphertext    []byte
+}
+
+// What reserving and starting a send reads besides its locks, in one statement: the
+// source message's next send index, whether another send to the peer is in flight, the
+// window's sealed context token and the account's sealed bot token (NULL when absent).
+func (q *Queries) SendContext(ctx context.Context, arg []SendContextParams) *SendContextBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
+			a.SourceMessageKey,
 			a.AccountKey,
 			a.PeerID,
+			a.ReplyWindowID,
 		}
-		batch.Queue(sendingAttemptOfPeer, vals...)
+		batch.Queue(sendContext, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &SendingAttemptOfPeerBatchResults{br, len(arg), false}
+	return &SendContextBatchResults{br, len(arg), false}
 }
 
-func (b *SendingAttemptOfPeerBatchResults) QueryRow(f func(int, string, error)) {
+func (b *SendContextBatchResults) QueryRow(f func(int, SendContextRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var attempt_id string
+		var i SendContextRow
 		if b.closed {
 			if f != nil {
-				f(t, attempt_id, ErrBatchAlreadyClosed)
+				f(t, i, ErrBatchAlreadyClosed)
 			}
 			continue
 		}
 		row := b.br.QueryRow()
-		err := row.Scan(&attempt_id)
+		err := row.Scan(
+			&i.NextIndex,
+			&i.PeerSending,
+			&i.WindowKeyGeneration,
+			&i.WindowNonce,
+			&i.WindowCiphertext,
+			&i.AccountGeneration,
+			&i.AccountKeyGeneration,
+			&i.AccountNonce,
+			&i.AccountCiphertext,
+		)
 		if f != nil {
-			f(t, attempt_id, err)
+			f(t, i, err)
 		}
 	}
 }
 
-func (b *SendingAttemptOfPeerBatchResults) Close() error {
+func (b *SendContextBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
