@@ -76,7 +76,7 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: store.AttemptUnknown,
 			ErrorCode: SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
 	case att.Status != store.AttemptPending:
-		return a.output(prep.Window.SendsLeft(), att, prep.BlockedUntil), nil
+		return a.output(prep.Window, att, prep.BlockedUntil), nil
 	default:
 		if prep, err = a.awaitStart(ctx, ref, prep, pacing); err != nil {
 			return a.releaseOr(ctx, att, "start reply", err)
@@ -193,7 +193,7 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 		cancel()
 		if err == nil {
 			a.Metrics.Send(metrics.SendOutcome(done.Attempt.Status, done.Attempt.ErrorCode))
-			return a.output(done.SendsLeft, done.Attempt, nil), nil
+			return a.output(done.Window, done.Attempt, nil), nil
 		}
 		if store.IsRuleViolation(err) {
 			break
@@ -203,7 +203,7 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 	if store.CodeOf(err) == store.CodeAttemptConflict {
 		if att, gerr := a.Store.GetAttempt(ctx, c.AttemptID); gerr == nil {
 			w, _ := a.Store.GetWindow(ctx, att.ReplyWindowID)
-			return a.output(w.SendsLeft(), att, nil), nil
+			return a.output(w, att, nil), nil
 		}
 	}
 	return SendOutput{}, storeErr("complete attempt", err)
@@ -218,7 +218,7 @@ func (a *Activities) release(ctx context.Context, att store.Attempt, reason stri
 		return SendOutput{}, storeErr("release attempt", err)
 	}
 	a.Metrics.Send(metrics.SendOutcome(rel.Attempt.Status, rel.Attempt.ErrorCode))
-	return a.output(rel.SendsLeft, rel.Attempt, blocked), nil
+	return a.output(rel.Window, rel.Attempt, blocked), nil
 }
 
 // releaseOr releases the attempt when err is a store refusal (answered with its code)
@@ -240,12 +240,12 @@ func (a *Activities) refusal(op string, err error) (SendOutput, error) {
 	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
 
-// output describes an attempt with its window's sends left and, for a throttled one, when
-// the bot's sends resume (blocked, when known).
-func (a *Activities) output(sendsLeft int32, att store.Attempt, blocked *time.Time) SendOutput {
+// output describes an attempt with its window's quota and, for a throttled one, when the
+// bot's sends resume (blocked, when known).
+func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Time) SendOutput {
 	out := SendOutput{
 		AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID, Status: att.Status,
-		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: sendsLeft,
+		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: w.SendsLeft(),
 	}
 	if att.ErrorCode == SendThrottled && blocked != nil {
 		out.RetryAfter = *blocked

@@ -62,6 +62,9 @@ RETURNING *;
 UPDATE accounts SET last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation) AND status = 'active';
 
+-- name: TouchLastSend :batchexec
+UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz WHERE account_key = sqlc.arg(account_key);
+
 -- name: BlockSends :execrows
 UPDATE accounts SET sends_blocked_until = sqlc.arg(until)::timestamptz, updated_at = sqlc.arg(now)
 WHERE account_key = sqlc.arg(account_key);

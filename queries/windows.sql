@@ -48,6 +48,28 @@ SET state = sqlc.arg(state), retired_reason = sqlc.arg(reason), reserved = 0, up
 WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND state = 'open'
 RETURNING *;
 
+-- name: ReserveWindowSend :batchone
+UPDATE reply_windows
+SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at = sqlc.arg(now)
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
+  AND next_send_index = sqlc.arg(expected_index)
+  AND reserved + transmitted < max_sends
+RETURNING *;
+
+-- name: ReserveStartedWindowSend :batchone
+UPDATE reply_windows
+SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, updated_at = sqlc.arg(now)
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
+  AND next_send_index = sqlc.arg(expected_index)
+  AND reserved + transmitted < max_sends
+RETURNING *;
+
+-- name: StartWindowSend :batchone
+UPDATE reply_windows
+SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = sqlc.arg(now)
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open' AND reserved > 0
+RETURNING *;
+
 -- name: ReleaseWindowReservations :batchone
 UPDATE reply_windows
 SET reserved = reserved - sqlc.arg(released)::integer, updated_at = sqlc.arg(now)
@@ -56,6 +78,12 @@ RETURNING *;
 
 -- name: GetWindowSecret :batchone
 SELECT * FROM reply_window_secrets WHERE reply_window_id = $1;
+
+-- name: UnstartWindowSend :batchone
+UPDATE reply_windows
+SET transmitted = transmitted - 1, updated_at = sqlc.arg(now)
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND transmitted > 0
+RETURNING *;
 
 -- name: WindowOfAttempt :batchone
 SELECT reply_windows.* FROM reply_windows

@@ -156,22 +156,23 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 	}
 	var out PreparedSend
 	err = s.inTx(ctx, "reserve reply", func(q *dbq.Queries) error {
-		row, err := lockSession(ctx, q, in.Session)
+		row, err := findSession(ctx, q, in.Session)
 		if err != nil {
 			return err
 		}
-		sess, w, acct := row.AgentSession, row.ReplyWindow, row.Account
+		sess := row.AgentSession
 		if in.ReplyWindowID != 0 && sess.ReplyWindowID != in.ReplyWindowID {
 			return fail(CodeInvalidAgentSession, "the agent session belongs to another reply window")
 		}
-		// One round trip: the request's earlier attempt and what reserving and starting
-		// the send read.
+		// One round trip: the locks, the request's earlier attempt, the next send index
+		// and, when the send may start at once, what starting it needs.
+		locks := queueSessionLocks(ctx, q, row)
 		var prior *dbq.AttemptByRequestBatchResults
 		if requestID != nil {
 			prior = q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: sess.SourceMessageKey, RequestID: requestID}})
 		}
 		context := sessionSendContext(ctx, q, sess)
-		lockErr := checkSession(now, row)
+		w, acct, lockErr := locks.check(now)
 		if lockErr != nil && !IsRuleViolation(lockErr) {
 			return lockErr
 		}
@@ -221,38 +222,55 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			startNow = out.BlockedUntil == nil && !now.Before(out.NotBefore) && !out.InFlight
 		}
 
-		// One statement: the window's counters, the attempt and, when it starts, the bot's
-		// last send (or, for a refusal, only the failed attempt).
-		attemptID, clientID := AttemptID(sess.SourceMessageKey, index), ClientMessageID(sess.SourceMessageKey, index)
-		var a dbq.SendAttempt
-		if refused != "" {
-			a, err = batchRow[dbq.SendAttempt](q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
-				AttemptID: attemptID, ClientMessageID: clientID, SourceMessageKey: sess.SourceMessageKey,
-				AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID, SendIndex: index,
-				WindowSendIndex: w.NextSendIndex, Source: "agent", ContentType: in.Content.Type, Payload: pc.payload,
-				Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: AttemptFailed, ErrorCode: string(refused),
-				ErrorMessage: "refused before transmission: " + string(refused), FailType: FailRefused,
-				RequestID: requestID, Now: now,
-			}}))
-			if err != nil {
+		// One round trip: the window's counters, the attempt and, when it starts, the
+		// bot's last send.
+		status, failType, message := AttemptPending, "", ""
+		var counted *dbq.ReserveWindowSendBatchResults
+		var started *dbq.ReserveStartedWindowSendBatchResults
+		switch {
+		case refused != "":
+			status, failType = AttemptFailed, FailRefused
+			message = "refused before transmission: " + string(refused)
+		case startNow:
+			status = AttemptSending
+			started = q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
+				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+		default:
+			counted = q.ReserveWindowSend(ctx, []dbq.ReserveWindowSendParams{{
+				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+		}
+		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
+			AttemptID: AttemptID(sess.SourceMessageKey, index), ClientMessageID: ClientMessageID(sess.SourceMessageKey, index),
+			SourceMessageKey: sess.SourceMessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID,
+			ReplyWindowID: w.ReplyWindowID, SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "agent",
+			ContentType: in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
+			Status: status, ErrorCode: string(refused), ErrorMessage: message, FailType: failType,
+			RequestID: requestID, Now: now,
+		}})
+		var touched *dbq.TouchLastSendBatchResults
+		if startNow {
+			touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+		}
+		switch {
+		case counted != nil:
+			w, err = batchRow[dbq.ReplyWindow](counted)
+		case started != nil:
+			w, err = batchRow[dbq.ReplyWindow](started)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fail(CodeAttemptConflict, "reservation lost its race")
+		}
+		if err != nil {
+			return err
+		}
+		a, err := batchRow[dbq.SendAttempt](inserted)
+		if err != nil {
+			return err
+		}
+		if touched != nil {
+			if err := batchExec(touched); err != nil {
 				return err
 			}
-		} else {
-			r, err := batchRow[dbq.ReserveSendRow](q.ReserveSend(ctx, []dbq.ReserveSendParams{{
-				Start: startNow, Now: now, ReplyWindowID: w.ReplyWindowID, WindowSendIndex: w.NextSendIndex,
-				AccountKey: w.AccountKey, AttemptID: attemptID, ClientMessageID: clientID,
-				SourceMessageKey: sess.SourceMessageKey, PeerID: w.PeerID, SendIndex: index, Source: "agent",
-				ContentType: in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
-				RequestID: requestID,
-			}}))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fail(CodeAttemptConflict, "reservation lost its race")
-			}
-			if err != nil {
-				return err
-			}
-			a = rowAttempt(r)
-			w.NextSendIndex, w.Reserved, w.Transmitted, w.UpdatedAt = r.WindowNextSendIndex, r.WindowReserved, r.WindowTransmitted, now
 		}
 		if out.Attempt, err = attemptFrom(a); err != nil {
 			return err
@@ -350,17 +368,17 @@ func (s *Store) sendStart(att Attempt, w dbq.ReplyWindow, a dbq.Account, reads s
 func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef, attemptID string,
 	withStart bool) (dbq.ReplyWindow, dbq.Account, dbq.SendAttempt, startRead, error) {
 	var reads startRead
-	row, err := lockSession(ctx, q, ref)
+	row, err := findSession(ctx, q, ref)
 	if err != nil {
 		return dbq.ReplyWindow{}, dbq.Account{}, dbq.SendAttempt{}, reads, err
 	}
-	w, acct := row.ReplyWindow, row.Account
+	locks := queueSessionLocks(ctx, q, row)
 	locked := q.LockSendAttempt(ctx, []string{attemptID})
 	var context sendContext
 	if withStart {
 		context = sessionSendContext(ctx, q, row.AgentSession)
 	}
-	lockErr := checkSession(now, row)
+	w, acct, lockErr := locks.check(now)
 	a, err := batchRow[dbq.SendAttempt](locked)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return w, acct, a, reads, err
@@ -440,15 +458,24 @@ func (s *Store) start(ctx context.Context, now time.Time, ref SessionRef, attemp
 		} else if reads.peerSending {
 			return fail(CodeSendInProgress, "another send to this peer is in progress")
 		}
-		r, err := batchRow[dbq.StartAttemptRow](q.StartAttempt(ctx, []dbq.StartAttemptParams{{
-			Now: now, ReplyWindowID: w.ReplyWindowID, AttemptID: a.AttemptID, AccountKey: w.AccountKey}}))
+		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
+			AttemptID: a.AttemptID, FromStatus: AttemptPending, Status: AttemptSending, Now: now,
+		}})
+		counted := q.StartWindowSend(ctx, []dbq.StartWindowSendParams{{Now: now, ReplyWindowID: w.ReplyWindowID}})
+		touched := q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+		row, err := batchRow[dbq.SendAttempt](set)
 		if err != nil {
 			return notFound(err, CodeAttemptConflict, "attempt start lost its race")
 		}
-		if out.Attempt, err = attemptFrom(rowAttempt(r)); err != nil {
+		if w, err = batchRow[dbq.ReplyWindow](counted); err != nil {
+			return notFound(err, CodeAttemptConflict, "window holds no reservation to start")
+		}
+		if err := batchExec(touched); err != nil {
 			return err
 		}
-		w.Reserved, w.Transmitted, w.UpdatedAt = r.WindowReserved, r.WindowTransmitted, now
+		if out.Attempt, err = attemptFrom(row); err != nil {
+			return err
+		}
 		out.Window = windowFrom(w)
 		acct.LastSendAt = &now
 		st, err := s.sendStart(out.Attempt, w, acct, reads)
@@ -479,14 +506,14 @@ func (s *Store) CompleteAttempt(ctx context.Context, now time.Time, c Completion
 	return out.Attempt, err
 }
 
-// SendOutcome is an attempt with its window's quota as the operation left it.
+// SendOutcome is a completed attempt with its window as the completion left it.
 type SendOutcome struct {
-	Attempt   Attempt
-	SendsLeft int32
+	Attempt Attempt
+	Window  Window
 }
 
-// CompleteSend is CompleteAttempt that also returns the sends left in the attempt's window,
-// read in the same statement.
+// CompleteSend is CompleteAttempt that also returns the attempt's window (its sends left),
+// read in the same transaction.
 func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (SendOutcome, error) {
 	if err := validNow(now); err != nil {
 		return SendOutcome{}, err
@@ -514,37 +541,36 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	}
 	var out SendOutcome
 	err := s.inTx(ctx, "complete attempt", func(q *dbq.Queries) error {
-		// The common case in one statement: the attempt is sending and moves on.
-		r, err := batchRow[dbq.CompleteAttemptRow](q.CompleteAttempt(ctx, []dbq.CompleteAttemptParams{{
-			AttemptID: c.AttemptID, Status: c.Status, ProviderMessageID: c.ProviderMessageID, ErrorCode: c.ErrorCode,
-			ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
-			// The request surely never left: the send is given back to the quota.
-			GiveBack: c.FailType == FailTransport,
-		}}))
-		if err == nil {
-			out.SendsLeft = Window{State: r.WindowState, MaxSends: r.WindowMaxSends, Reserved: r.WindowReserved,
-				Transmitted: r.WindowTransmitted}.SendsLeft()
-			out.Attempt, err = attemptFrom(rowAttempt(r))
-			return err
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		// Not sending: a retry of the same completion finds it done.
-		locked := q.LockSendAttempt(ctx, []string{c.AttemptID})
+		// The common case in one round trip: the attempt is sending and moves on.
+		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
+			AttemptID: c.AttemptID, FromStatus: AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
+			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
+		}})
 		window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
-		row, err := batchRow[dbq.SendAttempt](locked)
+		row, setErr := batchRow[dbq.SendAttempt](set)
+		w, err := batchRow[dbq.ReplyWindow](window)
+		if setErr != nil && !errors.Is(setErr, pgx.ErrNoRows) {
+			return setErr
+		}
 		if err != nil {
 			return notFound(err, CodeAttemptConflict, "unknown attempt")
 		}
-		w, err := batchRow[dbq.ReplyWindow](window)
-		if err != nil {
-			return err
+		if errors.Is(setErr, pgx.ErrNoRows) {
+			// Not sending: a retry of the same completion finds it done.
+			if row, err = batchRow[dbq.SendAttempt](q.LockSendAttempt(ctx, []string{c.AttemptID})); err != nil {
+				return notFound(err, CodeAttemptConflict, "unknown attempt")
+			}
+			if row.Status != c.Status || row.ProviderMessageID != c.ProviderMessageID || row.FailType != c.FailType {
+				return fail(CodeAttemptConflict, "attempt is %s, not sending", row.Status)
+			}
+		} else if c.FailType == FailTransport {
+			// The request surely never left: the send is given back to the quota.
+			if w, err = batchRow[dbq.ReplyWindow](q.UnstartWindowSend(ctx, []dbq.UnstartWindowSendParams{{
+				Now: now, ReplyWindowID: row.ReplyWindowID}})); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
 		}
-		if row.Status != c.Status || row.ProviderMessageID != c.ProviderMessageID || row.FailType != c.FailType {
-			return fail(CodeAttemptConflict, "attempt is %s, not sending", row.Status)
-		}
-		out.SendsLeft = windowFrom(w).SendsLeft()
+		out.Window = windowFrom(w)
 		out.Attempt, err = attemptFrom(row)
 		return err
 	})
@@ -558,7 +584,7 @@ func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, re
 	return out.Released, err
 }
 
-// Release is the outcome of ReleaseSend: the attempt and its window's quota after it.
+// Release is the outcome of ReleaseSend: the attempt and its window as they are after it.
 type Release struct {
 	SendOutcome
 	// Released is false when the attempt was not pending (already started or ended).
@@ -595,7 +621,7 @@ func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reaso
 		if err != nil {
 			return err
 		}
-		out.SendsLeft = windowFrom(w).SendsLeft()
+		out.Window = windowFrom(w)
 		if out.Attempt, err = attemptFrom(a); err != nil || a.Status != AttemptPending {
 			return err
 		}
@@ -611,7 +637,7 @@ func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reaso
 		if a, err = batchRow[dbq.SendAttempt](set); err != nil {
 			return err
 		}
-		out.SendsLeft = windowFrom(w).SendsLeft()
+		out.Window = windowFrom(w)
 		out.Attempt, err = attemptFrom(a)
 		out.Released = true
 		return err
@@ -756,17 +782,25 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		if index >= maxSendIndex {
 			return fail(CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
 		}
-		r, err := batchRow[dbq.ReserveSendRow](q.ReserveSend(ctx, []dbq.ReserveSendParams{{
-			Start: true, Now: now, ReplyWindowID: w.ReplyWindowID, WindowSendIndex: w.NextSendIndex,
-			AccountKey: w.AccountKey, AttemptID: AttemptID(in.MessageKey, index),
-			ClientMessageID: ClientMessageID(in.MessageKey, index), SourceMessageKey: in.MessageKey, PeerID: w.PeerID,
-			SendIndex: index, Source: "system", ContentType: in.Content.Type, Payload: pc.payload,
-			Metadata: pc.metadata, Fingerprint: pc.fingerprint,
-		}}))
-		if err != nil {
+		started := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
+			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+		touched := q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
+			AttemptID: AttemptID(in.MessageKey, index), ClientMessageID: ClientMessageID(in.MessageKey, index),
+			SourceMessageKey: in.MessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
+			SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "system", ContentType: in.Content.Type,
+			Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: AttemptSending, Now: now,
+		}})
+		if _, err := batchRow[dbq.ReplyWindow](started); err != nil {
 			return notFound(err, CodeAttemptConflict, "system reservation lost its race")
 		}
-		row := rowAttempt(r)
+		if err := batchExec(touched); err != nil {
+			return err
+		}
+		row, err := batchRow[dbq.SendAttempt](inserted)
+		if err != nil {
+			return err
+		}
 		out, err = attemptFrom(row)
 		return err
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -250,17 +249,4 @@ func lockAccount(ctx context.Context, q *dbq.Queries, accountKey string) (dbq.Ac
 // lockWindow locks a reply window row (FOR NO KEY UPDATE) in a statement of its own.
 func lockWindow(ctx context.Context, q *dbq.Queries, windowID int64) (dbq.ReplyWindow, error) {
 	return batchRow[dbq.ReplyWindow](q.LockReplyWindow(ctx, []int64{windowID}))
-}
-
-// rowAttempt copies the send_attempts columns of a row that returns them with others (a
-// statement returning a data-modifying CTE's rows, which sqlc cannot embed). The columns
-// are matched by name; a missing one is a programming error caught by every send test.
-func rowAttempt(row any) dbq.SendAttempt {
-	var a dbq.SendAttempt
-	dst := reflect.ValueOf(&a).Elem()
-	src := reflect.ValueOf(row)
-	for i := range dst.NumField() {
-		dst.Field(i).Set(src.FieldByName(dst.Type().Field(i).Name))
-	}
-	return a
 }

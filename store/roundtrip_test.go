@@ -179,7 +179,7 @@ func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Attempt.Status != store.AttemptSent || out.SendsLeft != prep.Window.SendsLeft() {
+		if out.Attempt.Status != store.AttemptSent || out.Window.SendsLeft() != prep.Window.SendsLeft() {
 			t.Fatalf("completion %+v after %+v", out, prep.Window)
 		}
 		return rt.stop()

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -99,54 +98,76 @@ func checkWindowUsable(now time.Time, w dbq.ReplyWindow, a dbq.Account) error {
 	return nil
 }
 
-// lockSession resolves a session reference to its session, its message's status, its
-// account and its window, and locks the account, then the window (the lock order
-// everywhere: account, window, attempts; CommitPage and retirement take them in that
-// order), in one statement.
-func lockSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (dbq.LockSessionRow, error) {
-	var p dbq.LockSessionParams
+// findSession resolves a session reference to its session and its message's status.
+func findSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (dbq.SessionByTokenHashRow, error) {
 	switch {
 	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
-		p.TokenHash = tokenHash(ref.Token.Reveal())
+		r, err := q.SessionByTokenHash(ctx, tokenHash(ref.Token.Reveal()))
+		return r, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
 	case ref.Token.IsZero() && ref.ID != "":
 		id, err := uuid.Parse(ref.ID)
 		if err != nil {
-			return dbq.LockSessionRow{}, fail(CodeInvalidAgentSession, "agent session is not valid")
+			return dbq.SessionByTokenHashRow{}, fail(CodeInvalidAgentSession, "agent session is not valid")
 		}
-		p.SessionID = pgtype.UUID{Bytes: id, Valid: true}
-	default:
-		return dbq.LockSessionRow{}, fail(CodeInvalidAgentSession, "agent session is required")
+		r, err := q.SessionByID(ctx, id)
+		return dbq.SessionByTokenHashRow(r), notFound(err, CodeInvalidAgentSession, "agent session is not valid")
 	}
-	row, err := batchRow[dbq.LockSessionRow](q.LockSession(ctx, []dbq.LockSessionParams{p}))
-	return row, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
+	return dbq.SessionByTokenHashRow{}, fail(CodeInvalidAgentSession, "agent session is required")
 }
 
-// checkSession checks a locked session, in this order: it is bound to its window; the
-// window accepts work (checkWindowUsable, so a late agent hears "expired" rather than
+// sessionLocks are the locks of a session's account and window, queued so that the
+// caller's own reads travel in the same round trip. Lock order everywhere: account, then
+// window, then attempts (CommitPage and retirement take them in that order; another order
+// deadlocks against them).
+type sessionLocks struct {
+	row     dbq.SessionByTokenHashRow
+	account *dbq.LockAccountBatchResults
+	window  *dbq.LockReplyWindowBatchResults
+}
+
+func queueSessionLocks(ctx context.Context, q *dbq.Queries, row dbq.SessionByTokenHashRow) sessionLocks {
+	return sessionLocks{
+		row:     row,
+		account: q.LockAccount(ctx, []string{row.AgentSession.AccountKey}),
+		window:  q.LockReplyWindow(ctx, []int64{row.AgentSession.ReplyWindowID}),
+	}
+}
+
+// check reads the locks and checks, in this order: the session is bound to the window;
+// the window accepts work (checkWindowUsable, so a late agent hears "expired" rather than
 // "invalid session"); the session itself is live (not closed, not past its own expiry,
-// its message processing).
-func checkSession(now time.Time, row dbq.LockSessionRow) error {
-	sess, w := row.AgentSession, row.ReplyWindow
+// its message processing). On a rule error the window and account are returned too.
+func (l sessionLocks) check(now time.Time) (dbq.ReplyWindow, dbq.Account, error) {
+	a, err := batchRow[dbq.Account](l.account)
+	if err != nil {
+		return dbq.ReplyWindow{}, a, err
+	}
+	w, err := batchRow[dbq.ReplyWindow](l.window)
+	if err != nil {
+		return w, a, err
+	}
+	sess := l.row.AgentSession
 	if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
-		return fail(CodeInvalidAgentSession, "agent session does not match its window")
+		return w, a, fail(CodeInvalidAgentSession, "agent session does not match its window")
 	}
-	if err := checkWindowUsable(now, w, row.Account); err != nil {
-		return err
+	if err := checkWindowUsable(now, w, a); err != nil {
+		return w, a, err
 	}
-	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || row.MessageStatus != MessageProcessing {
-		return fail(CodeInvalidAgentSession, "agent session is not active")
+	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || l.row.MessageStatus != MessageProcessing {
+		return w, a, fail(CodeInvalidAgentSession, "agent session is not active")
 	}
-	return nil
+	return w, a, nil
 }
 
-// sessionWindow resolves and locks a session (lockSession) and checks every session and
-// window rule (checkSession).
+// sessionWindow resolves a session reference, locks its account and window and checks
+// every session and window rule (sessionLocks.check).
 func sessionWindow(ctx context.Context, q *dbq.Queries, now time.Time, ref SessionRef) (dbq.AgentSession, dbq.ReplyWindow, error) {
-	row, err := lockSession(ctx, q, ref)
+	row, err := findSession(ctx, q, ref)
 	if err != nil {
 		return dbq.AgentSession{}, dbq.ReplyWindow{}, err
 	}
-	return row.AgentSession, row.ReplyWindow, checkSession(now, row)
+	w, _, err := queueSessionLocks(ctx, q, row).check(now)
+	return row.AgentSession, w, err
 }
 
 // SessionRef names an agent session: by its bearer token (the agent's capability, checked

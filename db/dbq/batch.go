@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 var (
@@ -223,144 +222,6 @@ func (b *CompareAndSetCursorBatchResults) QueryRow(f func(int, Account, error)) 
 }
 
 func (b *CompareAndSetCursorBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const completeAttempt = `-- name: CompleteAttempt :batchone
-WITH done AS (
-    UPDATE send_attempts
-    SET status = $1, provider_message_id = $2,
-        error_code = $3, error_message = $4,
-        fail_type = $5, updated_at = $6
-    WHERE send_attempts.attempt_id = $7 AND send_attempts.status = 'sending'
-    RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
-), given_back AS (
-    UPDATE reply_windows SET transmitted = transmitted - 1, updated_at = $6
-    WHERE reply_windows.reply_window_id = (SELECT done.reply_window_id FROM done)
-      AND $8::boolean AND reply_windows.transmitted > 0
-    RETURNING reply_windows.reply_window_id, reply_windows.transmitted
-)
-SELECT done.attempt_id, done.client_message_id, done.source_message_key, done.account_key, done.peer_id, done.reply_window_id, done.send_index, done.window_send_index, done.source, done.content_type, done.payload, done.metadata, done.fingerprint, done.status, done.provider_message_id, done.error_code, done.error_message, done.fail_type, done.created_at, done.updated_at, done.request_id, win.state AS window_state, win.max_sends AS window_max_sends, win.reserved AS window_reserved,
-       COALESCE(given_back.transmitted, win.transmitted)::integer AS window_transmitted
-FROM done
-JOIN reply_windows AS win ON win.reply_window_id = done.reply_window_id
-LEFT JOIN given_back ON given_back.reply_window_id = done.reply_window_id
-`
-
-type CompleteAttemptBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type CompleteAttemptParams struct {
-	Status            string
-	ProviderMessageID string
-	ErrorCode         string
-	ErrorMessage      string
-	FailType          string
-	Now               time.Time
-	AttemptID         string
-	GiveBack          bool
-}
-
-type CompleteAttemptRow struct {
-	AttemptID         string
-	ClientMessageID   string
-	SourceMessageKey  string
-	AccountKey        string
-	PeerID            string
-	ReplyWindowID     int64
-	SendIndex         int32
-	WindowSendIndex   int32
-	Source            string
-	ContentType       string
-	Payload           json.RawMessage
-	Metadata          json.RawMessage
-	Fingerprint       string
-	Status            string
-	ProviderMessageID string
-	ErrorCode         string
-	ErrorMessage      string
-	FailType          string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	RequestID         *string
-	WindowState       string
-	WindowMaxSends    int32
-	WindowReserved    int32
-	WindowTransmitted int32
-}
-
-// Completes a sending attempt (sent, failed or unknown) in one statement; give_back
-// returns its send to the window's quota (a request that surely never left). It comes
-// back with the window's quota as the completion left it; no row when the attempt was
-// not sending.
-func (q *Queries) CompleteAttempt(ctx context.Context, arg []CompleteAttemptParams) *CompleteAttemptBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.Status,
-			a.ProviderMessageID,
-			a.ErrorCode,
-			a.ErrorMessage,
-			a.FailType,
-			a.Now,
-			a.AttemptID,
-			a.GiveBack,
-		}
-		batch.Queue(completeAttempt, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &CompleteAttemptBatchResults{br, len(arg), false}
-}
-
-func (b *CompleteAttemptBatchResults) QueryRow(f func(int, CompleteAttemptRow, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var i CompleteAttemptRow
-		if b.closed {
-			if f != nil {
-				f(t, i, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(
-			&i.AttemptID,
-			&i.ClientMessageID,
-			&i.SourceMessageKey,
-			&i.AccountKey,
-			&i.PeerID,
-			&i.ReplyWindowID,
-			&i.SendIndex,
-			&i.WindowSendIndex,
-			&i.Source,
-			&i.ContentType,
-			&i.Payload,
-			&i.Metadata,
-			&i.Fingerprint,
-			&i.Status,
-			&i.ProviderMessageID,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.FailType,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.RequestID,
-			&i.WindowState,
-			&i.WindowMaxSends,
-			&i.WindowReserved,
-			&i.WindowTransmitted,
-		)
-		if f != nil {
-			f(t, i, err)
-		}
-	}
-}
-
-func (b *CompleteAttemptBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -1169,118 +1030,6 @@ func (b *LockSendAttemptBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const lockSession = `-- name: LockSession :batchone
-SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, reply_windows.reply_window_id, reply_windows.account_key, reply_windows.peer_id, reply_windows.account_generation, reply_windows.source_message_key, reply_windows.source_inbox_seq, reply_windows.provider_message_id, reply_windows.provider_seq, reply_windows.issued_at, reply_windows.expires_at, reply_windows.max_sends, reply_windows.next_send_index, reply_windows.reserved, reply_windows.transmitted, reply_windows.state, reply_windows.retired_reason, reply_windows.created_at, reply_windows.updated_at
-FROM agent_sessions
-JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
-JOIN accounts ON accounts.account_key = agent_sessions.account_key
-JOIN reply_windows ON reply_windows.reply_window_id = agent_sessions.reply_window_id
-WHERE agent_sessions.token_hash = $1 OR agent_sessions.session_id = $2
-FOR NO KEY UPDATE OF accounts, reply_windows
-`
-
-type LockSessionBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type LockSessionParams struct {
-	TokenHash []byte
-	SessionID pgtype.UUID
-}
-
-type LockSessionRow struct {
-	AgentSession  AgentSession
-	MessageStatus string
-	Account       Account
-	ReplyWindow   ReplyWindow
-}
-
-// A session (by token hash or by id) with its message's status, its account and its
-// window, the account and then the window locked (the lock order everywhere: FOR ... OF
-// locks the rows in the order the tables are named).
-func (q *Queries) LockSession(ctx context.Context, arg []LockSessionParams) *LockSessionBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.TokenHash,
-			a.SessionID,
-		}
-		batch.Queue(lockSession, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &LockSessionBatchResults{br, len(arg), false}
-}
-
-func (b *LockSessionBatchResults) QueryRow(f func(int, LockSessionRow, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var i LockSessionRow
-		if b.closed {
-			if f != nil {
-				f(t, i, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(
-			&i.AgentSession.SessionID,
-			&i.AgentSession.TokenHash,
-			&i.AgentSession.SourceMessageKey,
-			&i.AgentSession.ReplyWindowID,
-			&i.AgentSession.AccountKey,
-			&i.AgentSession.PeerID,
-			&i.AgentSession.CreatedAt,
-			&i.AgentSession.ExpiresAt,
-			&i.AgentSession.ClosedAt,
-			&i.MessageStatus,
-			&i.Account.AccountKey,
-			&i.Account.ProviderAccountID,
-			&i.Account.OwnerPeerID,
-			&i.Account.BaseUrl,
-			&i.Account.Generation,
-			&i.Account.Status,
-			&i.Account.StatusReason,
-			&i.Account.PauseUntil,
-			&i.Account.LastPollAt,
-			&i.Account.Cursor,
-			&i.Account.CursorUpdatedAt,
-			&i.Account.ReplacedBy,
-			&i.Account.CreatedAt,
-			&i.Account.UpdatedAt,
-			&i.Account.LastSendAt,
-			&i.Account.SendsBlockedUntil,
-			&i.ReplyWindow.ReplyWindowID,
-			&i.ReplyWindow.AccountKey,
-			&i.ReplyWindow.PeerID,
-			&i.ReplyWindow.AccountGeneration,
-			&i.ReplyWindow.SourceMessageKey,
-			&i.ReplyWindow.SourceInboxSeq,
-			&i.ReplyWindow.ProviderMessageID,
-			&i.ReplyWindow.ProviderSeq,
-			&i.ReplyWindow.IssuedAt,
-			&i.ReplyWindow.ExpiresAt,
-			&i.ReplyWindow.MaxSends,
-			&i.ReplyWindow.NextSendIndex,
-			&i.ReplyWindow.Reserved,
-			&i.ReplyWindow.Transmitted,
-			&i.ReplyWindow.State,
-			&i.ReplyWindow.RetiredReason,
-			&i.ReplyWindow.CreatedAt,
-			&i.ReplyWindow.UpdatedAt,
-		)
-		if f != nil {
-			f(t, i, err)
-		}
-	}
-}
-
-func (b *LockSessionBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
 const pageKnownMessages = `-- name: PageKnownMessages :batchmany
 SELECT inbound.message_key, inbound.account_key, inbound.peer_id, inbound.provider_message_id,
        EXISTS (SELECT 1 FROM reply_windows WHERE reply_windows.source_message_key = inbound.message_key) AS windowed
@@ -1589,128 +1338,45 @@ func (b *ReleaseWindowReservationsBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const reserveSend = `-- name: ReserveSend :batchone
-WITH counted AS (
-    UPDATE reply_windows
-    SET next_send_index = next_send_index + 1,
-        reserved = reserved + CASE WHEN $1::boolean THEN 0 ELSE 1 END,
-        transmitted = transmitted + CASE WHEN $1::boolean THEN 1 ELSE 0 END,
-        updated_at = $2
-    WHERE reply_windows.reply_window_id = $3 AND reply_windows.state = 'open'
-      AND reply_windows.next_send_index = $4
-      AND reply_windows.reserved + reply_windows.transmitted < reply_windows.max_sends
-    RETURNING reply_windows.reply_window_id, reply_windows.next_send_index, reply_windows.reserved,
-              reply_windows.transmitted
-), touched AS (
-    UPDATE accounts SET last_send_at = $2::timestamptz
-    WHERE accounts.account_key = $5 AND $1::boolean AND EXISTS (SELECT 1 FROM counted)
-), inserted AS (
-    INSERT INTO send_attempts (
-        attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
-        send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
-        request_id, created_at, updated_at
-    )
-    SELECT $6, $7, $8, $5,
-           $9, counted.reply_window_id, $10, $4,
-           $11, $12, $13, $14, $15,
-           CASE WHEN $1::boolean THEN 'sending' ELSE 'pending' END, $16,
-           $2, $2
-    FROM counted
-    RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
-)
-SELECT inserted.attempt_id, inserted.client_message_id, inserted.source_message_key, inserted.account_key, inserted.peer_id, inserted.reply_window_id, inserted.send_index, inserted.window_send_index, inserted.source, inserted.content_type, inserted.payload, inserted.metadata, inserted.fingerprint, inserted.status, inserted.provider_message_id, inserted.error_code, inserted.error_message, inserted.fail_type, inserted.created_at, inserted.updated_at, inserted.request_id, counted.next_send_index AS window_next_send_index, counted.reserved AS window_reserved,
-       counted.transmitted AS window_transmitted
-FROM inserted, counted
+const reserveStartedWindowSend = `-- name: ReserveStartedWindowSend :batchone
+UPDATE reply_windows
+SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, updated_at = $1
+WHERE reply_window_id = $2 AND state = 'open'
+  AND next_send_index = $3
+  AND reserved + transmitted < max_sends
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
 `
 
-type ReserveSendBatchResults struct {
+type ReserveStartedWindowSendBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type ReserveSendParams struct {
-	Start            bool
-	Now              time.Time
-	ReplyWindowID    int64
-	WindowSendIndex  int32
-	AccountKey       string
-	AttemptID        string
-	ClientMessageID  string
-	SourceMessageKey string
-	PeerID           string
-	SendIndex        int32
-	Source           string
-	ContentType      string
-	Payload          json.RawMessage
-	Metadata         json.RawMessage
-	Fingerprint      string
-	RequestID        *string
+type ReserveStartedWindowSendParams struct {
+	Now           time.Time
+	ReplyWindowID int64
+	ExpectedIndex int32
 }
 
-type ReserveSendRow struct {
-	AttemptID           string
-	ClientMessageID     string
-	SourceMessageKey    string
-	AccountKey          string
-	PeerID              string
-	ReplyWindowID       int64
-	SendIndex           int32
-	WindowSendIndex     int32
-	Source              string
-	ContentType         string
-	Payload             json.RawMessage
-	Metadata            json.RawMessage
-	Fingerprint         string
-	Status              string
-	ProviderMessageID   string
-	ErrorCode           string
-	ErrorMessage        string
-	FailType            string
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
-	RequestID           *string
-	WindowNextSendIndex int32
-	WindowReserved      int32
-	WindowTransmitted   int32
-}
-
-// Reserves one send of a window and records its attempt, in one statement; with start
-// the send is started at once (transmitted instead of reserved, the attempt sending, the
-// bot's last send moved). The window's counters move only while it is open, at the
-// expected send index and within its quota; otherwise nothing is written and no row
-// comes back. The window's counters after the statement come back with the attempt.
-func (q *Queries) ReserveSend(ctx context.Context, arg []ReserveSendParams) *ReserveSendBatchResults {
+func (q *Queries) ReserveStartedWindowSend(ctx context.Context, arg []ReserveStartedWindowSendParams) *ReserveStartedWindowSendBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
-			a.Start,
 			a.Now,
 			a.ReplyWindowID,
-			a.WindowSendIndex,
-			a.AccountKey,
-			a.AttemptID,
-			a.ClientMessageID,
-			a.SourceMessageKey,
-			a.PeerID,
-			a.SendIndex,
-			a.Source,
-			a.ContentType,
-			a.Payload,
-			a.Metadata,
-			a.Fingerprint,
-			a.RequestID,
+			a.ExpectedIndex,
 		}
-		batch.Queue(reserveSend, vals...)
+		batch.Queue(reserveStartedWindowSend, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &ReserveSendBatchResults{br, len(arg), false}
+	return &ReserveStartedWindowSendBatchResults{br, len(arg), false}
 }
 
-func (b *ReserveSendBatchResults) QueryRow(f func(int, ReserveSendRow, error)) {
+func (b *ReserveStartedWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var i ReserveSendRow
+		var i ReplyWindow
 		if b.closed {
 			if f != nil {
 				f(t, i, ErrBatchAlreadyClosed)
@@ -1719,30 +1385,24 @@ func (b *ReserveSendBatchResults) QueryRow(f func(int, ReserveSendRow, error)) {
 		}
 		row := b.br.QueryRow()
 		err := row.Scan(
-			&i.AttemptID,
-			&i.ClientMessageID,
-			&i.SourceMessageKey,
+			&i.ReplyWindowID,
 			&i.AccountKey,
 			&i.PeerID,
-			&i.ReplyWindowID,
-			&i.SendIndex,
-			&i.WindowSendIndex,
-			&i.Source,
-			&i.ContentType,
-			&i.Payload,
-			&i.Metadata,
-			&i.Fingerprint,
-			&i.Status,
+			&i.AccountGeneration,
+			&i.SourceMessageKey,
+			&i.SourceInboxSeq,
 			&i.ProviderMessageID,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.FailType,
+			&i.ProviderSeq,
+			&i.IssuedAt,
+			&i.ExpiresAt,
+			&i.MaxSends,
+			&i.NextSendIndex,
+			&i.Reserved,
+			&i.Transmitted,
+			&i.State,
+			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
-			&i.RequestID,
-			&i.WindowNextSendIndex,
-			&i.WindowReserved,
-			&i.WindowTransmitted,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1750,7 +1410,84 @@ func (b *ReserveSendBatchResults) QueryRow(f func(int, ReserveSendRow, error)) {
 	}
 }
 
-func (b *ReserveSendBatchResults) Close() error {
+func (b *ReserveStartedWindowSendBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const reserveWindowSend = `-- name: ReserveWindowSend :batchone
+UPDATE reply_windows
+SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at = $1
+WHERE reply_window_id = $2 AND state = 'open'
+  AND next_send_index = $3
+  AND reserved + transmitted < max_sends
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+`
+
+type ReserveWindowSendBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type ReserveWindowSendParams struct {
+	Now           time.Time
+	ReplyWindowID int64
+	ExpectedIndex int32
+}
+
+func (q *Queries) ReserveWindowSend(ctx context.Context, arg []ReserveWindowSendParams) *ReserveWindowSendBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Now,
+			a.ReplyWindowID,
+			a.ExpectedIndex,
+		}
+		batch.Queue(reserveWindowSend, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &ReserveWindowSendBatchResults{br, len(arg), false}
+}
+
+func (b *ReserveWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i ReplyWindow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.ReplyWindowID,
+			&i.AccountKey,
+			&i.PeerID,
+			&i.AccountGeneration,
+			&i.SourceMessageKey,
+			&i.SourceInboxSeq,
+			&i.ProviderMessageID,
+			&i.ProviderSeq,
+			&i.IssuedAt,
+			&i.ExpiresAt,
+			&i.MaxSends,
+			&i.NextSendIndex,
+			&i.Reserved,
+			&i.Transmitted,
+			&i.State,
+			&i.RetiredReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *ReserveWindowSendBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -2044,90 +1781,41 @@ func (b *SetAttemptStatusBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const startAttempt = `-- name: StartAttempt :batchone
-WITH counted AS (
-    UPDATE reply_windows
-    SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = $1
-    WHERE reply_windows.reply_window_id = $2 AND reply_windows.state = 'open'
-      AND reply_windows.reserved > 0
-      AND EXISTS (SELECT 1 FROM send_attempts AS pending
-                  WHERE pending.attempt_id = $3 AND pending.status = 'pending'
-                    AND pending.reply_window_id = $2)
-    RETURNING reply_windows.reply_window_id, reply_windows.reserved, reply_windows.transmitted
-), touched AS (
-    UPDATE accounts SET last_send_at = $1::timestamptz
-    WHERE accounts.account_key = $4 AND EXISTS (SELECT 1 FROM counted)
-), started AS (
-    UPDATE send_attempts SET status = 'sending', updated_at = $1
-    WHERE send_attempts.attempt_id = $3 AND send_attempts.status = 'pending'
-      AND EXISTS (SELECT 1 FROM counted)
-    RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
-)
-SELECT started.attempt_id, started.client_message_id, started.source_message_key, started.account_key, started.peer_id, started.reply_window_id, started.send_index, started.window_send_index, started.source, started.content_type, started.payload, started.metadata, started.fingerprint, started.status, started.provider_message_id, started.error_code, started.error_message, started.fail_type, started.created_at, started.updated_at, started.request_id, counted.reserved AS window_reserved, counted.transmitted AS window_transmitted
-FROM started, counted
+const startWindowSend = `-- name: StartWindowSend :batchone
+UPDATE reply_windows
+SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = $1
+WHERE reply_window_id = $2 AND state = 'open' AND reserved > 0
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
 `
 
-type StartAttemptBatchResults struct {
+type StartWindowSendBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type StartAttemptParams struct {
+type StartWindowSendParams struct {
 	Now           time.Time
 	ReplyWindowID int64
-	AttemptID     string
-	AccountKey    string
 }
 
-type StartAttemptRow struct {
-	AttemptID         string
-	ClientMessageID   string
-	SourceMessageKey  string
-	AccountKey        string
-	PeerID            string
-	ReplyWindowID     int64
-	SendIndex         int32
-	WindowSendIndex   int32
-	Source            string
-	ContentType       string
-	Payload           json.RawMessage
-	Metadata          json.RawMessage
-	Fingerprint       string
-	Status            string
-	ProviderMessageID string
-	ErrorCode         string
-	ErrorMessage      string
-	FailType          string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	RequestID         *string
-	WindowReserved    int32
-	WindowTransmitted int32
-}
-
-// Starts a pending attempt: sending, its reservation transmitted, the bot's last send
-// moved, in one statement. No row: the attempt was not pending or the window held no
-// reservation (nothing is written).
-func (q *Queries) StartAttempt(ctx context.Context, arg []StartAttemptParams) *StartAttemptBatchResults {
+func (q *Queries) StartWindowSend(ctx context.Context, arg []StartWindowSendParams) *StartWindowSendBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
 			a.Now,
 			a.ReplyWindowID,
-			a.AttemptID,
-			a.AccountKey,
 		}
-		batch.Queue(startAttempt, vals...)
+		batch.Queue(startWindowSend, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &StartAttemptBatchResults{br, len(arg), false}
+	return &StartWindowSendBatchResults{br, len(arg), false}
 }
 
-func (b *StartAttemptBatchResults) QueryRow(f func(int, StartAttemptRow, error)) {
+func (b *StartWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var i StartAttemptRow
+		var i ReplyWindow
 		if b.closed {
 			if f != nil {
 				f(t, i, ErrBatchAlreadyClosed)
@@ -2136,29 +1824,24 @@ func (b *StartAttemptBatchResults) QueryRow(f func(int, StartAttemptRow, error))
 		}
 		row := b.br.QueryRow()
 		err := row.Scan(
-			&i.AttemptID,
-			&i.ClientMessageID,
-			&i.SourceMessageKey,
+			&i.ReplyWindowID,
 			&i.AccountKey,
 			&i.PeerID,
-			&i.ReplyWindowID,
-			&i.SendIndex,
-			&i.WindowSendIndex,
-			&i.Source,
-			&i.ContentType,
-			&i.Payload,
-			&i.Metadata,
-			&i.Fingerprint,
-			&i.Status,
+			&i.AccountGeneration,
+			&i.SourceMessageKey,
+			&i.SourceInboxSeq,
 			&i.ProviderMessageID,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.FailType,
+			&i.ProviderSeq,
+			&i.IssuedAt,
+			&i.ExpiresAt,
+			&i.MaxSends,
+			&i.NextSendIndex,
+			&i.Reserved,
+			&i.Transmitted,
+			&i.State,
+			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
-			&i.RequestID,
-			&i.WindowReserved,
-			&i.WindowTransmitted,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -2166,7 +1849,129 @@ func (b *StartAttemptBatchResults) QueryRow(f func(int, StartAttemptRow, error))
 	}
 }
 
-func (b *StartAttemptBatchResults) Close() error {
+func (b *StartWindowSendBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const touchLastSend = `-- name: TouchLastSend :batchexec
+UPDATE accounts SET last_send_at = $1::timestamptz WHERE account_key = $2
+`
+
+type TouchLastSendBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type TouchLastSendParams struct {
+	Now        time.Time
+	AccountKey string
+}
+
+func (q *Queries) TouchLastSend(ctx context.Context, arg []TouchLastSendParams) *TouchLastSendBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Now,
+			a.AccountKey,
+		}
+		batch.Queue(touchLastSend, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &TouchLastSendBatchResults{br, len(arg), false}
+}
+
+func (b *TouchLastSendBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *TouchLastSendBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const unstartWindowSend = `-- name: UnstartWindowSend :batchone
+UPDATE reply_windows
+SET transmitted = transmitted - 1, updated_at = $1
+WHERE reply_window_id = $2 AND transmitted > 0
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+`
+
+type UnstartWindowSendBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type UnstartWindowSendParams struct {
+	Now           time.Time
+	ReplyWindowID int64
+}
+
+func (q *Queries) UnstartWindowSend(ctx context.Context, arg []UnstartWindowSendParams) *UnstartWindowSendBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Now,
+			a.ReplyWindowID,
+		}
+		batch.Queue(unstartWindowSend, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &UnstartWindowSendBatchResults{br, len(arg), false}
+}
+
+func (b *UnstartWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i ReplyWindow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.ReplyWindowID,
+			&i.AccountKey,
+			&i.PeerID,
+			&i.AccountGeneration,
+			&i.SourceMessageKey,
+			&i.SourceInboxSeq,
+			&i.ProviderMessageID,
+			&i.ProviderSeq,
+			&i.IssuedAt,
+			&i.ExpiresAt,
+			&i.MaxSends,
+			&i.NextSendIndex,
+			&i.Reserved,
+			&i.Transmitted,
+			&i.State,
+			&i.RetiredReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *UnstartWindowSendBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

@@ -68,3 +68,63 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 	)
 	return err
 }
+
+const sessionByID = `-- name: SessionByID :one
+SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.session_id = $1
+`
+
+type SessionByIDRow struct {
+	AgentSession  AgentSession
+	MessageStatus string
+}
+
+func (q *Queries) SessionByID(ctx context.Context, sessionID uuid.UUID) (SessionByIDRow, error) {
+	row := q.db.QueryRow(ctx, sessionByID, sessionID)
+	var i SessionByIDRow
+	err := row.Scan(
+		&i.AgentSession.SessionID,
+		&i.AgentSession.TokenHash,
+		&i.AgentSession.SourceMessageKey,
+		&i.AgentSession.ReplyWindowID,
+		&i.AgentSession.AccountKey,
+		&i.AgentSession.PeerID,
+		&i.AgentSession.CreatedAt,
+		&i.AgentSession.ExpiresAt,
+		&i.AgentSession.ClosedAt,
+		&i.MessageStatus,
+	)
+	return i, err
+}
+
+const sessionByTokenHash = `-- name: SessionByTokenHash :one
+SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.token_hash = $1
+`
+
+type SessionByTokenHashRow struct {
+	AgentSession  AgentSession
+	MessageStatus string
+}
+
+func (q *Queries) SessionByTokenHash(ctx context.Context, tokenHash []byte) (SessionByTokenHashRow, error) {
+	row := q.db.QueryRow(ctx, sessionByTokenHash, tokenHash)
+	var i SessionByTokenHashRow
+	err := row.Scan(
+		&i.AgentSession.SessionID,
+		&i.AgentSession.TokenHash,
+		&i.AgentSession.SourceMessageKey,
+		&i.AgentSession.ReplyWindowID,
+		&i.AgentSession.AccountKey,
+		&i.AgentSession.PeerID,
+		&i.AgentSession.CreatedAt,
+		&i.AgentSession.ExpiresAt,
+		&i.AgentSession.ClosedAt,
+		&i.MessageStatus,
+	)
+	return i, err
+}
