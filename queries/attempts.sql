@@ -1,15 +1,23 @@
 -- name: InsertSendAttempt :batchone
+-- Records an attempt. A pending or sending one is recorded only when its window's next
+-- send index has just moved past it (the reservation before it in the transaction took
+-- effect), so that a reservation that did not happen never leaves an attempt behind, even
+-- when COMMIT travels in the same round trip; a refused (failed) one needs no reservation.
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
     error_code, error_message, fail_type, request_id, created_at, updated_at
-) VALUES (
+)
+SELECT
     sqlc.arg(attempt_id), sqlc.arg(client_message_id), sqlc.arg(source_message_key), sqlc.arg(account_key),
     sqlc.arg(peer_id), sqlc.arg(reply_window_id), sqlc.arg(send_index), sqlc.arg(window_send_index),
     sqlc.arg(source), sqlc.arg(content_type), sqlc.arg(payload), sqlc.arg(metadata), sqlc.arg(fingerprint),
     sqlc.arg(status), sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(fail_type), sqlc.narg(request_id),
     sqlc.arg(now), sqlc.arg(now)
-)
+WHERE sqlc.arg(status)::text = 'failed'
+   OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
+              WHERE reserved_window.reply_window_id = sqlc.arg(reply_window_id)
+                AND reserved_window.next_send_index = sqlc.arg(window_send_index)::integer + 1)
 RETURNING *;
 
 -- name: GetSendAttempt :one

@@ -155,7 +155,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		requestID = &in.RequestID
 	}
 	var out PreparedSend
-	err = s.inTx(ctx, "reserve reply", func(q *dbq.Queries) error {
+	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
 		row, err := findSession(ctx, q, in.Session)
 		if err != nil {
 			return err
@@ -177,14 +177,14 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			return lockErr
 		}
 		if prior != nil {
-			p, err := batchRow[dbq.SendAttempt](prior)
+			earlier, err := batchRow[dbq.SendAttempt](prior)
 			if err == nil {
-				if p.Fingerprint != pc.fingerprint {
+				if earlier.Fingerprint != pc.fingerprint {
 					return fail(CodeAttemptConflict, "request id was used for other content")
 				}
-				out.Attempt, err = attemptFrom(p)
-				if p.FailType == FailRefused {
-					out.Refused = Code(p.ErrorCode)
+				out.Attempt, err = attemptFrom(earlier)
+				if earlier.FailType == FailRefused {
+					out.Refused = Code(earlier.ErrorCode)
 				}
 				out.Window = windowFrom(w)
 				out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
@@ -251,6 +251,10 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		if startNow {
 			touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
 		}
+		// Every decision is made, under the account's and the window's locks: COMMIT
+		// travels with the writes. Should the window's counters not move, the attempt is
+		// not recorded either (InsertSendAttempt checks), so nothing half is committed.
+		p.commitQueued()
 		switch {
 		case counted != nil:
 			w, err = batchRow[dbq.ReplyWindow](counted)
@@ -540,13 +544,18 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 		return SendOutcome{}, fail(CodeInvalidInput, "completion fields are too long")
 	}
 	var out SendOutcome
-	err := s.inTx(ctx, "complete attempt", func(q *dbq.Queries) error {
+	err := s.inPipeline(ctx, "complete attempt", func(p *pipeline, q *dbq.Queries) error {
 		// The common case in one round trip: the attempt is sending and moves on.
 		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
 			AttemptID: c.AttemptID, FromStatus: AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
 			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
 		}})
 		window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
+		if c.FailType != FailTransport {
+			// Nothing is decided after the update: COMMIT travels with it (an attempt that
+			// is not sending is not updated, and the retry check below only reads).
+			p.commitQueued()
+		}
 		row, setErr := batchRow[dbq.SendAttempt](set)
 		w, err := batchRow[dbq.ReplyWindow](window)
 		if setErr != nil && !errors.Is(setErr, pgx.ErrNoRows) {

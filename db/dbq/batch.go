@@ -651,13 +651,17 @@ INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
     error_code, error_message, fail_type, request_id, created_at, updated_at
-) VALUES (
+)
+SELECT
     $1, $2, $3, $4,
     $5, $6, $7, $8,
     $9, $10, $11, $12, $13,
     $14, $15, $16, $17, $18,
     $19, $19
-)
+WHERE $14::text = 'failed'
+   OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
+              WHERE reserved_window.reply_window_id = $6
+                AND reserved_window.next_send_index = $8::integer + 1)
 RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
 `
 
@@ -689,6 +693,10 @@ type InsertSendAttemptParams struct {
 	Now              time.Time
 }
 
+// Records an attempt. A pending or sending one is recorded only when its window's next
+// send index has just moved past it (the reservation before it in the transaction took
+// effect), so that a reservation that did not happen never leaves an attempt behind, even
+// when COMMIT travels in the same round trip; a refused (failed) one needs no reservation.
 func (q *Queries) InsertSendAttempt(ctx context.Context, arg []InsertSendAttemptParams) *InsertSendAttemptBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
