@@ -121,12 +121,18 @@ type Store interface {
 	ValidateSession(ctx context.Context, now time.Time, ref store.SessionRef) (store.Session, error)
 	FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (store.Message, error)
 	GetWindow(ctx context.Context, windowID int64) (store.Window, error)
+	FindReply(ctx context.Context, ref store.SessionRef, requestID string) (store.SendOutcome, bool, error)
 }
 
-// Updater executes Updates (a Temporal client.Client).
+// Updater executes Updates and answers health checks (a Temporal client.Client).
 type Updater interface {
 	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	CheckHealth(ctx context.Context, request *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
 }
+
+// DefaultHealthTimeout bounds the check that Temporal answers before a reply's Update is
+// sent: an unreachable Temporal is a prompt 503 temporal_unavailable, with nothing sent.
+const DefaultHealthTimeout = 5 * time.Second
 
 // Config configures the API.
 type Config struct {
@@ -369,6 +375,10 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	if kerr != nil {
 		return 0, nil, kerr
 	}
+	if !validJSONText(body) {
+		// encoding/json would turn invalid UTF-8 and lone surrogate escapes into U+FFFD.
+		return 0, nil, &apiError{code: CodeInvalidText, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
+	}
 	var req ReplyRequest
 	if err := decode(body, &req); err != nil {
 		return 0, nil, err
@@ -388,13 +398,28 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 
 	sess, aerr := a.session(r.Context(), token)
 	if aerr != nil {
+		if key != "" && StatusOf(aerr.code) < http.StatusInternalServerError {
+			// A repeated request learns the first one's outcome, even after its window ended.
+			if status, out, e, ok := a.firstOutcome(r.Context(), a.log.With("route", "reply", "request_id", key), token, key, req); ok {
+				return status, out, e
+			}
+		}
 		return 0, nil, aerr
 	}
+	explicit := key != ""
 	if key == "" {
 		key = uuid.NewString()
 	}
 	id := UpdateID(key)
 	log := a.log.With("route", "reply", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
+
+	hctx, hcancel := context.WithTimeout(r.Context(), DefaultHealthTimeout)
+	_, herr := a.cfg.Temporal.CheckHealth(hctx, &client.CheckHealthRequest{})
+	hcancel()
+	if herr != nil {
+		log.Warn("Temporal unavailable; reply not sent", "error", herr)
+		return 0, nil, &apiError{code: CodeTemporalUnavailable, msg: failureMessage(CodeTemporalUnavailable)}
+	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReplyTimeout)
 	defer cancel()
@@ -410,8 +435,51 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 		err = h.Get(ctx, &res)
 	}
 	if err != nil {
+		var nf *serviceerror.NotFound
+		if explicit && errors.As(err, &nf) {
+			if status, out, e, ok := a.firstOutcome(ctx, log, token, key, req); ok {
+				return status, out, e
+			}
+		}
 		return a.updateFailure(ctx, log, sess, key, err)
 	}
+	if explicit && res.AttemptID != "" {
+		// Temporal answers a repeated Update id with the first Update's outcome, whatever
+		// this request carries: a key reused for another reply is a conflict.
+		if prior, ok, ferr := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), id); ferr == nil && ok && !sameReply(prior.Attempt, req) {
+			return 0, nil, reusedKey()
+		}
+	}
+	return a.answer(log, key, res)
+}
+
+// sameReply reports whether an attempt carries the reply a request asks for.
+func sameReply(a store.Attempt, req ReplyRequest) bool {
+	return a.Content.Type == req.Type && a.Content.Text == req.Text
+}
+
+func reusedKey() *apiError {
+	return &apiError{code: CodeAttemptConflict, msg: "the Idempotency-Key was used for another reply"}
+}
+
+// firstOutcome answers a repeated request (its Idempotency-Key) with the outcome of the
+// attempt the first one made, when there is one.
+func (a *API) firstOutcome(ctx context.Context, log *slog.Logger, token sealing.Secret, key string, req ReplyRequest) (int, any, *apiError, bool) {
+	prior, ok, err := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), UpdateID(key))
+	if err != nil || !ok {
+		return 0, nil, nil, false
+	}
+	if !sameReply(prior.Attempt, req) {
+		return 0, nil, reusedKey(), true
+	}
+	att := prior.Attempt
+	status, out, e := a.answer(log, key, wfapi.SendResult{AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID,
+		Status: att.Status, ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: prior.Window.SendsLeft()})
+	return status, out, e, true
+}
+
+// answer maps a send's outcome to the reply's answer.
+func (a *API) answer(log *slog.Logger, key string, res wfapi.SendResult) (int, any, *apiError) {
 	out := ReplyResponse{AttemptID: res.AttemptID, ClientMessageID: res.ClientMessageID, Status: res.Status,
 		ProviderMessageID: res.ProviderMessageID, SendsLeft: res.SendsLeft, RequestID: key}
 	switch res.Status {
@@ -523,6 +591,9 @@ func (a *API) session(ctx context.Context, token sealing.Secret) (store.Session,
 }
 
 func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
+	if !validJSONText(body) {
+		return 0, nil, &apiError{code: CodeInvalidReason, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
+	}
 	var req DoneRequest
 	if err := decode(body, &req); err != nil {
 		return 0, nil, err
@@ -594,4 +665,59 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// validJSONText reports whether a JSON body is valid UTF-8 and every \u escape for a
+// UTF-16 surrogate is a high one followed by a low one: what encoding/json would
+// otherwise replace with U+FFFD without a word.
+func validJSONText(body []byte) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if i+1 < len(body) && body[i+1] != 'u' {
+			i++ // an escaped character, possibly a backslash
+			continue
+		}
+		r, ok := hex4(body, i+2)
+		switch {
+		case !ok:
+			continue // not a valid escape: the decoder reports it
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return false
+		case r >= 0xD800 && r <= 0xDBFF:
+			lo, ok := hex4(body, i+8)
+			if i+7 >= len(body) || body[i+6] != '\\' || body[i+7] != 'u' || !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return true
+}
+
+// hex4 reads four hexadecimal digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

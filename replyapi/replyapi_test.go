@@ -37,6 +37,14 @@ type fakeStore struct {
 	window   store.Window
 	tokens   []string
 	finished []string
+	replies  map[string]store.SendOutcome // by request id
+}
+
+func (f *fakeStore) FindReply(_ context.Context, _ store.SessionRef, requestID string) (store.SendOutcome, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out, ok := f.replies[requestID]
+	return out, ok, nil
 }
 
 func (f *fakeStore) ValidateSession(_ context.Context, _ time.Time, ref store.SessionRef) (store.Session, error) {
@@ -62,11 +70,21 @@ func (f *fakeStore) FinishMessage(_ context.Context, _ time.Time, key, status, _
 func (f *fakeStore) GetWindow(context.Context, int64) (store.Window, error) { return f.window, nil }
 
 type fakeUpdater struct {
-	mu    sync.Mutex
-	calls []client.UpdateWorkflowOptions
-	res   wfapi.SendResult
-	err   error // from UpdateWorkflow
-	get   error // from the handle's Get
+	mu     sync.Mutex
+	calls  []client.UpdateWorkflowOptions
+	res    wfapi.SendResult
+	err    error // from UpdateWorkflow
+	get    error // from the handle's Get
+	health error // from CheckHealth
+}
+
+func (f *fakeUpdater) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.health != nil {
+		return nil, f.health
+	}
+	return &client.CheckHealthResponse{}, nil
 }
 
 func (f *fakeUpdater) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
@@ -321,5 +339,73 @@ func TestStatusOfEveryCode(t *testing.T) {
 		if got := replyapi.StatusOf(c); got != want {
 			t.Errorf("StatusOf(%s) = %d, want %d", c, got, want)
 		}
+	}
+}
+
+func TestTextThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
+	for name, body := range map[string]string{
+		"invalid bytes":       "{\"type\":\"text\",\"text\":\"a\xff\xfeb\"}",
+		"lone high surrogate": `{"type":"text","text":"a\ud800b"}`,
+		"lone low surrogate":  `{"type":"text","text":"a\udc00"}`,
+		"reversed pair":       `{"type":"text","text":"\udc00\ud800"}`,
+	} {
+		r := newRig()
+		w := r.post(t, "/v1/reply", body)
+		if w.Code != http.StatusBadRequest || code(t, w) != replyapi.CodeInvalidText || len(r.up.calls) != 0 {
+			t.Errorf("%s: %d %s, %d updates", name, w.Code, w.Body.String(), len(r.up.calls))
+		}
+	}
+	r := newRig()
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: store.AttemptSent}
+	if w := r.post(t, "/v1/reply", `{"type":"text","text":"smile \ud83d\ude00 and \\ud800 as text"}`); w.Code != http.StatusOK {
+		t.Fatalf("a surrogate pair and an escaped backslash: %d %s", w.Code, w.Body.String())
+	}
+	if got := r.up.calls[0].Args[0].(wfapi.SendRequest).Text; got != "smile \U0001F600 and \\ud800 as text" {
+		t.Fatalf("text sent %q", got)
+	}
+}
+
+func TestAnIdempotencyKeyReusedForOtherTextIsAConflict(t *testing.T) {
+	r := newRig()
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: store.AttemptSent}
+	r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {
+		Attempt: store.Attempt{AttemptID: "sa_1", Status: store.AttemptSent, Content: store.Content{Type: "text", Text: "first"}}}}
+	if w := r.post(t, "/v1/reply", `{"type":"text","text":"first"}`, "Idempotency-Key", "k1"); w.Code != http.StatusOK {
+		t.Fatalf("the same reply again: %d %s", w.Code, w.Body.String())
+	}
+	w := r.post(t, "/v1/reply", `{"type":"text","text":"second"}`, "Idempotency-Key", "k1")
+	if w.Code != http.StatusConflict || code(t, w) != replyapi.CodeAttemptConflict {
+		t.Fatalf("another reply under the same key: %d %s, want 409 attempt_conflict", w.Code, w.Body.String())
+	}
+}
+
+func TestARepeatAfterTheWindowEndedAnswersTheFirstOutcome(t *testing.T) {
+	for _, refusal := range []store.Code{store.CodeReplyWindowExpired, store.CodeReplyWindowInactive, store.CodeInvalidAgentSession} {
+		r := newRig()
+		r.st.validate = &store.Error{Code: refusal, Msg: "window ended"}
+		r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {
+			Attempt: store.Attempt{AttemptID: "sa_1", ClientMessageID: "c1", Status: store.AttemptSent, ProviderMessageID: "p1",
+				Content: store.Content{Type: "text", Text: "answer"}}}}
+		w := r.post(t, "/v1/reply", `{"type":"text","text":"answer"}`, "Idempotency-Key", "k1")
+		var out replyapi.ReplyResponse
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &out) != nil || out.AttemptID != "sa_1" || out.Status != store.AttemptSent {
+			t.Errorf("%s: %d %s, want the first outcome", refusal, w.Code, w.Body.String())
+		}
+		// Without a key (or with one that made nothing) the refusal stands.
+		if w := r.post(t, "/v1/reply", `{"type":"text","text":"answer"}`, "Idempotency-Key", "k2"); w.Code == http.StatusOK {
+			t.Errorf("%s: an unknown key answered %d", refusal, w.Code)
+		}
+		if len(r.up.calls) != 0 {
+			t.Errorf("%s: %d updates sent", refusal, len(r.up.calls))
+		}
+	}
+}
+
+func TestAnUnreachableTemporalIsAPrompt503WithNothingSent(t *testing.T) {
+	r := newRig()
+	r.up.health = serviceerror.NewUnavailable("connection refused")
+	w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`)
+	if w.Code != http.StatusServiceUnavailable || code(t, w) != replyapi.CodeTemporalUnavailable || len(r.up.calls) != 0 {
+		t.Fatalf("%d %s with %d updates, want 503 temporal_unavailable and none", w.Code, w.Body.String(), len(r.up.calls))
 	}
 }

@@ -877,3 +877,39 @@ func (s *Store) BlockSends(ctx context.Context, now time.Time, accountKey string
 	})
 	return out, err
 }
+
+// FindReply finds the attempt a request id made through a session's message, whatever
+// became of the session and its window since (an agent repeating a request after the
+// window ended learns the first request's outcome). ok is false when the session is
+// unknown or the request made no attempt.
+func (s *Store) FindReply(ctx context.Context, ref SessionRef, requestID string) (out SendOutcome, ok bool, err error) {
+	if requestID == "" || len(requestID) > 256 {
+		return out, false, nil
+	}
+	err = s.read(ctx, "find reply", func(q *dbq.Queries) error {
+		row, err := findSession(ctx, q, ref)
+		if err != nil {
+			if IsRuleViolation(err) {
+				return nil
+			}
+			return err
+		}
+		a, err := batchRow[dbq.SendAttempt](q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{
+			SourceMessageKey: row.AgentSession.SourceMessageKey, RequestID: &requestID}}))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		w, err := batchRow[dbq.ReplyWindow](q.GetReplyWindow(ctx, []int64{a.ReplyWindowID}))
+		if err != nil {
+			return err
+		}
+		out.Window = windowFrom(w)
+		out.Attempt, err = attemptFrom(a)
+		ok = err == nil
+		return err
+	})
+	return out, ok, err
+}
