@@ -354,6 +354,11 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 	if again.AttemptID != r1.AttemptID || again.Status != store.AttemptSent || len(a.sentTexts(bot.BotID)) != 1 || a.digest() != before {
 		t.Fatalf("a repeated Idempotency-Key sent again: %+v", again)
 	}
+	// The same key with another text is a conflict, and nothing is sent.
+	if got := a.reply(tok1, "another answer", "key-1"); got.status != http.StatusConflict ||
+		!strings.Contains(string(got.body), replyapi.CodeAttemptConflict) || len(a.sentTexts(bot.BotID)) != 1 || a.digest() != before {
+		t.Fatalf("a reused Idempotency-Key with other text: %d %s", got.status, got.body)
+	}
 
 	// A transmission whose outcome is unknown (the connection drops after iLink read the
 	// request) answers 202 with status unknown; it is never re-sent.
@@ -470,6 +475,12 @@ func TestReplyAPIExpiredWindowIsGone(t *testing.T) {
 	}
 	w, _ := a.openWindow(acct.AccountKey, 0)
 	tok := a.tokenOf(w.ReplyWindowID)
+	var first replyapi.ReplyResponse
+	if got := a.reply(tok, "in time", "early-key"); got.status != http.StatusOK {
+		t.Fatalf("reply in time: %d %s", got.status, got.body)
+	} else {
+		got.json(t, &first)
+	}
 	a.eventually("window expired", time.Minute, func() (bool, error) {
 		got, err := a.store.GetWindow(a.ctx, w.ReplyWindowID)
 		return got.State == store.WindowExpired, err
@@ -477,6 +488,16 @@ func TestReplyAPIExpiredWindowIsGone(t *testing.T) {
 	a.refused("expired window", http.StatusGone, replyapi.CodeWindowExpired, bot.BotID, func() answer {
 		return a.reply(tok, "too late", "late-key")
 	})
+	// A request repeated after the window expired learns its first outcome, sending nothing.
+	var again replyapi.ReplyResponse
+	if got := a.reply(tok, "in time", "early-key"); got.status != http.StatusOK {
+		t.Fatalf("repeat after expiry: %d %s, want the first outcome", got.status, got.body)
+	} else {
+		got.json(t, &again)
+	}
+	if again.AttemptID != first.AttemptID || again.Status != store.AttemptSent || len(a.sentTexts(bot.BotID)) != 1 {
+		t.Fatalf("repeat after expiry answered %+v (first %+v)", again, first)
+	}
 	a.refused("done on an expired window", http.StatusGone, replyapi.CodeWindowExpired, bot.BotID, func() answer {
 		return a.do(http.MethodPost, "/v1/done", []byte(`{"status":"failed","reason":"no answer"}`), "Authorization", "Bearer "+tok)
 	})

@@ -280,6 +280,9 @@ func TestWebhookAnswers(t *testing.T) {
 		{"404 is permanent", http.StatusNotFound, "", true, true, 0, false},
 		{"410 is permanent", http.StatusGone, "", true, true, 0, false},
 		{"302 is permanent", http.StatusFound, "", true, true, 0, false},
+		// An answer is never judged by its first 256 KiB: padding does not make it empty.
+		{"200 padded past the cap is refused", http.StatusOK, strings.Repeat(" ", 300<<10) + `{"handled":true}`, true, true, 0, false},
+		{"200 padded within the cap is parsed", http.StatusOK, strings.Repeat(" \n", 1000) + `{"handled":true}`, false, false, 0, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -303,6 +306,21 @@ func TestWebhookAnswers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestWebhookErrorsNeverShowTheWebhookSecret(t *testing.T) {
+	// A receiver that echoes the secret it was configured with.
+	for _, status := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
+		_, h := newWebhook(t, func(int) (int, string) { return status, "bad signature, expected secret " + testSecret })
+		_, err := h.Deliver(context.Background(), delivery())
+		if err == nil || strings.Contains(err.Error(), testSecret) || !strings.Contains(err.Error(), sealing.Redacted) {
+			t.Fatalf("%d: %v", status, err)
+		}
+		var perm *activities.PermanentError
+		if errors.As(err, &perm) && strings.Contains(perm.Reason, testSecret) {
+			t.Fatalf("%d: the stored reason shows the webhook secret: %q", status, perm.Reason)
+		}
 	}
 }
 

@@ -244,7 +244,7 @@ func (h *Webhook) Deliver(ctx context.Context, d activities.Delivery) (activitie
 	}
 	defer resp.Body.Close()
 	raw, rerr := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	token := d.SessionToken.Reveal()
+	secrets := []string{d.SessionToken.Reveal(), string(h.secret)}
 	switch c := resp.StatusCode; {
 	case c >= 200 && c <= 299:
 		if rerr != nil {
@@ -252,9 +252,9 @@ func (h *Webhook) Deliver(ctx context.Context, d activities.Delivery) (activitie
 		}
 		return parseAnswer(c, raw)
 	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
-		return activities.Answer{}, fmt.Errorf("webhook POST to %s answered %d%s", h.host, c, snippet(raw, token))
+		return activities.Answer{}, fmt.Errorf("webhook POST to %s answered %d%s", h.host, c, snippet(raw, secrets...))
 	case c >= 300 && c <= 499:
-		reason := fmt.Sprintf("webhook answered %d%s", c, snippet(raw, token))
+		reason := fmt.Sprintf("webhook answered %d%s", c, snippet(raw, secrets...))
 		if c < 400 {
 			reason = fmt.Sprintf("webhook answered %d (redirects are not followed)", c)
 		}
@@ -264,14 +264,15 @@ func (h *Webhook) Deliver(ctx context.Context, d activities.Delivery) (activitie
 	}
 }
 
-// parseAnswer reads a 2xx body: empty, or a WebhookAnswer. A body that is not one is a
-// contract violation that retrying cannot fix.
+// parseAnswer reads a 2xx body: empty, or a WebhookAnswer. A body that is not one, or is
+// longer than maxAnswerBytes (whitespace counts: an answer is never judged by a prefix),
+// is a contract violation that retrying cannot fix.
 func parseAnswer(status int, raw []byte) (activities.Answer, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return activities.Answer{}, nil
-	}
 	if len(raw) > maxAnswerBytes {
 		return activities.Answer{}, &activities.PermanentError{Reason: fmt.Sprintf("webhook answered %d with a body over %d bytes", status, maxAnswerBytes)}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return activities.Answer{}, nil
 	}
 	var a WebhookAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {
@@ -291,11 +292,13 @@ func parseAnswer(status int, raw []byte) (activities.Answer, error) {
 }
 
 // snippet is ": " and the start of an answer body on one printable line, without the
-// session token, or "" for an empty body.
-func snippet(raw []byte, token string) string {
+// secrets (the session token, the webhook secret), or "" for an empty body.
+func snippet(raw []byte, secrets ...string) string {
 	s := string(raw)
-	if token != "" {
-		s = strings.ReplaceAll(s, token, sealing.Redacted)
+	for _, secret := range secrets {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, sealing.Redacted)
+		}
 	}
 	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
