@@ -13,6 +13,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // maxHeartbeatCursor bounds the cursor copied into heartbeat details; a longer one is
@@ -40,6 +41,9 @@ func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult,
 		}
 	}
 	res, err := a.pollAccount(ctx, in)
+	if p := a.Config.Poller; p != (wfapi.PollerConfig{}) {
+		res.Config = &p // this worker's settings reach pollers started before its restart
+	}
 	if activity.IsActivity(ctx) && workerStopping(ctx) && res.Stopped == "" && !res.StaleToken {
 		// A graceful worker stop: tell iLink this poller stops (another worker resumes it
 		// and calls notifystart). Best effort, with its own short deadline.
@@ -52,17 +56,14 @@ func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult,
 
 // syncOpenWindows makes sure the account's open windows have their workflows.
 func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string) {
-	open, err := a.Store.ListWindows(ctx, store.WindowFilter{AccountKey: accountKey, State: store.WindowOpen})
+	open, err := a.Store.ListOpenWindows(ctx, accountKey, 0)
 	if err != nil {
 		a.log().Warn("listing open windows failed", "account", accountKey, "error", err)
 		return
 	}
 	var refs []WindowRef
 	for _, w := range open {
-		m, err := a.Store.GetMessage(ctx, w.SourceMessageKey)
-		deliverable := err == nil && !m.Deferred && (m.Status == store.MessageReceived || m.Status == store.MessageProcessing)
-		refs = append(refs, WindowRef{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey,
-			MessageKey: w.SourceMessageKey, ExpiresAt: w.ExpiresAt, Deliverable: deliverable})
+		refs = append(refs, WindowRefOf(w))
 	}
 	if len(refs) > 0 {
 		if err := a.SyncWindows(ctx, WindowsInput{Opened: refs}); err != nil {

@@ -68,6 +68,10 @@ type PollResult struct {
 	// Stopped is set when the account can no longer be polled by this generation
 	// (account_not_active, generation_conflict, account_not_found).
 	Stopped string
+	// Config is the poller settings of the worker that ran the activity (nil when it has
+	// none): a poller takes them in after each poll, so settings changed at a restart reach
+	// pollers started before it.
+	Config *wfapi.PollerConfig `json:",omitempty"`
 }
 
 // PauseInput pauses an account until Until.

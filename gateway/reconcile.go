@@ -180,7 +180,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		}
 	}
 
-	windows, err := st.ListOpenWindows(ctx, maxReconciledWindows)
+	windows, err := st.ListOpenWindows(ctx, "", maxReconciledWindows)
 	if err != nil {
 		return rep, errors.Join(append(errs, fmt.Errorf("list open windows: %w", err))...)
 	}

@@ -99,5 +99,6 @@ SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.s
 FROM reply_windows
 JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_message_key
 WHERE reply_windows.state = 'open'
+  AND (sqlc.narg(account_key)::text IS NULL OR reply_windows.account_key = sqlc.narg(account_key))
 ORDER BY reply_windows.reply_window_id DESC
-LIMIT $1;
+LIMIT sqlc.arg(max_rows);

@@ -199,15 +199,20 @@ func messageDeliverable(deferred bool, status string) bool {
 	return !deferred && (status == MessageReceived || status == MessageProcessing)
 }
 
-// ListOpenWindows lists the open windows, newest first (at most limit; 0: 10,000), each
-// with what its workflow needs, in one statement.
-func (s *Store) ListOpenWindows(ctx context.Context, limit int32) ([]OpenedWindow, error) {
+// ListOpenWindows lists the open windows of an account (every account's when accountKey
+// is empty), newest first (at most limit; 0: 10,000), each with what its workflow needs,
+// in one statement.
+func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, limit int32) ([]OpenedWindow, error) {
 	if limit <= 0 || limit > 10000 {
 		limit = 10000
 	}
+	var acct *string
+	if accountKey != "" {
+		acct = &accountKey
+	}
 	var out []OpenedWindow
 	err := s.read(ctx, "list open windows", func(q *dbq.Queries) error {
-		rows, err := q.ListOpenWindows(ctx, limit)
+		rows, err := q.ListOpenWindows(ctx, acct, limit)
 		for _, r := range rows {
 			out = append(out, OpenedWindow{ReplyWindowID: r.ReplyWindowID, AccountKey: r.AccountKey,
 				MessageKey: r.SourceMessageKey, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,

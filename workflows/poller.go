@@ -160,6 +160,15 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 	}
 	p.pages += res.Pages
 	p.messages += res.Messages
+	if c := res.Config; c != nil {
+		// The worker's settings win over those this poller was started with.
+		if c.StalePause > 0 {
+			p.in.Config.StalePause = c.StalePause
+		}
+		if c.HeartbeatTimeout > 0 {
+			p.in.Config.HeartbeatTimeout = c.HeartbeatTimeout
+		}
+	}
 	if (len(res.Opened) > 0 || len(res.Retired) > 0) && !res.Synced {
 		if err := p.syncWindows(ctx, activities.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
 			return err

@@ -147,3 +147,32 @@ func TestThePollRunsWithTheConfiguredHeartbeatTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A poller started with one stale pause (its input) takes the worker's current setting
+// from each poll: a setting changed at a restart reaches pollers already running.
+func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: 30 * time.Second}
+	b := r.bot()
+	if err := r.ctl.KillBot(r.ctx, b.info.BotID); err != nil {
+		t.Fatal(err)
+	}
+	r.env.SetStartTime(time.Now())
+	var pausedAt time.Time
+	r.env.SetOnActivityCompletedListener(func(info *activityInfo, _ converter.EncodedValue, err error) {
+		if info.ActivityType.Name == "PauseAccount" && err == nil {
+			pausedAt = r.env.Now()
+		}
+	})
+	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
+		Config: wfapi.PollerConfig{StalePause: time.Hour}})
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if pausedAt.IsZero() {
+		t.Fatal("the first -14 must pause the account")
+	}
+	if d := r.env.Now().Sub(pausedAt); d < 30*time.Second || d >= time.Hour {
+		t.Fatalf("the probe ran %v after the pause, want the worker's 30s, not the input's 1h", d)
+	}
+}

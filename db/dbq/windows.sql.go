@@ -48,8 +48,9 @@ SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.s
 FROM reply_windows
 JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_message_key
 WHERE reply_windows.state = 'open'
+  AND ($1::text IS NULL OR reply_windows.account_key = $1)
 ORDER BY reply_windows.reply_window_id DESC
-LIMIT $1
+LIMIT $2
 `
 
 type ListOpenWindowsRow struct {
@@ -64,8 +65,8 @@ type ListOpenWindowsRow struct {
 }
 
 // The open windows with what a ReplyWindow workflow needs, newest first.
-func (q *Queries) ListOpenWindows(ctx context.Context, limit int32) ([]ListOpenWindowsRow, error) {
-	rows, err := q.db.Query(ctx, listOpenWindows, limit)
+func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, maxRows int32) ([]ListOpenWindowsRow, error) {
+	rows, err := q.db.Query(ctx, listOpenWindows, accountKey, maxRows)
 	if err != nil {
 		return nil, err
 	}
