@@ -1,6 +1,7 @@
 // Package replyapi is the agents' HTTP reply endpoint (design.md §5): an agent that was
 // handed a message replies with the session token it received, as
-// `Authorization: Bearer <token>`, and the gateway executes the window's `send` Update.
+// `Authorization: Bearer <token>`, and the gateway executes the window's `send` Update
+// (a reply) or its `finish` Update (a verdict: the one door agent.Finish uses too).
 //
 //	POST /v1/reply  {"type":"text","text":"..."}       → the attempt and its outcome
 //	POST /v1/done   {"status":"handled"|"failed","reason":"..."} → the message's verdict
@@ -116,10 +117,10 @@ func StatusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// Store is what the API reads and writes (a *store.Store).
+// Store is what the API reads (a *store.Store); every write goes through the window's
+// Updates.
 type Store interface {
 	ValidateSession(ctx context.Context, now time.Time, ref store.SessionRef) (store.Session, error)
-	FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (store.Message, error)
 	GetWindow(ctx context.Context, windowID int64) (store.Window, error)
 	FindReply(ctx context.Context, ref store.SessionRef, requestID string) (store.SendOutcome, bool, error)
 }
@@ -413,12 +414,8 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	id := UpdateID(key)
 	log := a.log.With("route", "reply", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
 
-	hctx, hcancel := context.WithTimeout(r.Context(), DefaultHealthTimeout)
-	_, herr := a.cfg.Temporal.CheckHealth(hctx, &client.CheckHealthRequest{})
-	hcancel()
-	if herr != nil {
-		log.Warn("Temporal unavailable; reply not sent", "error", herr)
-		return 0, nil, &apiError{code: CodeTemporalUnavailable, msg: failureMessage(CodeTemporalUnavailable)}
+	if e := a.temporalAnswers(r.Context(), log); e != nil {
+		return 0, nil, e
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReplyTimeout)
@@ -451,6 +448,18 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 		}
 	}
 	return a.answer(log, key, res)
+}
+
+// temporalAnswers checks, within DefaultHealthTimeout, that Temporal answers before an
+// Update is sent: an unreachable Temporal is a prompt 503 with nothing sent.
+func (a *API) temporalAnswers(ctx context.Context, log *slog.Logger) *apiError {
+	hctx, cancel := context.WithTimeout(ctx, DefaultHealthTimeout)
+	defer cancel()
+	if _, err := a.cfg.Temporal.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
+		log.Warn("Temporal unavailable; nothing sent", "error", err)
+		return &apiError{code: CodeTemporalUnavailable, msg: failureMessage(CodeTemporalUnavailable)}
+	}
+	return nil
 }
 
 // sameReply reports whether an attempt carries the reply a request asks for.
@@ -608,16 +617,33 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	m, err := a.cfg.Store.FinishMessage(r.Context(), a.cfg.Now(), sess.SourceMessageKey, req.Status, req.Reason)
-	if err != nil {
-		code := string(store.CodeOf(err))
-		if (!store.IsRuleViolation(err) && code != CodeStoreUnavailable) || StatusOf(code) == http.StatusInternalServerError {
-			a.log.Error("finish message failed", "session", sess.SessionID, "error", err)
-			code = CodeInternal
-		}
-		return 0, nil, &apiError{code: code, msg: failureMessage(code)}
+	log := a.log.With("route", "done", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID)
+	if e := a.temporalAnswers(r.Context(), log); e != nil {
+		return 0, nil, e
 	}
-	a.log.Info("message finished", "route", "done", "session", sess.SessionID, "status", m.Status)
+	// One door for verdicts: the window's finish Update, as agent.Finish uses, so the
+	// verdict waits for the window's sends in progress and ends its re-offers.
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReplyTimeout)
+	defer cancel()
+	var m wfapi.FinishResult
+	h, err := a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     "done-api/" + uuid.NewString(),
+		WorkflowID:   wfapi.ReplyWindowID(sess.ReplyWindowID),
+		UpdateName:   wfapi.UpdateFinish,
+		Args:         []any{wfapi.FinishRequest{Handled: req.Status == store.MessageHandled, Reason: req.Reason}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &m)
+	}
+	if err != nil {
+		status, out, e := a.updateFailure(ctx, log, sess, "", err)
+		if status == http.StatusAccepted {
+			out = DoneResponse{Status: store.AttemptUnknown} // the verdict may still be recorded
+		}
+		return status, out, e
+	}
+	log.Info("message finished", "status", m.Status)
 	return http.StatusOK, DoneResponse{Status: m.Status}, nil
 }
 

@@ -33,10 +33,8 @@ const token = "tok-0123456789abcdef0123456789abcdef"
 type fakeStore struct {
 	mu       sync.Mutex
 	validate error
-	finish   error
 	window   store.Window
 	tokens   []string
-	finished []string
 	replies  map[string]store.SendOutcome // by request id
 }
 
@@ -55,16 +53,6 @@ func (f *fakeStore) ValidateSession(_ context.Context, _ time.Time, ref store.Se
 		return store.Session{}, f.validate
 	}
 	return store.Session{SessionID: "s-1", SourceMessageKey: "m-1", ReplyWindowID: 7}, nil
-}
-
-func (f *fakeStore) FinishMessage(_ context.Context, _ time.Time, key, status, _ string) (store.Message, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.finish != nil {
-		return store.Message{}, f.finish
-	}
-	f.finished = append(f.finished, key+"="+status)
-	return store.Message{MessageKey: key, Status: status}, nil
 }
 
 func (f *fakeStore) GetWindow(context.Context, int64) (store.Window, error) { return f.window, nil }
@@ -94,12 +82,17 @@ func (f *fakeUpdater) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowO
 	if f.err != nil {
 		return nil, f.err
 	}
-	return handle{res: f.res, err: f.get}, nil
+	finished := store.MessageFailed
+	if req, ok := o.Args[0].(wfapi.FinishRequest); ok && req.Handled {
+		finished = store.MessageHandled
+	}
+	return handle{res: f.res, finished: finished, err: f.get}, nil
 }
 
 type handle struct {
-	res wfapi.SendResult
-	err error
+	res      wfapi.SendResult
+	finished string // the FinishResult's status
+	err      error
 }
 
 func (h handle) WorkflowID() string { return "" }
@@ -109,7 +102,12 @@ func (h handle) Get(_ context.Context, v any) error {
 	if h.err != nil {
 		return h.err
 	}
-	*v.(*wfapi.SendResult) = h.res
+	switch v := v.(type) {
+	case *wfapi.SendResult:
+		*v = h.res
+	case *wfapi.FinishResult:
+		*v = wfapi.FinishResult{MessageKey: "m-1", Status: h.finished}
+	}
 	return nil
 }
 
@@ -241,7 +239,7 @@ func TestSessionRefusals(t *testing.T) {
 			if w.Code != c.status || code(t, w) != c.code {
 				t.Errorf("%s %v: %d %s, want %d %s", path, c.err, w.Code, w.Body, c.status, c.code)
 			}
-			if len(r.up.calls) != 0 || len(r.st.finished) != 0 {
+			if len(r.up.calls) != 0 {
 				t.Errorf("%s %v: acted after a refused session", path, c.err)
 			}
 			if c.status == http.StatusUnauthorized && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
@@ -312,19 +310,28 @@ func TestUpdateOutcomes(t *testing.T) {
 	}
 }
 
-func TestDoneFinishesTheSessionsMessage(t *testing.T) {
+func TestDoneGoesThroughTheWindowsFinishUpdate(t *testing.T) {
 	t.Parallel()
 	r := newRig()
 	w := r.post(t, "/v1/done", `{"status":"failed","reason":"could not answer"}`)
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"status":"failed"`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if len(r.st.finished) != 1 || r.st.finished[0] != "m-1=failed" {
-		t.Fatalf("finished %v", r.st.finished)
+	if len(r.up.calls) != 1 {
+		t.Fatalf("%d updates, want the window's finish Update", len(r.up.calls))
 	}
-	r.st.finish = store.ErrAttemptConflict
+	c := r.up.calls[0]
+	if c.UpdateName != wfapi.UpdateFinish || c.WorkflowID != wfapi.ReplyWindowID(7) ||
+		c.Args[0] != (wfapi.FinishRequest{Handled: false, Reason: "could not answer"}) {
+		t.Fatalf("update %+v", c)
+	}
+	r.up.err = temporal.NewApplicationError("message is already failed", string(store.CodeAttemptConflict))
 	if w := r.post(t, "/v1/done", `{"status":"handled"}`); w.Code != http.StatusConflict || code(t, w) != replyapi.CodeAttemptConflict {
 		t.Fatalf("conflicting verdict: %d %s", w.Code, w.Body)
+	}
+	r.up.err, r.up.health = nil, serviceerror.NewUnavailable("down")
+	if w := r.post(t, "/v1/done", `{"status":"handled"}`); w.Code != http.StatusServiceUnavailable || len(r.up.calls) != 2 {
+		t.Fatalf("Temporal down: %d %s after %d updates", w.Code, w.Body, len(r.up.calls))
 	}
 }
 
