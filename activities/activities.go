@@ -105,6 +105,8 @@ type testHooks struct {
 	// beforeFetch runs before the n-th getupdates (from 0) of a PollAccount, after the
 	// lease connection was checked.
 	beforeFetch func(n int)
+	// afterFetch runs after a getupdates answered a page with messages, before its commit.
+	afterFetch func(messages int)
 }
 
 // Defaults of Config.

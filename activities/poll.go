@@ -185,6 +185,9 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 			return p.res, nil
 		}
 		a.Metrics.Poll(in.AccountKey, metrics.PollOK)
+		if a.hooks != nil && a.hooks.afterFetch != nil && len(page.Messages) > 0 {
+			a.hooks.afterFetch(len(page.Messages))
+		}
 		done, err := p.commit(ctx, page)
 		mu.Lock()
 		progress = PollProgress{Pages: p.res.Pages, Messages: p.res.Messages}
@@ -229,7 +232,7 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 		}
 		return false, nil
 	}
-	res, err := p.a.Store.CommitPage(ctx, received, store.PageInput{
+	res, err := p.commitPage(ctx, received, store.PageInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation,
 		ExpectedCursor: p.cursor, NextCursor: page.Cursor,
 		Entries: entries, DeferredBefore: p.deferredBefore,
@@ -262,6 +265,48 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	p.res.Opened = append(p.res.Opened, opened...)
 	p.res.Retired = append(p.res.Retired, res.RetiredWindowIDs...)
 	return len(p.res.Opened) > 0 || len(p.res.Retired) > 0, nil
+}
+
+// Back-off of a page commit that PostgreSQL did not take.
+const (
+	commitRetryFirst = 100 * time.Millisecond
+	commitRetryMax   = 5 * time.Second
+	// commitLastTry bounds the last attempt after the activity's context ended (a worker
+	// stopping gracefully, a heartbeat timeout).
+	commitLastTry = 5 * time.Second
+)
+
+// commitPage commits a fetched page, retrying for as long as the failure is PostgreSQL's
+// (unreachable, a dropped connection) rather than a rule's: iLink handed the page out
+// once and will not again, so it is kept in memory and no further getupdates is made
+// until it is stored. Only the death of the process loses it. When the activity's
+// context ends meanwhile, one last attempt runs on a short detached deadline.
+func (p *poller) commitPage(ctx context.Context, received time.Time, in store.PageInput) (store.PageResult, error) {
+	wait := commitRetryFirst
+	for try := 1; ; try++ {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if ctx.Err() != nil {
+			cctx, cancel = detached(ctx, commitLastTry)
+		}
+		res, err := p.a.Store.CommitPage(cctx, received, in)
+		cancel()
+		if err == nil || store.IsRuleViolation(err) || ctx.Err() != nil {
+			if err == nil && try > 1 {
+				p.log.Info("page committed after PostgreSQL came back", "tries", try)
+			}
+			return res, err
+		}
+		if try == 1 {
+			p.log.Warn("page commit failed; keeping the page and retrying", "messages", len(in.Entries), "error", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		wait = min(2*wait, commitRetryMax)
+	}
 }
 
 // entries converts a page's messages, leaving out what the store would refuse for the
