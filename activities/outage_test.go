@@ -130,4 +130,3 @@ func TestAPageFetchedDuringADatabaseOutageIsCommittedWhenItComesBack(t *testing.
 		t.Fatalf("poll result %+v", got.res)
 	}
 }
-
