@@ -258,13 +258,20 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	if res.Opened != nil {
 		opened = append(opened, WindowRefOf(*res.Opened))
 	}
+	// A pause or a removal that landed while the page was in flight takes effect now that
+	// the page is stored: this poll ends.
+	stop := res.AccountStatus != "" && res.AccountStatus != store.AccountActive
+	if stop {
+		p.log.Info("page stored after the account became "+res.AccountStatus+"; the poll stops", "messages", res.Inserted)
+		p.res.Stopped = string(store.CodeAccountNotActive)
+	}
 	if p.windows != nil {
 		p.windows.add(ctx, opened, res.RetiredWindowIDs)
-		return false, nil
+		return stop, nil
 	}
 	p.res.Opened = append(p.res.Opened, opened...)
 	p.res.Retired = append(p.res.Retired, res.RetiredWindowIDs...)
-	return len(p.res.Opened) > 0 || len(p.res.Retired) > 0, nil
+	return stop || len(p.res.Opened) > 0 || len(p.res.Retired) > 0, nil
 }
 
 // Back-off of a page commit that PostgreSQL did not take.

@@ -52,10 +52,13 @@ ON CONFLICT (account_key) DO UPDATE SET
 SELECT * FROM account_secrets WHERE account_key = $1;
 
 -- name: CompareAndSetCursor :batchone
+-- Moves the cursor of a page in flight: the generation that fetched it and the cursor it
+-- was fetched with must still hold, whatever the account's status became meanwhile (a
+-- pause or a removal takes effect after the page is stored).
 UPDATE accounts
 SET cursor = sqlc.arg(next_cursor), cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation)
-  AND status = 'active' AND cursor = sqlc.arg(expected_cursor)
+  AND cursor = sqlc.arg(expected_cursor)
 RETURNING *;
 
 -- name: RecordPoll :execrows

@@ -388,8 +388,8 @@ func (s *Store) GetCursor(ctx context.Context, accountKey string) (Cursor, error
 	return Cursor{AccountKey: a.AccountKey, AccountGeneration: a.Generation, Cursor: a.Cursor, UpdatedAt: a.CursorUpdatedAt}, nil
 }
 
-// CompareAndSetCursor moves the cursor only when (account, generation, active, expected
-// cursor) all still hold.
+// CompareAndSetCursor moves the cursor only when (account, generation, expected cursor)
+// all still hold (checkPollable).
 func (s *Store) CompareAndSetCursor(ctx context.Context, now time.Time, accountKey string, generation int32, expected, next string) (Cursor, error) {
 	if err := validNow(now); err != nil {
 		return Cursor{}, err
@@ -429,11 +429,12 @@ func cursorFailure(ctx context.Context, q *dbq.Queries, accountKey string, gener
 	return checkPollable(a, generation, expected)
 }
 
-// checkPollable is the one rule for who may move a cursor.
+// checkPollable is the one rule for who may move a cursor: the generation that fetched
+// the page, from the cursor it was fetched with. The account's status does not matter:
+// a page iLink handed out is stored even when the account was paused or removed while
+// it was in flight (the poller stops after storing it).
 func checkPollable(a dbq.Account, generation int32, expected string) error {
 	switch {
-	case a.Status != AccountActive:
-		return fail(CodeAccountNotActive, "account is %s", a.Status)
 	case a.Generation != generation:
 		return fail(CodeGenerationConflict, "account generation changed")
 	case a.Cursor != expected:

@@ -171,18 +171,30 @@ func TestPauseStopsPollingAndResumeRestartsIt(t *testing.T) {
 	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0.Add(time.Hour), "stale token (-14)"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.tryCommit(b, t0, b.msg("while paused", t0))
-	wantCode(t, err, store.CodeAccountNotActive)
 	if w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID); w.State != store.WindowOpen {
 		t.Fatal("a pause must not retire the user's reply window")
 	}
+	// The page that was in flight when the pause landed is stored; the result tells the
+	// poller to stop, and its message waits (nobody is handed it while paused).
+	held, err := e.tryCommit(b, t0, b.msg("in flight at the pause", t0))
+	if err != nil || held.Inserted != 1 || held.AccountStatus != store.AccountPaused || held.Deliverable == nil {
+		t.Fatalf("page in flight at the pause: %+v %v", held, err)
+	}
+	_, _, err = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: held.Deliverable.ReplyWindowID,
+		Token: sealing.NewSecret("token-while-paused-0123456789")})
+	wantCode(t, err, store.CodeAccountNotActive)
 	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0, "ends now"); store.CodeOf(err) != store.CodeInvalidInput {
 		t.Fatalf("a pause that does not end in the future: %v", err)
 	}
 	if _, err := e.store.ResumeAccount(e.ctx, t0, b.key, 1); err != nil {
 		t.Fatal(err)
 	}
-	e.commit(b, t0, b.msg("after resume", t0))
+	// After the resume the held message reaches the agent with the next delivery.
+	next := e.commit(b, t0.Add(time.Second), b.msg("after resume", t0.Add(time.Second)))
+	m, err := e.store.GetMessage(e.ctx, next.Deliverable.MessageKey)
+	if err != nil || !strings.Contains(m.Payload.Summary, "in flight at the pause") || next.AccountStatus != store.AccountActive {
+		t.Fatalf("delivery after the resume %+v: %+v %v", next, m.Payload, err)
+	}
 }
 
 func TestNeedsReloginStopsAccountAndCancelsWindows(t *testing.T) {

@@ -139,9 +139,11 @@ func TestConfirmingSecondBotForSameOwnerReplacesFirst(t *testing.T) {
 	if n := e.count("SELECT count(*) FROM enrollment_audit WHERE $1 = ANY(replaced_account_keys)", first.key); n != 1 {
 		t.Fatal("audit row does not record the replaced account")
 	}
-	// The old bot's poller must stop: its cursor no longer moves.
-	_, err = e.tryCommit(first, t0, first.msg("late", t0))
-	wantCode(t, err, store.CodeAccountNotActive)
+	// A page the old bot's poller had in flight is stored; the result stops the poller.
+	late, err := e.tryCommit(first, t0, first.msg("late", t0))
+	if err != nil || late.Inserted != 1 || late.AccountStatus != store.AccountReplaced {
+		t.Fatalf("late page of the replaced bot: %+v %v", late, err)
+	}
 }
 
 func TestLoginOfferLifecycle(t *testing.T) {

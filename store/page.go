@@ -52,6 +52,10 @@ type ImageLocator struct {
 // PageResult is the outcome of a page commit.
 type PageResult struct {
 	Cursor string
+	// AccountStatus is the account's status when the page was stored: a page in flight is
+	// stored even when its account was paused or removed meanwhile, and its poller stops
+	// unless this is active.
+	AccountStatus string
 	// Inserted counts new messages; Duplicates counts entries already in the inbox.
 	Inserted, Duplicates int
 	// Absorbed counts messages merged into the deliverable one (or absorbed because an
@@ -227,7 +231,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	if err != nil {
 		return PageResult{}, err
 	}
-	res := PageResult{Cursor: in.NextCursor}
+	res := PageResult{Cursor: in.NextCursor, AccountStatus: rd.account.Status}
 	news, err := newEntries(in, rd, &res)
 	if err != nil {
 		return PageResult{}, err
