@@ -22,3 +22,14 @@ func (a *Activities) MarkNeedsRelogin(ctx context.Context, in StatusInput) (Stat
 	}
 	return StatusOutput{Status: ch.Account.Status, CancelledWindowIDs: ch.CancelledWindowIDs}, nil
 }
+
+// ReadAccountState reads an account's status: the store is the source of truth for
+// operator commands, so a poller that received pause or resume signals acts on the
+// latest stored state, however fast the commands came.
+func (a *Activities) ReadAccountState(ctx context.Context, in AccountRef) (AccountState, error) {
+	acct, err := a.Store.GetAccount(ctx, in.AccountKey)
+	if err != nil {
+		return AccountState{}, storeErr("read account", err)
+	}
+	return AccountState{Status: acct.Status, Generation: acct.Generation, PausedUntil: acct.PauseUntil}, nil
+}

@@ -74,6 +74,13 @@ type PollResult struct {
 	Config *wfapi.PollerConfig `json:",omitempty"`
 }
 
+// AccountState is an account's stored status as its poller acts on it.
+type AccountState struct {
+	Status      string
+	Generation  int32
+	PausedUntil *time.Time
+}
+
 // PauseInput pauses an account until Until.
 type PauseInput struct {
 	AccountKey string

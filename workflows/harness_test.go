@@ -79,6 +79,12 @@ func newRig(t *testing.T, limits store.Limits) *rig {
 			MaxAccounts:    10,
 		},
 	}
+	r.resetEnv()
+	return r
+}
+
+// resetEnv gives the rig a fresh workflow test environment (one workflow run each).
+func (r *rig) resetEnv() {
 	var suite testsuite.WorkflowTestSuite
 	r.env = suite.NewTestWorkflowEnvironment()
 	r.env.SetTestTimeout(2 * time.Minute)
@@ -102,7 +108,6 @@ func newRig(t *testing.T, limits store.Limits) *rig {
 		r.stopped = append(r.stopped, keys...)
 		return nil
 	})
-	return r
 }
 
 // simBot is a bot created in the simulator and registered in the store.

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -36,6 +37,8 @@ type poller struct {
 	rotate, pause, resume, stop workflow.ReceiveChannel
 	status                      string
 	pages, messages             int
+	// commanded: pause or resume signals arrived since the stored state was last read.
+	commanded bool
 }
 
 // AccountPoller polls one account (design.md §4): it loops long-poll → page commit (both
@@ -63,6 +66,7 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 	}
 	for {
 		p.drain()
+		p.followStore(ctx)
 		if p.in.Stopped {
 			p.status = "stopped"
 			p.notify(ctx, acts.NotifyStop)
@@ -92,6 +96,35 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 	}
 }
 
+// followStore makes operator commands last-one-wins: the signals of a pause and a resume
+// carry no order across their channels, so once any arrived the poller reads the stored
+// state (the operator's CLI writes the store before it signals) and acts on it: paused
+// until a time, or active. Histories recorded before this rule replay without it.
+func (p *poller) followStore(ctx workflow.Context) {
+	if !p.commanded {
+		return
+	}
+	p.commanded = false
+	if workflow.GetVersion(ctx, "operator-commands-follow-the-store", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	var st activities.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ReadAccountState,
+		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
+	switch {
+	case err != nil:
+		workflow.GetLogger(ctx).Warn("reading the account after an operator command failed; acting on the signals",
+			"account", p.in.AccountKey, "error", err)
+	case st.Generation != p.in.Generation:
+		// A rotation is on its way (its own signal moves the poller).
+	case st.Status == store.AccountPaused && st.PausedUntil != nil:
+		until := *st.PausedUntil
+		p.in.PausedUntil = &until
+	case st.Status == store.AccountActive:
+		p.in.PausedUntil = nil
+	}
+}
+
 func (p *poller) state() (wfapi.PollerState, error) {
 	return wfapi.PollerState{AccountKey: p.in.AccountKey, Generation: p.in.Generation, Status: p.status,
 		PausedUntil: p.in.PausedUntil, Failures: p.in.Failures, Pages: p.pages, Messages: p.messages}, nil
@@ -110,8 +143,10 @@ func (p *poller) drain() {
 	for p.pause.ReceiveAsync(&ps) {
 		until := ps.Until
 		p.in.PausedUntil = &until
+		p.commanded = true
 	}
 	for p.resume.ReceiveAsync(nil) {
+		p.commanded = true
 		if p.in.PausedUntil != nil {
 			now := time.Time{}
 			p.in.PausedUntil = &now // ends the pause at the next evaluation

@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -84,7 +86,7 @@ func TestOperatorPauseStopsPollingUntilItEndsThenResumes(t *testing.T) {
 	b := r.bot()
 	start := time.Now()
 	r.env.SetStartTime(start)
-	until := start.Add(time.Hour)
+	until := start.Add(time.Hour).Truncate(time.Microsecond) // the store keeps microseconds
 	polls := 0
 	r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, _ converter.EncodedValues) {
 		if info.ActivityType.Name != "PollAccount" {
@@ -174,5 +176,72 @@ func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
 	}
 	if d := r.env.Now().Sub(pausedAt); d < 30*time.Second || d >= time.Hour {
 		t.Fatalf("the probe ran %v after the pause, want the worker's 30s, not the input's 1h", d)
+	}
+}
+
+// Operator commands are last-one-wins however fast they come (the store is the source of
+// truth; the pause and resume signals carry no order across their channels): 50 random
+// sequences of pause and resume, written to the store and signalled as `starter` does,
+// with spacings from 0 upwards, and the poller ends in the last command's state.
+func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	r.acts.Config.PollSession = 10 * time.Millisecond // short polls: the rounds run in real time between commands
+	rnd := rand.New(rand.NewPCG(20261201, 1))
+	spacings := []time.Duration{0, 0, time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond}
+	for round := range 50 {
+		r.resetEnv()
+		b := r.bot()
+		start := time.Now().Truncate(time.Second)
+		r.env.SetStartTime(start)
+		until := start.Add(time.Hour)
+		cmds := make([]bool, 2+rnd.IntN(5)) // true: pause
+		for i := range cmds {
+			cmds[i] = rnd.IntN(2) == 0
+		}
+		issued, polls, settled := 0, 0, false
+		var failure string
+		r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "ReadAccountState" && issued == len(cmds) {
+				settled = true // this read sees the store after the last command
+			}
+			if info.ActivityType.Name != "PollAccount" {
+				return
+			}
+			polls++
+			if polls == 1 {
+				delay := time.Duration(0)
+				for i, pause := range cmds {
+					delay += spacings[rnd.IntN(len(spacings))]
+					r.env.RegisterDelayedCallback(func() {
+						if pause {
+							_, _ = r.store.PauseAccount(r.ctx, time.Now(), b.key, 1, until, "operator")
+							r.env.SignalWorkflow(wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: "operator"})
+						} else {
+							_, _ = r.store.ResumeAccount(r.ctx, time.Now(), b.key, 1)
+							r.env.SignalWorkflow(wfapi.SignalResume, nil)
+						}
+						issued = i + 1
+					}, delay)
+				}
+				return
+			}
+			if !settled {
+				return // scheduled before the poller read the last command's state
+			}
+			// The first poll after the poller read the last command's state: before the
+			// pause's end only if the last command was a resume.
+			last := cmds[len(cmds)-1]
+			if now := r.env.Now(); last == now.Before(until) {
+				failure = fmt.Sprintf("commands %v: polled at %v (pause until %v)", cmds, now.Sub(start), until.Sub(start))
+			}
+			r.env.SignalWorkflow(wfapi.SignalStop, wfapi.StopSignal{Reason: "round over"})
+		})
+		r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1})
+		if err := r.env.GetWorkflowError(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if failure != "" {
+			t.Fatalf("round %d: %s", round, failure)
+		}
 	}
 }
