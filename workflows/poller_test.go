@@ -15,14 +15,15 @@ import (
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
 
-func TestStaleTokenPausesThenProbesThenNeedsRelogin(t *testing.T) {
-	r := newRig(t, store.DefaultLimits())
+// runStalePause runs a poller (started with a one-hour stale pause) against a dead bot
+// token and returns how long it stayed paused before its probe.
+func runStalePause(t *testing.T, r *rig) time.Duration {
+	t.Helper()
 	b := r.bot()
 	if err := r.ctl.KillBot(r.ctx, b.info.BotID); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	r.env.SetStartTime(start)
+	r.env.SetStartTime(time.Now())
 	var pausedAt time.Time
 	r.env.SetOnActivityCompletedListener(func(info *activityInfo, _ converter.EncodedValue, err error) {
 		if info.ActivityType.Name == "PauseAccount" && err == nil {
@@ -37,12 +38,16 @@ func TestStaleTokenPausesThenProbesThenNeedsRelogin(t *testing.T) {
 	if pausedAt.IsZero() {
 		t.Fatal("the first -14 must pause the account")
 	}
-	if end := r.env.Now(); end.Sub(pausedAt) < time.Hour {
-		t.Fatalf("the probe ran %v after the pause, want at least the 1h pause", end.Sub(pausedAt))
-	}
 	a, err := r.store.GetAccount(r.ctx, b.key)
 	if err != nil || a.Status != store.AccountNeedsRelogin {
 		t.Fatalf("account after the probe: %s %v, want needs_relogin", a.Status, err)
+	}
+	return r.env.Now().Sub(pausedAt)
+}
+
+func TestStaleTokenPausesThenProbesThenNeedsRelogin(t *testing.T) {
+	if d := runStalePause(t, newRig(t, store.DefaultLimits())); d < time.Hour {
+		t.Fatalf("the probe ran %v after the pause, want at least the 1h pause", d)
 	}
 }
 
@@ -155,26 +160,7 @@ func TestThePollRunsWithTheConfiguredHeartbeatTimeout(t *testing.T) {
 func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
 	r := newRig(t, store.DefaultLimits())
 	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: 30 * time.Second}
-	b := r.bot()
-	if err := r.ctl.KillBot(r.ctx, b.info.BotID); err != nil {
-		t.Fatal(err)
-	}
-	r.env.SetStartTime(time.Now())
-	var pausedAt time.Time
-	r.env.SetOnActivityCompletedListener(func(info *activityInfo, _ converter.EncodedValue, err error) {
-		if info.ActivityType.Name == "PauseAccount" && err == nil {
-			pausedAt = r.env.Now()
-		}
-	})
-	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
-		Config: wfapi.PollerConfig{StalePause: time.Hour}})
-	if err := r.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if pausedAt.IsZero() {
-		t.Fatal("the first -14 must pause the account")
-	}
-	if d := r.env.Now().Sub(pausedAt); d < 30*time.Second || d >= time.Hour {
+	if d := runStalePause(t, r); d < 30*time.Second || d >= time.Hour {
 		t.Fatalf("the probe ran %v after the pause, want the worker's 30s, not the input's 1h", d)
 	}
 }
