@@ -60,16 +60,24 @@ SELECT * FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE;
 WITH absorbed AS (
     UPDATE inbound_messages
     SET status = 'absorbed', deferred = false, payload = NULL, updated_at = sqlc.arg(now)
-    WHERE message_key = ANY(sqlc.arg(message_keys)::text[]) AND status = 'received'
+    WHERE message_key = ANY(sqlc.arg(message_keys)::text[]) AND status IN ('received', 'processing')
     RETURNING 1
 )
 SELECT count(*) FROM absorbed;
 
 -- name: ReceivedBacklog :batchmany
--- The conversation's messages not yet handed to an agent, oldest first.
-SELECT message_key, inbox_seq, payload FROM inbound_messages
-WHERE account_key = sqlc.arg(account_key) AND peer_id = sqlc.arg(peer_id) AND status = 'received'
-ORDER BY inbox_seq;
+-- The conversation's messages no agent answered, oldest first: those not yet handed to an
+-- agent, and the open window's message when it was handed out but no reply of it was
+-- transmitted (should the page supersede that window, the agent's answer could no longer
+-- be sent: the message goes with the next delivery instead of being lost or falsely
+-- handled).
+SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM inbound_messages AS backlog
+WHERE backlog.account_key = sqlc.arg(account_key) AND backlog.peer_id = sqlc.arg(peer_id)
+  AND (backlog.status = 'received' OR (backlog.status = 'processing' AND backlog.message_key = (
+       SELECT unanswered.source_message_key FROM reply_windows AS unanswered
+       WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
+         AND unanswered.state = 'open' AND unanswered.transmitted = 0)))
+ORDER BY backlog.inbox_seq;
 
 -- name: SetMessageStatus :execrows
 UPDATE inbound_messages
@@ -88,12 +96,15 @@ SELECT sqlc.arg(message_key), unnest(sqlc.arg(positions)::integer[]), sqlc.arg(a
        unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now);
 
 -- name: ReceivedBacklogImages :batchmany
--- The images of the conversation's messages not yet handed to an agent, newest first.
+-- The images of ReceivedBacklog's messages, newest first.
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
 FROM inbound_images AS image
 JOIN inbound_messages AS inbound USING (message_key)
 WHERE inbound.account_key = sqlc.arg(account_key) AND inbound.peer_id = sqlc.arg(peer_id)
-  AND inbound.status = 'received'
+  AND (inbound.status = 'received' OR (inbound.status = 'processing' AND inbound.message_key = (
+       SELECT unanswered.source_message_key FROM reply_windows AS unanswered
+       WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
+         AND unanswered.state = 'open' AND unanswered.transmitted = 0)))
 ORDER BY inbound.inbox_seq DESC, image.position;
 
 -- name: DeleteImagesOfMessages :batchexec

@@ -241,6 +241,9 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 		return res, nil
 	}
 	retireOpen, deliverable := placeWindows(rd.open, news)
+	if !retireOpen {
+		rd.keepAnswerable()
+	}
 	plan, err := s.planMerge(rd, news, deliverable)
 	if err != nil {
 		return PageResult{}, err
@@ -390,6 +393,28 @@ func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) 
 // errCursorMoveFailed stands for a refused compare-and-set whose reason CommitPage reads
 // in a transaction of its own (the refusing one has unread reads queued behind it).
 var errCursorMoveFailed = errors.New("store: cursor compare-and-set refused")
+
+// keepAnswerable leaves the open window's unanswered message out of the backlog when the
+// page does not supersede its window: its agent can still answer it.
+func (rd *pageRead) keepAnswerable() {
+	handedOut := map[string]bool{}
+	backlog := rd.backlog[:0]
+	for _, b := range rd.backlog {
+		if b.Status == MessageReceived {
+			backlog = append(backlog, b)
+		} else {
+			handedOut[b.MessageKey] = true
+		}
+	}
+	rd.backlog = backlog
+	images := rd.images[:0]
+	for _, img := range rd.images {
+		if !handedOut[img.MessageKey] {
+			images = append(images, img)
+		}
+	}
+	rd.images = images
+}
 
 // newEntries deduplicates the page against the inbox and itself: an entry already stored
 // must match the stored identity and own a reply window (dedupe_invariant otherwise).

@@ -284,19 +284,49 @@ func TestBacklogOfUndeliveredMessagesIsMergedIntoTheNewest(t *testing.T) {
 	}
 }
 
-func TestMessagesHandedToAnAgentAreNotMerged(t *testing.T) {
+func TestMessagesHandedToAnAgentAndAnsweredAreNotMerged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
-	first, _ := e.deliver(b, "being processed")
+	first, tok := e.deliver(b, "being processed")
+	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "an answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
+		t.Fatal(err)
+	}
 	res := e.commit(b, t0.Add(time.Second), b.msg("new", t0.Add(time.Second)))
 	if got := e.deliverableSummary(res); got != "new" {
-		t.Fatalf("summary %q merged a message the agent already has", got)
+		t.Fatalf("summary %q merged a message the agent already answered", got)
 	}
 	m, _ := e.store.GetMessage(e.ctx, first.Deliverable.MessageKey)
 	if m.Status != store.MessageProcessing || m.Payload == nil {
 		t.Fatalf("processing message changed: %+v", m)
 	}
+}
+
+// A status never claims what did not happen: a message handed to an agent whose window a
+// newer message supersedes before any reply of it was transmitted can no longer be
+// answered (its replies would be refused), so it goes with the next delivery of the
+// conversation (absorbed) and cannot be marked handled afterwards.
+func TestAHandedOutMessageSupersededBeforeAnyReplyGoesWithTheNextDelivery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	first, tok := e.deliver(b, "asked first")
+	res := e.commit(b, t0.Add(time.Second), b.msg("asked again", t0.Add(time.Second)))
+	if got := e.deliverableSummary(res); got != "asked first\nasked again" {
+		t.Fatalf("summary %q: the unanswered message must go with the next delivery", got)
+	}
+	m, _ := e.store.GetMessage(e.ctx, first.Deliverable.MessageKey)
+	if m.Status != store.MessageAbsorbed {
+		t.Fatalf("superseded unanswered message is %s, want absorbed", m.Status)
+	}
+	_, err := e.store.FinishMessage(e.ctx, t0, first.Deliverable.MessageKey, store.MessageHandled, "")
+	wantCode(t, err, store.CodeAttemptConflict)
+	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "too late"))
+	wantCode(t, err, store.CodeReplyWindowInactive)
 }
 
 func withImages(m store.PageEntry, n int) store.PageEntry {

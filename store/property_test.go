@@ -416,7 +416,12 @@ func (p *propRun) replyTraffic() {
 				status = store.MessageFailed
 			}
 			if _, err := p.e.store.FinishMessage(p.e.ctx, p.now, s.messageKey, status, "prop"); err != nil {
-				p.fatalf("finish %s: %v", status, err)
+				// A handed-out message whose window a newer message superseded before any
+				// reply was transmitted went into the next delivery: it cannot be finished.
+				m, gerr := p.e.store.GetMessage(p.e.ctx, s.messageKey)
+				if store.CodeOf(err) != store.CodeAttemptConflict || gerr != nil || m.Status != store.MessageAbsorbed {
+					p.fatalf("finish %s: %v", status, err)
+				}
 			}
 			s.finished = true
 			p.finished[s.messageKey] = true

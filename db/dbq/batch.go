@@ -22,7 +22,7 @@ const absorbMessages = `-- name: AbsorbMessages :batchone
 WITH absorbed AS (
     UPDATE inbound_messages
     SET status = 'absorbed', deferred = false, payload = NULL, updated_at = $1
-    WHERE message_key = ANY($2::text[]) AND status = 'received'
+    WHERE message_key = ANY($2::text[]) AND status IN ('received', 'processing')
     RETURNING 1
 )
 SELECT count(*) FROM absorbed
@@ -1118,9 +1118,13 @@ func (b *PageKnownMessagesBatchResults) Close() error {
 }
 
 const receivedBacklog = `-- name: ReceivedBacklog :batchmany
-SELECT message_key, inbox_seq, payload FROM inbound_messages
-WHERE account_key = $1 AND peer_id = $2 AND status = 'received'
-ORDER BY inbox_seq
+SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM inbound_messages AS backlog
+WHERE backlog.account_key = $1 AND backlog.peer_id = $2
+  AND (backlog.status = 'received' OR (backlog.status = 'processing' AND backlog.message_key = (
+       SELECT unanswered.source_message_key FROM reply_windows AS unanswered
+       WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
+         AND unanswered.state = 'open' AND unanswered.transmitted = 0)))
+ORDER BY backlog.inbox_seq
 `
 
 type ReceivedBacklogBatchResults struct {
@@ -1138,9 +1142,14 @@ type ReceivedBacklogRow struct {
 	MessageKey string
 	InboxSeq   int64
 	Payload    json.RawMessage
+	Status     string
 }
 
-// The conversation's messages not yet handed to an agent, oldest first.
+// The conversation's messages no agent answered, oldest first: those not yet handed to an
+// agent, and the open window's message when it was handed out but no reply of it was
+// transmitted (should the page supersede that window, the agent's answer could no longer
+// be sent: the message goes with the next delivery instead of being lost or falsely
+// handled).
 func (q *Queries) ReceivedBacklog(ctx context.Context, arg []ReceivedBacklogParams) *ReceivedBacklogBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -1172,7 +1181,12 @@ func (b *ReceivedBacklogBatchResults) Query(f func(int, []ReceivedBacklogRow, er
 			defer rows.Close()
 			for rows.Next() {
 				var i ReceivedBacklogRow
-				if err := rows.Scan(&i.MessageKey, &i.InboxSeq, &i.Payload); err != nil {
+				if err := rows.Scan(
+					&i.MessageKey,
+					&i.InboxSeq,
+					&i.Payload,
+					&i.Status,
+				); err != nil {
 					return err
 				}
 				items = append(items, i)
@@ -1195,7 +1209,10 @@ SELECT image.message_key, image.position, image.key_generation, image.nonce, ima
 FROM inbound_images AS image
 JOIN inbound_messages AS inbound USING (message_key)
 WHERE inbound.account_key = $1 AND inbound.peer_id = $2
-  AND inbound.status = 'received'
+  AND (inbound.status = 'received' OR (inbound.status = 'processing' AND inbound.message_key = (
+       SELECT unanswered.source_message_key FROM reply_windows AS unanswered
+       WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
+         AND unanswered.state = 'open' AND unanswered.transmitted = 0)))
 ORDER BY inbound.inbox_seq DESC, image.position
 `
 
@@ -1218,7 +1235,7 @@ type ReceivedBacklogImagesRow struct {
 	Ciphertext    []byte
 }
 
-// The images of the conversation's messages not yet handed to an agent, newest first.
+// The images of ReceivedBacklog's messages, newest first.
 func (q *Queries) ReceivedBacklogImages(ctx context.Context, arg []ReceivedBacklogImagesParams) *ReceivedBacklogImagesBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
