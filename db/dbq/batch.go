@@ -1118,12 +1118,18 @@ func (b *PageKnownMessagesBatchResults) Close() error {
 }
 
 const receivedBacklog = `-- name: ReceivedBacklog :batchmany
-SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM inbound_messages AS backlog
-WHERE backlog.account_key = $1 AND backlog.peer_id = $2
-  AND (backlog.status = 'received' OR (backlog.status = 'processing' AND backlog.message_key = (
-       SELECT unanswered.source_message_key FROM reply_windows AS unanswered
-       WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
-         AND unanswered.state = 'open' AND unanswered.transmitted = 0)))
+SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM (
+    SELECT received.message_key, received.inbox_seq, received.payload, received.status
+    FROM inbound_messages AS received
+    WHERE received.account_key = $1 AND received.peer_id = $2
+      AND received.status = 'received'
+    UNION ALL
+    SELECT handed.message_key, handed.inbox_seq, handed.payload, handed.status
+    FROM reply_windows AS unanswered
+    JOIN inbound_messages AS handed ON handed.message_key = unanswered.source_message_key
+    WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
+      AND unanswered.state = 'open' AND unanswered.transmitted = 0 AND handed.status = 'processing'
+) AS backlog
 ORDER BY backlog.inbox_seq
 `
 
@@ -1149,7 +1155,7 @@ type ReceivedBacklogRow struct {
 // agent, and the open window's message when it was handed out but no reply of it was
 // transmitted (should the page supersede that window, the agent's answer could no longer
 // be sent: the message goes with the next delivery instead of being lost or falsely
-// handled).
+// handled). Two index lookups, so the conversation's history is never scanned.
 func (q *Queries) ReceivedBacklog(ctx context.Context, arg []ReceivedBacklogParams) *ReceivedBacklogBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -1207,13 +1213,19 @@ func (b *ReceivedBacklogBatchResults) Close() error {
 const receivedBacklogImages = `-- name: ReceivedBacklogImages :batchmany
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
 FROM inbound_images AS image
-JOIN inbound_messages AS inbound USING (message_key)
-WHERE inbound.account_key = $1 AND inbound.peer_id = $2
-  AND (inbound.status = 'received' OR (inbound.status = 'processing' AND inbound.message_key = (
-       SELECT unanswered.source_message_key FROM reply_windows AS unanswered
-       WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
-         AND unanswered.state = 'open' AND unanswered.transmitted = 0)))
-ORDER BY inbound.inbox_seq DESC, image.position
+JOIN (
+    SELECT received.message_key, received.inbox_seq
+    FROM inbound_messages AS received
+    WHERE received.account_key = $1 AND received.peer_id = $2
+      AND received.status = 'received'
+    UNION ALL
+    SELECT handed.message_key, handed.inbox_seq
+    FROM reply_windows AS unanswered
+    JOIN inbound_messages AS handed ON handed.message_key = unanswered.source_message_key
+    WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
+      AND unanswered.state = 'open' AND unanswered.transmitted = 0 AND handed.status = 'processing'
+) AS backlog ON backlog.message_key = image.message_key
+ORDER BY backlog.inbox_seq DESC, image.position
 `
 
 type ReceivedBacklogImagesBatchResults struct {
