@@ -7,6 +7,7 @@ package activities
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +31,12 @@ type Config struct {
 	PollSession time.Duration
 	// HeartbeatEvery is the heartbeat period of long-running activities (default 10s).
 	HeartbeatEvery time.Duration
+	// LeaseTTL is how long a poll lease lives without renewal (default 30s): how soon a
+	// dead worker's bots may be polled by another worker.
+	LeaseTTL time.Duration
+	// LeaseRenewEvery is the period of the lease keeper's renewals and the supervisor's
+	// scans (default LeaseTTL/3).
+	LeaseRenewEvery time.Duration
 	// SendGap is the minimum gap between two sends of one bot (default 2s; negative: no
 	// gap).
 	SendGap time.Duration
@@ -96,17 +103,22 @@ type Activities struct {
 	// hooks lets tests of this package observe fixed points of an activity (nil in
 	// production).
 	hooks *testHooks
+
+	keeperOnce sync.Once
+	leases     *leaseKeeper // this worker's poll leases (keeper())
 }
 
 // testHooks are called, when set, at fixed points of the activities.
 type testHooks struct {
-	// leased runs once PollAccount holds its lease, with the lease connection's backend pid.
-	leased func(pid uint32)
+	// leased runs once PollAccount holds its lease.
+	leased func(store.PollLease)
 	// beforeFetch runs before the n-th getupdates (from 0) of a PollAccount, after the
-	// lease connection was checked.
+	// lease was checked.
 	beforeFetch func(n int)
 	// afterFetch runs after a getupdates answered a page with messages, before its commit.
 	afterFetch func(messages int)
+	// fetched runs after every getupdates returned (with a page or an error).
+	fetched func()
 }
 
 // Defaults of Config.
@@ -115,7 +127,7 @@ const (
 	DefaultHeartbeatEvery  = 10 * time.Second
 	DefaultSendGap         = 2 * time.Second
 	DefaultThrottlePenalty = 60 * time.Minute
-	DefaultMaxAccounts     = 100
+	DefaultMaxAccounts     = 1000
 )
 
 // withDefaults returns the configuration with every zero tunable at its default.
@@ -125,6 +137,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollSession <= 0 {
 		c.PollSession = DefaultPollSession
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseRenewEvery <= 0 || c.LeaseRenewEvery >= c.LeaseTTL/2 {
+		c.LeaseRenewEvery = c.LeaseTTL / 3
 	}
 	if c.HeartbeatEvery <= 0 {
 		c.HeartbeatEvery = DefaultHeartbeatEvery

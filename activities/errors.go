@@ -22,6 +22,10 @@ const (
 // errLeaseHeld is returned (retryable) when another attempt holds an account's poll lease.
 var errLeaseHeld = errors.New("activities: another poller holds the account's lease")
 
+// errLeaseLost is returned (retryable) when a poll's lease was taken over, asked for by a
+// newer poll, or not renewed in time: the poll stopped fetching.
+var errLeaseLost = errors.New("activities: poll lease lost")
+
 // storeErr maps a store failure to an activity error: a rule violation is a
 // non-retryable application error whose type is the store code (retrying the same call
 // cannot succeed); anything else (database unreachable, serialization conflict) is a

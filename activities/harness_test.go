@@ -101,6 +101,8 @@ func newHarness(t *testing.T, opts ...func(*options)) *harness {
 		},
 		PollSession:     200 * time.Millisecond,
 		HeartbeatEvery:  10 * time.Millisecond,
+		LeaseTTL:        3 * time.Second,
+		LeaseRenewEvery: 100 * time.Millisecond,
 		SendGap:         -1, // no pacing unless a test asks for it
 		ThrottlePenalty: time.Hour,
 	}

@@ -76,16 +76,20 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 
-	l, err := tryLease(ctx, a.Pool, lockKey(pollLeaseNamespace, in.AccountKey))
-	if err != nil {
-		return PollResult{}, err
+	attempt := int32(1)
+	if activity.IsActivity(ctx) {
+		attempt = activity.GetInfo(ctx).Attempt
 	}
-	if l == nil {
-		return PollResult{}, errLeaseHeld
+	l, err := a.keeper().take(ctx, in.AccountKey, in.LeaseEpoch, attempt)
+	if err != nil {
+		if code := pollStopCode(err); code != "" {
+			return PollResult{Stopped: code}, nil
+		}
+		return PollResult{}, err
 	}
 	defer l.release(ctx)
 	if a.hooks != nil && a.hooks.leased != nil {
-		a.hooks.leased(l.pid())
+		a.hooks.leased(l.claim)
 	}
 
 	var (
@@ -131,13 +135,19 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 		return PollResult{}, upstreamErr("ilink client", err)
 	}
 
-	// The in-flight long poll ends when the activity is cancelled or the worker stops.
+	// The in-flight long poll ends when the activity is cancelled, the worker stops or the
+	// lease is lost (a page in that instant is lost like one in flight when a process dies).
 	pollCtx, cancelPoll := context.WithCancel(ctx)
 	defer cancelPoll()
-	stopCh := activity.GetWorkerStopChannel(ctx)
+	var stopCh <-chan struct{}
+	if activity.IsActivity(ctx) {
+		stopCh = activity.GetWorkerStopChannel(ctx)
+	}
 	go func() {
 		select {
 		case <-stopCh:
+			cancelPoll()
+		case <-l.lost:
 			cancelPoll()
 		case <-pollCtx.Done():
 		}
@@ -156,7 +166,7 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 		if ws != nil && ws.failures() {
 			return p.res, nil // the workflow starts or signals what failed
 		}
-		if err := l.alive(ctx); err != nil {
+		if err := l.check(); err != nil {
 			log.Warn("poll lease lost; stopping", "error", err)
 			return p.res, err
 		}
@@ -164,12 +174,18 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 			a.hooks.beforeFetch(n)
 		}
 		page, err := cl.GetUpdates(pollCtx, ilink.GetUpdatesRequest{Cursor: p.cursor})
+		if a.hooks != nil && a.hooks.fetched != nil {
+			a.hooks.fetched()
+		}
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
 				return p.res, ctx.Err()
 			case workerStopping(ctx):
 				return p.res, nil
+			case l.check() != nil:
+				log.Warn("poll lease lost during a long poll; stopping", "error", l.check())
+				return p.res, l.check()
 			case ilink.IsStaleToken(err):
 				log.Warn("bot token is stale (-14)")
 				a.Metrics.Poll(in.AccountKey, metrics.PollStaleToken)

@@ -98,7 +98,7 @@ func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
 	})
 	leased := make(chan struct{})
 	var once sync.Once
-	h.acts.hooks = &testHooks{leased: func(uint32) { once.Do(func() { close(leased) }) }}
+	h.acts.hooks = &testHooks{leased: func(store.PollLease) { once.Do(func() { close(leased) }) }}
 
 	stop := make(chan struct{})
 	first := h.env()
@@ -140,26 +140,92 @@ func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
 	}
 }
 
-func TestPollStopsFetchingWhenTheLeaseConnectionIsLost(t *testing.T) {
+func TestPollStopsFetchingWhenItsLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(o *options) {
 		o.config = func(c *Config) { c.PollSession = time.Hour }
 	})
-	var pid uint32
 	h.acts.hooks = &testHooks{
-		leased: func(p uint32) { pid = p },
 		beforeFetch: func(n int) {
-			if n == 1 { // after one round trip, the database drops the lease's session
-				if _, err := h.pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", int64(pid)); err != nil {
-					t.Errorf("terminate lease backend: %v", err)
+			if n == 1 { // after one round trip, another worker takes the lease over
+				if _, err := h.pool.Exec(context.Background(), "UPDATE poll_leases SET holder = 'another-worker', epoch = epoch + 1"); err != nil {
+					t.Errorf("take the lease over: %v", err)
 				}
 			}
 		},
 	}
 	_, err := h.poll(false)
 	wantRetryable(t, err)
-	if n := h.requests("getupdates"); n != 2 {
-		t.Fatalf("%d getupdates, want 2 (the loop must stop as soon as the lease is gone)", n)
+	if !strings.Contains(err.Error(), "lease") {
+		t.Fatalf("poll ended with %v, want the lease loss", err)
+	}
+	if n := h.requests("getupdates"); n > 2 {
+		t.Fatalf("%d getupdates, want at most 2 (the in-flight long poll ends as soon as the lease is gone)", n)
+	}
+}
+
+func TestANewerPollTakesTheLeaseOverAndTheOlderStopsBeforeItPolls(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *options) {
+		o.config = func(c *Config) { c.PollSession = time.Hour }
+	})
+	var (
+		mu       sync.Mutex
+		inFlight int
+		overlap  bool
+		leases   []store.PollLease
+	)
+	leased := make(chan struct{}, 2)
+	h.acts.hooks = &testHooks{
+		leased: func(l store.PollLease) {
+			mu.Lock()
+			leases = append(leases, l)
+			mu.Unlock()
+			leased <- struct{}{}
+		},
+		beforeFetch: func(int) {
+			mu.Lock()
+			defer mu.Unlock()
+			inFlight++
+			overlap = overlap || inFlight > 1
+		},
+		afterFetch: func(int) {},
+	}
+	h.acts.hooks.fetched = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight--
+	}
+	type outcome struct {
+		res PollResult
+		err error
+	}
+	older := make(chan outcome, 1)
+	go func() {
+		res, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 1})
+		older <- outcome{res, err}
+	}()
+	<-leased
+
+	// The newer poll (the poller replaced the activity) finds the lease held: it is
+	// refused (Temporal retries it) and asks the holder to let go.
+	_, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 2, Probe: true})
+	wantRetryable(t, err)
+	out := <-older // the older poll lets go at its next renewal
+	if out.err == nil || !strings.Contains(out.err.Error(), "newer poll") {
+		t.Fatalf("older poll ended %+v %v, want the lease asked for by a newer poll", out.res, out.err)
+	}
+	// The retry of the newer poll takes it.
+	if _, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 2, Probe: true}); err != nil {
+		t.Fatalf("newer poll after the older let go: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap {
+		t.Fatal("two polls of one bot were in flight at once")
+	}
+	if len(leases) != 2 || leases[0].Epoch != 1 || leases[1].Epoch != 2 {
+		t.Fatalf("leases taken %+v, want epoch 1 then 2", leases)
 	}
 }
 
@@ -262,38 +328,32 @@ func TestMessageIDsKeepAllSixtyFourBits(t *testing.T) {
 	}
 }
 
-func TestPollHeartbeatsCarryNoToken(t *testing.T) {
+// An idle bot costs no Temporal heartbeat: the poll's liveness is its database lease, so
+// a poll session records none however long it lasts (Temporal Cloud bills each one).
+func TestAPollSessionRecordsNoTemporalHeartbeat(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var mu sync.Mutex
-	var beats []PollProgress
+	beats := 0
 	env := h.env()
-	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-		var p PollProgress
-		if err := details.Get(&p); err != nil {
-			t.Errorf("heartbeat details: %v", err)
-		}
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) {
 		mu.Lock()
-		beats = append(beats, p)
+		beats++
 		mu.Unlock()
 	})
 	h.inject(ilinksim.InjectRequest{Text: "beat"})
-	if _, err := runIn[PollResult](env, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1}); err != nil {
-		t.Fatal(err)
+	for range 2 { // a page, then an idle session whose long polls block
+		if _, err := runIn[PollResult](env, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// An idle session heartbeats from its ticker while the long poll blocks.
-	if _, err := runIn[PollResult](env, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1}); err != nil {
-		t.Fatal(err)
+	if n := h.requests("getupdates"); n < 3 {
+		t.Fatalf("%d getupdates, want the sessions to have polled several times", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(beats) < 2 {
-		t.Fatalf("%d heartbeats, want the ticker to beat during the session", len(beats))
-	}
-	for _, b := range beats {
-		if strings.Contains(b.Cursor, h.bot.Token) {
-			t.Fatal("a heartbeat carries the bot token")
-		}
+	if beats != 0 {
+		t.Fatalf("%d heartbeats recorded by poll sessions, want none", beats)
 	}
 }
 

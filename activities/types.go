@@ -23,6 +23,11 @@ type PollInput struct {
 	// Probe makes one getupdates round trip and returns, whatever it finds (the probe
 	// after a stale-token pause).
 	Probe bool
+	// LeaseEpoch orders the poll activities of the account (the AccountPoller gives each
+	// one it schedules a larger epoch; Temporal's attempt orders the retries of one): a
+	// newer activity takes the poll lease over from an older one. Zero for inputs recorded
+	// before leases: such an activity only takes a free or expired lease.
+	LeaseEpoch int64
 }
 
 // WindowRef describes an open window that needs a ReplyWindow workflow (WindowRefOf).

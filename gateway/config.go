@@ -55,10 +55,13 @@ type Config struct {
 	StalePause time.Duration
 	// PollSession bounds one polling activity on an idle account.
 	PollSession time.Duration
-	// PollHeartbeatTimeout is the heartbeat timeout of the polling activity: how soon a
-	// crashed worker's polls move to another worker. Temporal Cloud bills the heartbeats,
-	// recorded at most every 0.8 × this (capped at 60 s) per polled account.
-	PollHeartbeatTimeout time.Duration
+	// PollLeaseTTL is how long a bot's poll lease lives without renewal: how soon another
+	// worker resumes the bots of a dead worker (about this plus a third of it). Renewals
+	// cost one statement per worker every third of it, and no Temporal action.
+	PollLeaseTTL time.Duration
+	// DBMaxConns bounds this worker's PostgreSQL connections, whatever the number of bots
+	// (a pool_max_conns parameter in DatabaseURL wins).
+	DBMaxConns int
 	// MaxAccounts bounds the number of active accounts at enrollment.
 	MaxAccounts int
 	// SessionTTL bounds agent sessions (0: the window's expiry).
@@ -101,37 +104,43 @@ type Config struct {
 // heartbeat timeout of twice this, after which a crashed worker's activity is retried.
 const MaxHeartbeat = 10 * time.Second
 
-// MaxPollHeartbeatTimeout bounds Config.PollHeartbeatTimeout: a crashed worker's polls
-// move to another worker within it.
-const MaxPollHeartbeatTimeout = 10 * time.Minute
+// Bounds of Config.PollLeaseTTL.
+const (
+	MinPollLeaseTTL = 3 * time.Second
+	MaxPollLeaseTTL = 10 * time.Minute
+)
+
+// DefaultDBMaxConns is the default bound of a worker's PostgreSQL connections.
+const DefaultDBMaxConns = 16
 
 // DefaultConfig returns the defaults of every setting. It has no key ring: the sealing
 // key has no default.
 func DefaultConfig() Config {
 	return Config{
-		TemporalAddress:      "127.0.0.1:7233",
-		TemporalNamespace:    "default",
-		TaskQueue:            wfapi.DefaultTaskQueue,
-		DatabaseURL:          DefaultDatabaseURL,
-		ILinkBaseURL:         ilink.DefaultBaseURL,
-		ILinkCDNBaseURL:      ilink.DefaultCDNBaseURL,
-		Limits:               store.DefaultLimits(),
-		SendGap:              2 * time.Second,
-		ThrottlePenalty:      60 * time.Minute,
-		StalePause:           time.Hour,
-		PollHeartbeatTimeout: 20 * time.Second,
-		PollSession:          10 * time.Minute,
-		MaxAccounts:          100,
-		SessionTTL:           0,
-		Heartbeat:            10 * time.Second,
-		ShutdownGrace:        30 * time.Second,
-		LogLevel:             slog.LevelInfo,
-		LogFormat:            "text",
-		HTTPAddr:             DefaultHTTPAddr,
-		HealthWindow:         DefaultHealthWindow,
-		Handler:              handoff.KindNone,
-		WebhookTimeout:       handoff.DefaultTimeout,
-		ReofferAfter:         wfapi.DefaultReofferAfter,
+		TemporalAddress:   "127.0.0.1:7233",
+		TemporalNamespace: "default",
+		TaskQueue:         wfapi.DefaultTaskQueue,
+		DatabaseURL:       DefaultDatabaseURL,
+		ILinkBaseURL:      ilink.DefaultBaseURL,
+		ILinkCDNBaseURL:   ilink.DefaultCDNBaseURL,
+		Limits:            store.DefaultLimits(),
+		SendGap:           2 * time.Second,
+		ThrottlePenalty:   60 * time.Minute,
+		StalePause:        time.Hour,
+		PollLeaseTTL:      30 * time.Second,
+		DBMaxConns:        DefaultDBMaxConns,
+		PollSession:       10 * time.Minute,
+		MaxAccounts:       1000,
+		SessionTTL:        0,
+		Heartbeat:         10 * time.Second,
+		ShutdownGrace:     30 * time.Second,
+		LogLevel:          slog.LevelInfo,
+		LogFormat:         "text",
+		HTTPAddr:          DefaultHTTPAddr,
+		HealthWindow:      DefaultHealthWindow,
+		Handler:           handoff.KindNone,
+		WebhookTimeout:    handoff.DefaultTimeout,
+		ReofferAfter:      wfapi.DefaultReofferAfter,
 	}
 }
 
@@ -216,9 +225,16 @@ var settings = []setting{
 	{flag: "poll-session", env: "ILINKFLOW_POLL_SESSION", help: "length of one polling activity on an idle account",
 		def: func(c Config) string { return shortDuration(c.PollSession) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PollSession }, false)},
-	{flag: "poll-heartbeat-timeout", env: "ILINKFLOW_POLL_HEARTBEAT_TIMEOUT", help: "how soon a crashed worker's polls move elsewhere (longer: fewer billed heartbeats)",
-		def: func(c Config) string { return shortDuration(c.PollHeartbeatTimeout) },
-		set: durationSetter(func(c *Config) *time.Duration { return &c.PollHeartbeatTimeout }, false)},
+	{flag: "poll-lease-ttl", env: "ILINKFLOW_POLL_LEASE_TTL", help: "life of an unrenewed poll lease: how soon a dead worker's bots move elsewhere",
+		def: func(c Config) string { return shortDuration(c.PollLeaseTTL) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.PollLeaseTTL }, false)},
+	{flag: "db-max-conns", env: "ILINKFLOW_DB_MAX_CONNS", help: "maximum PostgreSQL connections of this worker (pool_max_conns in the URL wins)",
+		def: func(c Config) string { return strconv.Itoa(c.DBMaxConns) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 2, 1000)
+			c.DBMaxConns = int(n)
+			return err
+		}},
 	{flag: "max-accounts", env: "ILINKFLOW_MAX_ACCOUNTS", help: "maximum number of active accounts",
 		def: func(c Config) string { return strconv.Itoa(c.MaxAccounts) },
 		set: func(c *Config, v string) error {
@@ -472,7 +488,7 @@ func (c Config) validate(needKeys bool) error {
 	}{
 		{"send gap", c.SendGap, true}, {"throttle penalty", c.ThrottlePenalty, false},
 		{"stale pause", c.StalePause, false}, {"poll session", c.PollSession, false},
-		{"poll heartbeat timeout", c.PollHeartbeatTimeout, false},
+		{"poll lease ttl", c.PollLeaseTTL, false},
 		{"session TTL", c.SessionTTL, true}, {"heartbeat", c.Heartbeat, false},
 		{"shutdown grace", c.ShutdownGrace, true},
 	} {
@@ -486,11 +502,11 @@ func (c Config) validate(needKeys bool) error {
 	if c.Heartbeat > MaxHeartbeat {
 		bad("heartbeat %v must be at most %v (the workflows' heartbeat timeout is %v)", c.Heartbeat, MaxHeartbeat, 2*MaxHeartbeat)
 	}
-	if c.PollHeartbeatTimeout > 0 && c.Heartbeat > 0 && c.PollHeartbeatTimeout < 2*c.Heartbeat {
-		bad("poll heartbeat timeout %v must be at least twice the heartbeat %v", c.PollHeartbeatTimeout, c.Heartbeat)
+	if c.PollLeaseTTL != 0 && (c.PollLeaseTTL < MinPollLeaseTTL || c.PollLeaseTTL > MaxPollLeaseTTL) {
+		bad("poll lease ttl %v must be between %v and %v", c.PollLeaseTTL, MinPollLeaseTTL, MaxPollLeaseTTL)
 	}
-	if c.PollHeartbeatTimeout > MaxPollHeartbeatTimeout {
-		bad("poll heartbeat timeout %v must be at most %v", c.PollHeartbeatTimeout, MaxPollHeartbeatTimeout)
+	if c.DBMaxConns != 0 && (c.DBMaxConns < 2 || c.DBMaxConns > 1000) {
+		bad("database connections %d must be between 2 and 1000", c.DBMaxConns)
 	}
 	if c.MaxAccounts < 1 {
 		bad("max accounts must be at least 1")
@@ -555,7 +571,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("throttle_penalty", c.ThrottlePenalty),
 		slog.Duration("stale_pause", c.StalePause),
 		slog.Duration("poll_session", c.PollSession),
-		slog.Duration("poll_heartbeat_timeout", c.PollHeartbeatTimeout),
+		slog.Duration("poll_lease_ttl", c.PollLeaseTTL),
+		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.Int("max_accounts", c.MaxAccounts),
 		slog.Duration("session_ttl", c.SessionTTL),
 		slog.Duration("heartbeat", c.Heartbeat),

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -96,6 +97,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		if err != nil {
 			return errors.New("database URL is not a valid PostgreSQL URL or DSN")
 		}
+		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns)
 		pool, err = pgxpool.NewWithConfig(ctx, pc)
 		if err != nil {
 			return fmt.Errorf("connect PostgreSQL: %w", err)
@@ -151,8 +153,14 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		Logger:    logger.With("component", "activities"),
 		NewClient: opts.NewILinkClient,
 	}
+	if acts.Config.Client.HTTPClient == nil && opts.NewILinkClient == nil {
+		acts.Config.Client.HTTPClient = ilink.NewSharedHTTPClient(cfg.MaxAccounts + 64)
+	}
 	fatal := make(chan error, 1)
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+		// Every polled bot runs one long activity; sends, hand-offs and store activities
+		// need slots besides.
+		MaxConcurrentActivityExecutionSize: cfg.MaxAccounts + activitySlotsBesidePolls,
 		// Stop waits this long for in-flight activities, so a send in progress completes
 		// (or records its outcome) instead of being abandoned mid-transmit.
 		WorkerStopTimeout: cfg.ShutdownGrace,
@@ -199,6 +207,10 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	logger.Info("reconciled", "report", rep)
+	// The lease supervisor replaces the poll activities of dead workers' bots.
+	supCtx, stopSup := context.WithCancel(ctx)
+	defer stopSup()
+	go activities.NewLeaseSupervisor(acts).Run(supCtx)
 	if opts.Ready != nil {
 		opts.Ready(rep)
 	}
@@ -216,6 +228,19 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 }
 
+// activitySlotsBesidePolls is how many activities a worker runs at once besides one poll
+// per bot (sends, hand-offs, store activities).
+const activitySlotsBesidePolls = 256
+
+// applyPoolBound bounds the pool's connections by maxConns unless the URL sets
+// pool_max_conns itself.
+func applyPoolBound(pc *pgxpool.Config, url string, maxConns int) {
+	if maxConns <= 0 || strings.Contains(url, "pool_max_conns") {
+		return
+	}
+	pc.MaxConns = int32(maxConns)
+}
+
 // activitiesConfig is the activities' share of the configuration.
 func (c Config) activitiesConfig() activities.Config {
 	return activities.Config{
@@ -228,7 +253,8 @@ func (c Config) activitiesConfig() activities.Config {
 		MaxAccounts:     c.MaxAccounts,
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
-		Poller:          wfapi.PollerConfig{StalePause: c.StalePause, HeartbeatTimeout: c.PollHeartbeatTimeout},
+		LeaseTTL:        c.PollLeaseTTL,
+		Poller:          wfapi.PollerConfig{StalePause: c.StalePause},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
 }

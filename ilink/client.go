@@ -109,6 +109,21 @@ func New(cfg Config, token Secret) (*Client, error) {
 	}, nil
 }
 
+// NewSharedHTTPClient returns an HTTP client meant to be shared by the clients of many bots
+// (Config.HTTPClient): one connection pool for every bot of a worker, keeping up to
+// idlePerHost idle connections per iLink host so that a thousand long polls reuse their
+// connections instead of opening new ones. It follows redirects like the default client.
+func NewSharedHTTPClient(idlePerHost int) *http.Client {
+	hc := &http.Client{CheckRedirect: getRedirectsOnly}
+	if tr, ok := http.DefaultTransport.(*http.Transport); ok {
+		t := tr.Clone()
+		t.MaxIdleConns = 0 // no overall bound: per host only
+		t.MaxIdleConnsPerHost = idlePerHost
+		hc.Transport = t
+	}
+	return hc
+}
+
 // getRedirectsOnly lets the default HTTP client follow redirects of GET
 // requests (CDN downloads) but never turns a POST into another request.
 func getRedirectsOnly(req *http.Request, via []*http.Request) error {

@@ -51,6 +51,7 @@ type Product struct {
 	messages *prometheus.CounterVec
 	sends    *prometheus.CounterVec
 	replies  *prometheus.CounterVec
+	leases   *prometheus.CounterVec
 }
 
 // NewProduct creates the product counters and registers them with reg. Every known
@@ -78,8 +79,12 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_reply_api_requests_total",
 			Help: "Reply API requests by route and answer code (ok, unknown, or the error code).",
 		}, []string{"route", "code"}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_poll_lease_renewals_total",
+			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.leases} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -89,6 +94,8 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageDropped} {
 		p.messages.WithLabelValues(o)
 	}
+	p.leases.WithLabelValues("ok")
+	p.leases.WithLabelValues("error")
 	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled} {
 		p.sends.WithLabelValues(o)
 	}
@@ -123,6 +130,18 @@ func (p *Product) Messages(outcome string, n int) {
 		return
 	}
 	p.messages.WithLabelValues(outcome).Add(float64(n))
+}
+
+// LeaseRenewal records one renewal of the worker's poll leases.
+func (p *Product) LeaseRenewal(ok bool) {
+	if p == nil {
+		return
+	}
+	if ok {
+		p.leases.WithLabelValues("ok").Inc()
+	} else {
+		p.leases.WithLabelValues("error").Inc()
+	}
 }
 
 // Send records one send with its outcome: sent, failed, unknown, refused or throttled

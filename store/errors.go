@@ -120,6 +120,7 @@ var constraintCodes = map[string]Code{
 	"send_attempts_pkey":                                   CodeAttemptConflict,
 	"inbound_messages_account_key_provider_message_id_key": CodeDedupeInvariant,
 	"enrollment_audit_offer_id_key":                        CodeAttemptConflict,
+	"poll_leases_account_key_fkey":                         CodeAccountNotFound,
 }
 
 // wrapDB turns a database error into a store error. Rule constraints map to their code;

@@ -40,6 +40,9 @@ const (
 	SignalResume = "resume"
 	// SignalStop stops the poller (StopSignal).
 	SignalStop = "stop"
+	// SignalPollLost carries PollLostSignal: a worker's lease supervisor found the lease of
+	// the poller's poll activity expired (its worker died): the poller replaces it.
+	SignalPollLost = "poll-lost"
 	// QueryPollerState answers PollerState.
 	QueryPollerState = "state"
 )
@@ -65,9 +68,16 @@ type PollerConfig struct {
 	ShortBackoff time.Duration // after an upstream error (default 2s)
 	LongBackoff  time.Duration // after three failures in a row (default 30s)
 	MaxLoops     int           // continue-as-new after this many loops (default 500)
-	// HeartbeatTimeout of the polling activity (default 20s): how soon a crashed worker's
-	// polls are retried elsewhere.
+	// HeartbeatTimeout is no longer used: poll activities keep no Temporal heartbeat (their
+	// liveness is the poll lease). Kept so that recorded inputs decode.
 	HeartbeatTimeout time.Duration
+}
+
+// PollLostSignal names the poll activity whose lease expired by its place in the order of
+// the bot's poll activities (PollInput.LeaseEpoch and its attempt).
+type PollLostSignal struct {
+	Epoch   int64
+	Attempt int32
 }
 
 // RotateSignal moves a poller to a new generation.

@@ -25,9 +25,6 @@ func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
 	if c.MaxLoops <= 0 {
 		c.MaxLoops = 500
 	}
-	if c.HeartbeatTimeout <= 0 {
-		c.HeartbeatTimeout = pollOptions.HeartbeatTimeout
-	}
 	return c
 }
 
@@ -35,10 +32,14 @@ func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
 type poller struct {
 	in                          wfapi.PollerInput
 	rotate, pause, resume, stop workflow.ReceiveChannel
-	status                      string
-	pages, messages             int
+	// pollLost: a lease supervisor found the running poll activity's lease expired.
+	pollLost        workflow.ReceiveChannel
+	status          string
+	pages, messages int
 	// commanded: pause or resume signals arrived since the stored state was last read.
 	commanded bool
+	// lastEpoch is the lease epoch of the last poll activity scheduled.
+	lastEpoch int64
 }
 
 // AccountPoller polls one account (design.md §4): it loops long-poll → page commit (both
@@ -57,6 +58,8 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 		resume: workflow.GetSignalChannel(ctx, wfapi.SignalResume),
 		stop:   workflow.GetSignalChannel(ctx, wfapi.SignalStop),
 		status: "polling",
+
+		pollLost: workflow.GetSignalChannel(ctx, wfapi.SignalPollLost),
 	}
 	if err := workflow.SetQueryHandler(ctx, wfapi.QueryPollerState, p.state); err != nil {
 		return err
@@ -144,9 +147,11 @@ func (p *poller) drain() {
 		until := ps.Until
 		p.in.PausedUntil = &until
 		p.commanded = true
+		p.status = "paused"
 	}
 	for p.resume.ReceiveAsync(nil) {
 		p.commanded = true
+		p.status = "polling"
 		if p.in.PausedUntil != nil {
 			now := time.Time{}
 			p.in.PausedUntil = &now // ends the pause at the next evaluation
@@ -155,6 +160,7 @@ func (p *poller) drain() {
 	var st wfapi.StopSignal
 	for p.stop.ReceiveAsync(&st) {
 		p.in.Stopped = true
+		p.status = "stopping"
 	}
 }
 
@@ -181,12 +187,10 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 
 func (p *poller) pollOnce(ctx workflow.Context) error {
 	gen := p.in.Generation
-	var res activities.PollResult
-	opts := pollOptions
-	opts.HeartbeatTimeout = p.in.Config.HeartbeatTimeout
-	err := workflow.ExecuteActivity(withOptions(ctx, opts), acts.PollAccount, activities.PollInput{
-		AccountKey: p.in.AccountKey, Generation: gen, Probe: p.in.StaleProbe,
-	}).Get(ctx, &res)
+	res, lost, err := p.runPoll(ctx)
+	if lost {
+		return nil // the loop schedules the replacement at once
+	}
 	if err != nil {
 		// Retries are exhausted only for rule violations: this generation cannot poll.
 		workflow.GetLogger(ctx).Error("poll failed", "account", p.in.AccountKey, "error", err)
@@ -199,9 +203,6 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		// The worker's settings win over those this poller was started with.
 		if c.StalePause > 0 {
 			p.in.Config.StalePause = c.StalePause
-		}
-		if c.HeartbeatTimeout > 0 {
-			p.in.Config.HeartbeatTimeout = c.HeartbeatTimeout
 		}
 	}
 	if (len(res.Opened) > 0 || len(res.Retired) > 0) && !res.Synced {
@@ -233,6 +234,48 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		p.in.StaleProbe = false
 	}
 	return nil
+}
+
+// runPoll runs one PollAccount activity. Its liveness is the poll lease, not a Temporal
+// heartbeat (an idle bot costs one activity per poll session): when a worker's lease
+// supervisor signals that the activity's lease expired (its worker died), the activity is
+// abandoned (lost) and the caller schedules a new one, which takes the lease. Operator
+// signals arriving meanwhile are applied at once, so the state query reflects them; the
+// activity itself learns of a pause or removal from the store.
+func (p *poller) runPoll(ctx workflow.Context) (res activities.PollResult, lost bool, err error) {
+	epoch := workflow.Now(ctx).UnixNano()
+	if epoch <= p.lastEpoch {
+		epoch = p.lastEpoch + 1
+	}
+	p.lastEpoch = epoch
+	actx, cancel := workflow.WithCancel(withOptions(ctx, pollOptions))
+	defer cancel()
+	fut := workflow.ExecuteActivity(actx, acts.PollAccount, activities.PollInput{
+		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,
+	})
+	done := false
+	for !done && !lost {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(fut, func(f workflow.Future) {
+			err = f.Get(ctx, &res)
+			done = true
+		})
+		sel.AddReceive(p.pollLost, func(c workflow.ReceiveChannel, _ bool) {
+			var s wfapi.PollLostSignal
+			c.Receive(ctx, &s)
+			if s.Epoch >= epoch {
+				lost = true
+			}
+		})
+		for _, ch := range []workflow.ReceiveChannel{p.rotate, p.pause, p.resume, p.stop} {
+			sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) { p.drain() })
+		}
+		sel.Select(ctx)
+	}
+	if lost {
+		workflow.GetLogger(ctx).Warn("the poll activity's lease expired (its worker died?): replacing it", "account", p.in.AccountKey)
+	}
+	return res, lost, err
 }
 
 // onStaleToken: the first -14 pauses the account for StalePause, after which one probe

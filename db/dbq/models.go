@@ -98,6 +98,17 @@ type LoginOffer struct {
 	UpdatedAt   time.Time
 }
 
+type PollLease struct {
+	AccountKey    string
+	Holder        *string
+	Epoch         int64
+	Attempt       int32
+	ExpiresAt     time.Time
+	WantedEpoch   *int64
+	WantedAttempt *int32
+	TakenAt       time.Time
+}
+
 type ReplyWindow struct {
 	ReplyWindowID     int64
 	AccountKey        string

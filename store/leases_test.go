@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+func leaseStore(t *testing.T) (*Store, string) {
+	t.Helper()
+	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(dbtest.NewPool(t), keys, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.RegisterAccount(context.Background(), time.Now(), RegisterInput{ProviderAccountID: "lease@im.bot",
+		OwnerPeerID: "lease-owner@im.wechat", BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("lease-token")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, a.AccountKey
+}
+
+// One live holder at a time: a second claim is refused while the lease lives, whoever
+// asks; a newer claim asks the holder to let go (seen at its renewal); an older one does not.
+func TestAPollLeaseHasOneLiveHolderAndANewerClaimAsksForIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, key := leaseStore(t)
+	a := PollLease{AccountKey: key, Holder: "worker-a", Epoch: 10, Attempt: 1}
+	if ok, _, err := s.TakePollLease(ctx, a, time.Minute); err != nil || !ok {
+		t.Fatalf("first take: %v %v", ok, err)
+	}
+	older := PollLease{AccountKey: key, Holder: "worker-b", Epoch: 9, Attempt: 5}
+	if ok, _, err := s.TakePollLease(ctx, older, time.Minute); err != nil || ok {
+		t.Fatalf("older claim took a live lease: %v %v", ok, err)
+	}
+	kept, err := s.RenewPollLeases(ctx, "worker-a", []string{key}, time.Minute)
+	if err != nil || len(kept) != 1 || kept[0].Wanted {
+		t.Fatalf("renewal after an older claim %+v %v, want kept and not wanted", kept, err)
+	}
+	newer := PollLease{AccountKey: key, Holder: "worker-b", Epoch: 10, Attempt: 2}
+	if ok, _, err := s.TakePollLease(ctx, newer, time.Minute); err != nil || ok {
+		t.Fatalf("newer claim took a live lease: %v %v", ok, err)
+	}
+	kept, err = s.RenewPollLeases(ctx, "worker-a", []string{key}, time.Minute)
+	if err != nil || len(kept) != 1 || !kept[0].Wanted {
+		t.Fatalf("renewal after a newer claim %+v %v, want wanted", kept, err)
+	}
+	if ok, err := s.ReleasePollLease(ctx, a); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if ok, _, err := s.TakePollLease(ctx, newer, time.Minute); err != nil || !ok {
+		t.Fatalf("newer claim after the release: %v %v", ok, err)
+	}
+	// The old holder's renewal no longer finds it; its release changes nothing.
+	if kept, err := s.RenewPollLeases(ctx, "worker-a", []string{key}, time.Minute); err != nil || len(kept) != 0 {
+		t.Fatalf("old holder renewed %+v %v", kept, err)
+	}
+	if ok, err := s.ReleasePollLease(ctx, a); err != nil || ok {
+		t.Fatalf("old holder released the new holder's lease: %v %v", ok, err)
+	}
+}
+
+// An expired lease may be taken by anyone, and a supervisor claims it exactly once (for an
+// active account only) so that one poller is told to replace its dead poll.
+func TestAnExpiredPollLeaseIsClaimedOnceAndMayBeTaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, key := leaseStore(t)
+	a := PollLease{AccountKey: key, Holder: "worker-a", Epoch: 1, Attempt: 1}
+	if ok, _, err := s.TakePollLease(ctx, a, time.Minute); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if dead, err := s.ClaimExpiredPollLeases(ctx, 0, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("claimed a live lease: %+v %v", dead, err)
+	}
+	if _, err := s.pool.Exec(ctx, "UPDATE poll_leases SET expires_at = clock_timestamp() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.CountPollLeases(ctx); err != nil || c.Expired != 1 || c.Live != 0 {
+		t.Fatalf("counts %+v %v", c, err)
+	}
+	if dead, err := s.ClaimExpiredPollLeases(ctx, time.Minute, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("claimed within the grace: %+v %v", dead, err)
+	}
+	dead, err := s.ClaimExpiredPollLeases(ctx, 0, 10)
+	if err != nil || len(dead) != 1 || dead[0].AccountKey != key || dead[0].Epoch != 1 {
+		t.Fatalf("claim %+v %v", dead, err)
+	}
+	if again, err := s.ClaimExpiredPollLeases(ctx, 0, 10); err != nil || len(again) != 0 {
+		t.Fatalf("claimed twice: %+v %v", again, err)
+	}
+	if kept, err := s.RenewPollLeases(ctx, "worker-a", []string{key}, time.Minute); err != nil || len(kept) != 0 {
+		t.Fatalf("the dead holder renewed a claimed lease: %+v %v", kept, err)
+	}
+	b := PollLease{AccountKey: key, Holder: "worker-b", Epoch: 2, Attempt: 1}
+	if ok, _, err := s.TakePollLease(ctx, b, time.Minute); err != nil || !ok {
+		t.Fatalf("take after the claim: %v %v", ok, err)
+	}
+	// A paused account's expired lease is not claimed: its poller is not polling.
+	if _, err := s.pool.Exec(ctx, "UPDATE poll_leases SET expires_at = clock_timestamp() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PauseAccount(ctx, time.Now(), key, 1, time.Now().Add(time.Hour), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := s.ClaimExpiredPollLeases(ctx, 0, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("claimed a paused account's lease: %+v %v", dead, err)
+	}
+}
+
+func TestALeaseClaimWithBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, key := leaseStore(t)
+	for _, l := range []PollLease{{AccountKey: "nope", Holder: "w"}, {AccountKey: key}} {
+		if _, _, err := s.TakePollLease(ctx, l, time.Minute); CodeOf(err) != CodeInvalidInput {
+			t.Fatalf("take %+v: %v, want invalid_input", l, err)
+		}
+	}
+	if _, _, err := s.TakePollLease(ctx, PollLease{AccountKey: key, Holder: "w"}, time.Millisecond); CodeOf(err) != CodeInvalidInput {
+		t.Fatalf("ttl 1ms: %v", err)
+	}
+	if c, err := s.CountPollLeases(ctx); err != nil || c.Live+c.Expired != 0 {
+		t.Fatalf("counts %+v %v", c, err)
+	}
+}
