@@ -231,4 +231,3 @@ func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T
 		}
 	}
 }
-
