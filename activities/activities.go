@@ -85,6 +85,12 @@ type Delivery struct {
 	SessionID    string
 	SessionToken sealing.Secret
 	Window       store.Window
+	// WindowWorkflowID is the workflow id of the window's ReplyWindow workflow, where
+	// replies and the verdict go (wfapi.Installation.WindowWorkflowID).
+	WindowWorkflowID string
+	// AgentWorkflowID is the workflow id of the message's agent workflow, for a handler
+	// that starts one (wfapi.Installation.AgentWorkflowID).
+	AgentWorkflowID string
 }
 
 // Activities carries the dependencies of every activity. Register a *Activities with the

@@ -55,7 +55,12 @@ func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutpu
 	if err != nil {
 		return HandOffOutput{}, storeErr("read window", err)
 	}
-	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w})
+	inst, err := a.Store.Installation(ctx)
+	if err != nil {
+		return HandOffOutput{}, storeErr("installation", err)
+	}
+	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
+		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(w.ReplyWindowID, msg.MessageKey)})
 	if err != nil {
 		var perm *PermanentError
 		if errors.As(err, &perm) {

@@ -42,7 +42,11 @@ func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
 // offer is the first hand-off when it was already made (nil: the workflow makes it).
 func (a *Activities) startWindow(ctx context.Context, w WindowRef, offer *wfapi.Offer) error {
 	cfg := a.cfg()
-	_, err := StartWindow(ctx, a.Temporal, cfg.TaskQueue, WindowInput(w, cfg.ReofferAfter, a.Store.Limits().MaxSends, offer))
+	id, err := a.Store.WindowWorkflowID(ctx, w.ReplyWindowID)
+	if err != nil {
+		return storeErr("window workflow id", err)
+	}
+	_, err = StartWindow(ctx, a.Temporal, cfg.TaskQueue, id, WindowInput(w, cfg.ReofferAfter, a.Store.Limits().MaxSends, offer))
 	return err
 }
 
@@ -90,12 +94,17 @@ func (o WindowOutcome) String() string {
 // StartWindow is the one way a ReplyWindow workflow is started, with one set of options:
 // unless its id is taken, a running workflow is left alone and a closed one is not run
 // again (REJECT_DUPLICATE), so starting is idempotent and "already started" is not an
-// error. Only when the id is taken does it ask Temporal which of the two it was.
-func StartWindow(ctx context.Context, tc client.Client, taskQueue string, in wfapi.WindowInput) (WindowOutcome, error) {
+// error. Only when the id is taken does it ask Temporal which of the two it was. id is the
+// window's workflow id (store.Store.WindowWorkflowID: a window opened before
+// installation ids keeps its legacy id).
+func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in wfapi.WindowInput) (WindowOutcome, error) {
 	if tc == nil {
 		return 0, errNoTemporal
 	}
-	id := wfapi.ReplyWindowID(in.ReplyWindowID)
+	if id == "" {
+		return 0, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), ErrTypeInvalidInput, nil)
+	}
 	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    id,
 		TaskQueue:             taskQueue,
@@ -109,7 +118,7 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue string, in wfa
 		return WindowStarted, nil
 	}
 	if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return 0, fmt.Errorf("start window workflow %d: %w", in.ReplyWindowID, err)
+		return 0, fmt.Errorf("start window workflow %s: %w", id, err)
 	}
 	d, err := tc.DescribeWorkflow(ctx, id, "")
 	if err != nil && !isNotFound(err) {
@@ -124,9 +133,13 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue string, in wfa
 // signalRetired tells a window's workflow that the window was retired (a window without
 // a running workflow is ignored).
 func (a *Activities) signalRetired(ctx context.Context, id int64) error {
-	err := a.Temporal.SignalWorkflow(ctx, wfapi.ReplyWindowID(id), "", wfapi.SignalRetired, nil)
+	wid, err := a.Store.WindowWorkflowID(ctx, id)
+	if err != nil {
+		return storeErr("window workflow id", err)
+	}
+	err = a.Temporal.SignalWorkflow(ctx, wid, "", wfapi.SignalRetired, nil)
 	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("signal retired window %d: %w", id, err)
+		return fmt.Errorf("signal retired window %s: %w", wid, err)
 	}
 	return nil
 }
@@ -157,15 +170,29 @@ func (a *Activities) ExpireWindow(ctx context.Context, in ExpireInput) (WindowSt
 }
 
 // StartPoller starts the AccountPoller of an account generation, or tells the running one
-// to rotate to it (signal-with-start).
+// to rotate to it: a poller still running under its legacy id is signalled, otherwise
+// signal-with-start under the installation's id (the rule of wfapi.Installation.PollerIDs).
 func (a *Activities) StartPoller(ctx context.Context, in AccountRef) error {
 	if a.Temporal == nil {
 		return errNoTemporal
 	}
-	id := wfapi.AccountPollerID(in.AccountKey)
-	_, err := a.Temporal.SignalWithStartWorkflow(ctx, id, wfapi.SignalRotate,
-		wfapi.RotateSignal{Generation: in.Generation},
-		client.StartWorkflowOptions{ID: id, TaskQueue: a.cfg().TaskQueue},
+	inst, err := a.Store.Installation(ctx)
+	if err != nil {
+		return storeErr("installation", err)
+	}
+	rotate := wfapi.RotateSignal{Generation: in.Generation}
+	ids := inst.PollerIDs(in.AccountKey)
+	for _, legacy := range ids[1:] {
+		err := a.Temporal.SignalWorkflow(ctx, legacy, "", wfapi.SignalRotate, rotate)
+		if err == nil {
+			return nil
+		}
+		if !isNotFound(err) {
+			return fmt.Errorf("signal poller %s: %w", legacy, err)
+		}
+	}
+	_, err = a.Temporal.SignalWithStartWorkflow(ctx, ids[0], wfapi.SignalRotate, rotate,
+		client.StartWorkflowOptions{ID: ids[0], TaskQueue: a.cfg().TaskQueue},
 		wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: in.AccountKey, Generation: in.Generation, Config: a.Config.Poller})
 	if err != nil {
 		return fmt.Errorf("signal-with-start poller: %w", err)
@@ -178,12 +205,57 @@ func (a *Activities) StopPollers(ctx context.Context, accountKeys []string) erro
 	if a.Temporal == nil {
 		return errNoTemporal
 	}
+	inst, err := a.Store.Installation(ctx)
+	if err != nil {
+		return storeErr("installation", err)
+	}
 	for _, key := range accountKeys {
-		err := a.Temporal.SignalWorkflow(ctx, wfapi.AccountPollerID(key), "", wfapi.SignalStop,
-			wfapi.StopSignal{Reason: "account replaced or removed"})
+		_, err := SignalPoller(ctx, a.Temporal, inst, key, wfapi.SignalStop, wfapi.StopSignal{Reason: "account replaced or removed"})
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("stop poller of %s: %w", key, err)
 		}
 	}
 	return nil
+}
+
+// SignalPoller signals an account's poller under the rule of wfapi.Installation.PollerIDs:
+// the installation's poller id first and, when no such workflow runs, the legacy one. It
+// returns the workflow id signalled; when no poller runs, the error is the
+// *serviceerror.NotFound of the last id tried.
+func SignalPoller(ctx context.Context, tc client.Client, inst wfapi.Installation, accountKey, signal string, arg any) (string, error) {
+	if tc == nil {
+		return "", errNoTemporal
+	}
+	var err error
+	for _, id := range inst.PollerIDs(accountKey) {
+		if err = tc.SignalWorkflow(ctx, id, "", signal, arg); err == nil {
+			return id, nil
+		}
+		if !isNotFound(err) {
+			return "", fmt.Errorf("signal poller %s: %w", id, err)
+		}
+	}
+	return "", err
+}
+
+// RunningPoller finds an account's running poller under the rule of
+// wfapi.Installation.PollerIDs and returns its workflow id and run id; id is "" when no
+// poller runs.
+func RunningPoller(ctx context.Context, tc client.Client, inst wfapi.Installation, accountKey string) (id, runID string, err error) {
+	if tc == nil {
+		return "", "", errNoTemporal
+	}
+	for _, id := range inst.PollerIDs(accountKey) {
+		d, err := tc.DescribeWorkflow(ctx, id, "")
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("describe %s: %w", id, err)
+		}
+		if d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return id, d.WorkflowExecution.RunID, nil
+		}
+	}
+	return "", "", nil
 }

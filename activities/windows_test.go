@@ -67,6 +67,7 @@ func TestWindowStateAndExpiry(t *testing.T) {
 func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	inst := must[string](t)(h.store.InstallationID(h.ctx))
 	c := &mocks.Client{}
 	h.acts.Temporal = c
 	exp := time.Now().Add(24 * time.Hour)
@@ -76,7 +77,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	}
 	for _, w := range opened {
 		want := client.StartWorkflowOptions{
-			ID: wfapi.ReplyWindowID(w.ReplyWindowID), TaskQueue: wfapi.DefaultTaskQueue,
+			ID: wfapi.ReplyWindowID(inst, w.ReplyWindowID), TaskQueue: wfapi.DefaultTaskQueue,
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 			WorkflowExecutionErrorWhenAlreadyStarted: true,
@@ -86,7 +87,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 		var err error
 		if w.ReplyWindowID == 2 { // already started (and closed): success
 			err = serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
-			c.On("DescribeWorkflow", mock.Anything, wfapi.ReplyWindowID(2), "").
+			c.On("DescribeWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 2), "").
 				Return(nil, serviceerror.NewNotFound("closed and gone")).Once()
 		}
 		c.On("ExecuteWorkflow", mock.Anything, want, wfapi.ReplyWindowWorkflow, mock.MatchedBy(func(got wfapi.WindowInput) bool {
@@ -94,8 +95,8 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 				got.ExpiresAt.Equal(in.ExpiresAt) && got.MaxSends == in.MaxSends && got.Deliverable == in.Deliverable
 		})).Return(nil, err).Once()
 	}
-	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(3), "", wfapi.SignalRetired, nil).Return(nil).Once()
-	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(4), "", wfapi.SignalRetired, nil).
+	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 3), "", wfapi.SignalRetired, nil).Return(nil).Once()
+	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 4), "", wfapi.SignalRetired, nil).
 		Return(serviceerror.NewNotFound("gone")).Once()
 	if err := runErr(h, h.acts.SyncWindows, WindowsInput{Opened: opened, Retired: []int64{3, 4}}); err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	// Other failures are retried.
 	c2 := &mocks.Client{}
 	h.acts.Temporal = c2
-	c2.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(5), "", wfapi.SignalRetired, nil).
+	c2.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 5), "", wfapi.SignalRetired, nil).
 		Return(serviceerror.NewUnavailable("down")).Once()
 	wantRetryable(t, runErr(h, h.acts.SyncWindows, WindowsInput{Retired: []int64{5}}))
 }
@@ -115,19 +116,92 @@ func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.
 	h := newHarness(t, func(o *options) {
 		o.config = func(c *Config) { c.TaskQueue = "custom-queue" }
 	})
+	inst := must[string](t)(h.store.InstallationID(h.ctx))
 	c := &mocks.Client{}
 	h.acts.Temporal = c
-	id := wfapi.AccountPollerID(h.key)
+	id := wfapi.AccountPollerID(inst, h.key)
 	c.On("SignalWithStartWorkflow", mock.Anything, id, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
 		client.StartWorkflowOptions{ID: id, TaskQueue: "custom-queue"}, wfapi.AccountPollerWorkflow,
 		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
 	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
-	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID("a"), "", wfapi.SignalStop, mock.Anything).Return(nil).Once()
-	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID("b"), "", wfapi.SignalStop, mock.Anything).
+	// A fresh installation never looks at legacy poller ids.
+	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID(inst, "a"), "", wfapi.SignalStop, mock.Anything).Return(nil).Once()
+	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID(inst, "b"), "", wfapi.SignalStop, mock.Anything).
 		Return(serviceerror.NewNotFound("no poller")).Once()
 	if err := runErr(h, h.acts.StopPollers, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	c.AssertExpectations(t)
+}
+
+// legacyStore marks the harness's installation as one upgraded from before installation
+// ids: windows up to windowsThrough and every poller may have legacy ids. It returns a
+// fresh store over the harness's schema (the installation is cached per store).
+func legacyStore(h *harness, windowsThrough int64) *store.Store {
+	h.t.Helper()
+	if _, err := h.pool.Exec(h.ctx, "UPDATE installation SET legacy_windows_through = $1, legacy_pollers = true", windowsThrough); err != nil {
+		h.t.Fatal(err)
+	}
+	st, err := store.New(h.pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+func TestAPollerRunningUnderItsLegacyIDIsSignalledInsteadOfStartingASecondOne(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acts.Store = legacyStore(h, 0)
+	inst := must[string](t)(h.acts.Store.InstallationID(h.ctx))
+	c := &mocks.Client{}
+	h.acts.Temporal = c
+	legacy, current := wfapi.LegacyAccountPollerID(h.key), wfapi.AccountPollerID(inst, h.key)
+
+	// The legacy poller runs: it is told the generation, nothing is started.
+	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalRotate, wfapi.RotateSignal{Generation: 2}).Return(nil).Once()
+	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 2}); err != nil {
+		t.Fatal(err)
+	}
+	c.AssertExpectations(t)
+
+	// No legacy poller: one starts under the installation's id.
+	c = &mocks.Client{}
+	h.acts.Temporal = c
+	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3}).
+		Return(serviceerror.NewNotFound("no legacy poller")).Once()
+	c.On("SignalWithStartWorkflow", mock.Anything, current, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
+		client.StartWorkflowOptions{ID: current, TaskQueue: wfapi.DefaultTaskQueue}, wfapi.AccountPollerWorkflow,
+		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
+	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	c.AssertExpectations(t)
+
+	// Stopping tries the installation's id first, then the legacy one.
+	c = &mocks.Client{}
+	h.acts.Temporal = c
+	c.On("SignalWorkflow", mock.Anything, current, "", wfapi.SignalStop, mock.Anything).
+		Return(serviceerror.NewNotFound("no poller")).Once()
+	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalStop, mock.Anything).Return(nil).Once()
+	if err := runErr(h, h.acts.StopPollers, []string{h.key}); err != nil {
+		t.Fatal(err)
+	}
+	c.AssertExpectations(t)
+}
+
+func TestARetiredWindowOpenedBeforeInstallationIDsIsSignalledUnderItsLegacyID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acts.Store = legacyStore(h, 5)
+	inst := must[string](t)(h.acts.Store.InstallationID(h.ctx))
+	c := &mocks.Client{}
+	h.acts.Temporal = c
+	c.On("SignalWorkflow", mock.Anything, wfapi.LegacyReplyWindowID(5), "", wfapi.SignalRetired, nil).Return(nil).Once()
+	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 6), "", wfapi.SignalRetired, nil).Return(nil).Once()
+	if err := runErr(h, h.acts.SyncWindows, WindowsInput{Retired: []int64{5, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	c.AssertExpectations(t)

@@ -3,10 +3,11 @@
 // gateway's "workflow" handler with a wfapi.AgentInput), or any Go program with a
 // Temporal client, replies through the message's reply window and gives its verdict.
 //
-// From a program with a client:
+// A window is addressed by its workflow's id, Input.WindowWorkflow() (the id names the
+// gateway's installation; see wfapi's Workflow ids). From a program with a client:
 //
-//	res, err := agent.Reply(ctx, c, in.ReplyWindowID, "hello", "my-request-1")
-//	err = agent.Finish(ctx, c, in.ReplyWindowID, true, "")
+//	res, err := agent.Reply(ctx, c, in.WindowWorkflow(), "hello", "my-request-1")
+//	err = agent.Finish(ctx, c, in.WindowWorkflow(), true, "")
 //
 // From an agent workflow (a workflow must not call a client itself), register the
 // activities on the agent's worker and call the workflow helpers:
@@ -14,7 +15,7 @@
 //	agent.RegisterActivities(w, c)
 //	// in the workflow:
 //	res, err := agent.WorkflowReplyTo(ctx, in, "hello", "")
-//	err = agent.WorkflowFinish(ctx, in.ReplyWindowID, true, "")
+//	err = agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, "")
 //
 // A reply made under the delivery's session (WorkflowReplyTo, ReplyInSession) is taken
 // even when it reaches the window before the window took in the hand-off.
@@ -49,18 +50,19 @@ const CodeWindowClosed = "reply_window_closed"
 
 // Reply sends text to the user through the reply window's send Update and waits for the
 // outcome (Status sent, failed or unknown; an unknown send is never retried by the
-// gateway). requestID makes the reply idempotent: a retry with the same id returns the
-// first outcome and never sends twice; "" gives every call its own id.
-func Reply(ctx context.Context, c client.Client, windowID int64, text, requestID string) (wfapi.SendResult, error) {
-	return ReplyInSession(ctx, c, windowID, "", text, requestID)
+// gateway). windowWorkflowID is the window's workflow id (Input.WindowWorkflow()).
+// requestID makes the reply idempotent: a retry with the same id returns the first
+// outcome and never sends twice; "" gives every call its own id.
+func Reply(ctx context.Context, c client.Client, windowWorkflowID, text, requestID string) (wfapi.SendResult, error) {
+	return ReplyInSession(ctx, c, windowWorkflowID, "", text, requestID)
 }
 
 // ReplyInSession is Reply under the agent session of the delivery (Input.SessionID): the
 // window takes it even before it took in the hand-off that opened the session; "" is the
 // window's latest session.
-func ReplyInSession(ctx context.Context, c client.Client, windowID int64, sessionID, text, requestID string) (wfapi.SendResult, error) {
+func ReplyInSession(ctx context.Context, c client.Client, windowWorkflowID, sessionID, text, requestID string) (wfapi.SendResult, error) {
 	opts := client.UpdateWorkflowOptions{
-		WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateSend,
+		WorkflowID: windowWorkflowID, UpdateName: wfapi.UpdateSend,
 		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID, SessionID: sessionID}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
@@ -82,9 +84,10 @@ func ReplyInSession(ctx context.Context, c client.Client, windowID int64, sessio
 // Finish gives the agent's verdict on the window's message: handled, or failed with a
 // reason. It closes the message's sessions and ends its re-offers. Finishing again with
 // the same verdict succeeds; another verdict is refused (attempt_conflict).
-func Finish(ctx context.Context, c client.Client, windowID int64, handled bool, reason string) error {
+// windowWorkflowID is the window's workflow id (Input.WindowWorkflow()).
+func Finish(ctx context.Context, c client.Client, windowWorkflowID string, handled bool, reason string) error {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateFinish,
+		WorkflowID: windowWorkflowID, UpdateName: wfapi.UpdateFinish,
 		Args: []any{wfapi.FinishRequest{Handled: handled, Reason: reason}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -117,7 +120,10 @@ const (
 // ReplyInput is the input of the reply activity.
 type ReplyInput struct {
 	ReplyWindowID int64
-	Text          string
+	// WindowWorkflowID is the window's workflow id ("" in inputs recorded before
+	// installation ids: the legacy id of ReplyWindowID).
+	WindowWorkflowID string `json:",omitempty"`
+	Text             string
 	// RequestID makes the reply idempotent ("": the activity's run and activity ids,
 	// stable across the activity's retries).
 	RequestID string
@@ -128,8 +134,19 @@ type ReplyInput struct {
 // FinishInput is the input of the finish activity.
 type FinishInput struct {
 	ReplyWindowID int64
-	Handled       bool
-	Reason        string
+	// WindowWorkflowID is the window's workflow id ("" in inputs recorded before
+	// installation ids: the legacy id of ReplyWindowID).
+	WindowWorkflowID string `json:",omitempty"`
+	Handled          bool
+	Reason           string
+}
+
+// windowWorkflow is the workflow id of an activity input's window.
+func windowWorkflow(id string, windowID int64) string {
+	if id != "" {
+		return id
+	}
+	return wfapi.LegacyReplyWindowID(windowID)
 }
 
 // Activities runs Reply and Finish as activities for agent workflows. A refusal is a
@@ -153,12 +170,13 @@ func (a *Activities) Reply(ctx context.Context, in ReplyInput) (wfapi.SendResult
 		info := activity.GetInfo(ctx)
 		id = "agent:" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	}
-	res, err := ReplyInSession(ctx, a.Client, in.ReplyWindowID, in.SessionID, in.Text, id)
+	window := windowWorkflow(in.WindowWorkflowID, in.ReplyWindowID)
+	res, err := ReplyInSession(ctx, a.Client, window, in.SessionID, in.Text, id)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < notStartedAttempts {
 		// Right after the hand-off the window's workflow may not be started yet (the
 		// gateway starts it once the hand-off returned): retry before calling it closed.
-		return res, fmt.Errorf("reply window %d: workflow not running (yet): %w", in.ReplyWindowID, err)
+		return res, fmt.Errorf("reply window %s: workflow not running (yet): %w", window, err)
 	}
 	return res, final(err)
 }
@@ -169,7 +187,7 @@ const notStartedAttempts = 3
 
 // Finish is the finish activity.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) error {
-	return final(Finish(ctx, a.Client, in.ReplyWindowID, in.Handled, in.Reason))
+	return final(Finish(ctx, a.Client, windowWorkflow(in.WindowWorkflowID, in.ReplyWindowID), in.Handled, in.Reason))
 }
 
 // final makes a refusal non-retryable (retrying cannot change it); other errors stay
@@ -197,10 +215,11 @@ func withOptions(ctx workflow.Context) workflow.Context {
 }
 
 // WorkflowReply sends a reply from an agent workflow (the activity registered by
-// RegisterActivities on the workflow's task queue). The workflow context's activity
-// options are used when set.
-func WorkflowReply(ctx workflow.Context, windowID int64, text, requestID string) (wfapi.SendResult, error) {
-	return WorkflowReplyTo(ctx, Input{ReplyWindowID: windowID}, text, requestID)
+// RegisterActivities on the workflow's task queue) to the window whose workflow id is
+// windowWorkflowID (Input.WindowWorkflow()). The workflow context's activity options are
+// used when set.
+func WorkflowReply(ctx workflow.Context, windowWorkflowID, text, requestID string) (wfapi.SendResult, error) {
+	return WorkflowReplyTo(ctx, Input{WindowWorkflowID: windowWorkflowID}, text, requestID)
 }
 
 // WorkflowReplyTo sends a reply from an agent workflow under the delivery's session (see
@@ -208,12 +227,14 @@ func WorkflowReply(ctx workflow.Context, windowID int64, text, requestID string)
 func WorkflowReplyTo(ctx workflow.Context, in Input, text, requestID string) (wfapi.SendResult, error) {
 	var res wfapi.SendResult
 	err := workflow.ExecuteActivity(withOptions(ctx), ReplyActivity,
-		ReplyInput{ReplyWindowID: in.ReplyWindowID, Text: text, RequestID: requestID, SessionID: in.SessionID}).Get(ctx, &res)
+		ReplyInput{ReplyWindowID: in.ReplyWindowID, WindowWorkflowID: in.WindowWorkflow(), Text: text, RequestID: requestID,
+			SessionID: in.SessionID}).Get(ctx, &res)
 	return res, err
 }
 
-// WorkflowFinish gives the verdict from an agent workflow (see Finish).
-func WorkflowFinish(ctx workflow.Context, windowID int64, handled bool, reason string) error {
+// WorkflowFinish gives the verdict from an agent workflow (see Finish) to the window
+// whose workflow id is windowWorkflowID (Input.WindowWorkflow()).
+func WorkflowFinish(ctx workflow.Context, windowWorkflowID string, handled bool, reason string) error {
 	return workflow.ExecuteActivity(withOptions(ctx), FinishActivity,
-		FinishInput{ReplyWindowID: windowID, Handled: handled, Reason: reason}).Get(ctx, nil)
+		FinishInput{WindowWorkflowID: windowWorkflowID, Handled: handled, Reason: reason}).Get(ctx, nil)
 }

@@ -6,14 +6,19 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ilinkflow/ilinkflow/agent"
 	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
@@ -48,4 +53,47 @@ func TestAReplyToAWindowWorkflowNotStartedYetIsRetriedBeforeItIsClosed(t *testin
 	if attempts != 3 {
 		t.Fatalf("%d attempts, want 3: two retries for a workflow not started yet, then closed", attempts)
 	}
+}
+
+// finisher is an agent workflow that gives its verdict at once.
+func finisher(ctx workflow.Context, in agent.Input) error {
+	return agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, "")
+}
+
+// The verdict goes to the window's workflow id from the input; an input or an activity
+// input recorded before installation ids (no workflow id) addresses the legacy id.
+func TestTheVerdictGoesToTheInputsWindowWorkflowOrToTheLegacyIDOfAnOlderInput(t *testing.T) {
+	finishTo := func(mc *mocks.Client, id string) {
+		mc.On("UpdateWorkflow", mock.Anything, mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
+			return o.WorkflowID == id && o.UpdateName == wfapi.UpdateFinish
+		})).Return(nil, serviceerror.NewNotFound("window workflow closed")).Once()
+	}
+	for _, c := range []struct {
+		in   agent.Input
+		want string
+	}{
+		{agent.Input{ReplyWindowID: 5, WindowWorkflowID: "ilink-window/0123456789ab/5"}, "ilink-window/0123456789ab/5"},
+		{agent.Input{ReplyWindowID: 5}, "ilink-window/5"},
+	} {
+		mc := &mocks.Client{}
+		finishTo(mc, c.want)
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestWorkflowEnvironment()
+		env.RegisterWorkflow(finisher)
+		agent.RegisterActivities(env, mc)
+		env.ExecuteWorkflow(finisher, c.in)
+		var app *temporal.ApplicationError
+		if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != agent.CodeWindowClosed {
+			t.Fatalf("finish of %+v: %v, want %s", c.in, err, agent.CodeWindowClosed)
+		}
+		mc.AssertExpectations(t)
+	}
+
+	mc := &mocks.Client{}
+	finishTo(mc, "ilink-window/6")
+	err := (&agent.Activities{Client: mc}).Finish(context.Background(), agent.FinishInput{ReplyWindowID: 6, Handled: true})
+	if agent.Code(err) != agent.CodeWindowClosed {
+		t.Fatalf("finish activity of an older input: %v", err)
+	}
+	mc.AssertExpectations(t)
 }

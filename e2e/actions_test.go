@@ -11,7 +11,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/store"
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // TestActionsPerInboundMessageWithOneReplyAreAtMostSix measures what one more inbound
@@ -61,7 +60,7 @@ func measureActions(t *testing.T, viaUpdate bool) {
 			if !viaUpdate {
 				want = store.MessageHandled // the echo's reply is sent, then the message handled
 			}
-			return err == nil && m.Status == want && s.running(wfapi.ReplyWindowID(w.ReplyWindowID)), err
+			return err == nil && m.Status == want && s.running(s.windowWF(w.ReplyWindowID)), err
 		})
 		windows = append(windows, w.ReplyWindowID)
 		if !viaUpdate {
@@ -79,7 +78,7 @@ func measureActions(t *testing.T, viaUpdate bool) {
 		message(i)
 	}
 	for _, id := range windows {
-		s.waitClosed(wfapi.ReplyWindowID(id), limits.WindowLifetime+time.Minute)
+		s.waitClosed(s.windowWF(id), limits.WindowLifetime+time.Minute)
 	}
 	if texts := s.sentTexts(bot.BotID, n+1); len(texts) != n+1 {
 		t.Fatalf("simulator got %d replies, want one per message (%d)", len(texts), n+1)
@@ -172,7 +171,7 @@ func TestASlowAgentDoesNotHoldUpPolling(t *testing.T) {
 	ag.answer()
 	for _, w := range s.windows(acct.AccountKey) {
 		s.eventually("window workflow started", 30*time.Second, func() (bool, error) {
-			_, err := s.tc.DescribeWorkflow(s.ctx, wfapi.ReplyWindowID(w.ReplyWindowID), "")
+			_, err := s.tc.DescribeWorkflow(s.ctx, s.windowWF(w.ReplyWindowID), "")
 			return err == nil, nil
 		})
 	}

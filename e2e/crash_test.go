@@ -174,13 +174,13 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.eventually("the account's poller running", 30*time.Second, func() (bool, error) {
-		return s.running(wfapi.AccountPollerID(acct.AccountKey)), nil
+		return s.running(s.pollerWF(acct.AccountKey)), nil
 	})
 	ready := time.Now()
 
 	// The agent replies once to every window that gets an agent session.
 	agentCtx, stopAgent := context.WithCancel(context.Background())
-	agent := &crashAgent{tc: tc, st: st, account: acct.AccountKey, seen: map[int64]bool{},
+	agent := &crashAgent{tc: tc, st: st, inst: s.installation(), account: acct.AccountKey, seen: map[int64]bool{},
 		done: map[int64]string{}, lastErr: map[int64]string{}}
 	agentDone := make(chan struct{})
 	go func() { defer close(agentDone); agent.run(agentCtx) }()
@@ -822,6 +822,7 @@ func crashTail(s string, lines int) string {
 type crashAgent struct {
 	tc      client.Client
 	st      *store.Store
+	inst    wfapi.Installation
 	account string
 
 	mu       sync.Mutex
@@ -866,10 +867,13 @@ func (a *crashAgent) run(ctx context.Context) {
 	}
 }
 
+// windowWF is the workflow id of a reply window of the agent's installation.
+func (a *crashAgent) windowWF(windowID int64) string { return a.inst.WindowWorkflowID(windowID) }
+
 func (a *crashAgent) hasSession(ctx context.Context, windowID int64) bool {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	v, err := a.tc.QueryWorkflow(cctx, wfapi.ReplyWindowID(windowID), "", wfapi.QueryWindowState)
+	v, err := a.tc.QueryWorkflow(cctx, a.windowWF(windowID), "", wfapi.QueryWindowState)
 	if err != nil {
 		return false
 	}
@@ -894,7 +898,7 @@ func (a *crashAgent) reply(ctx context.Context, windowID int64) {
 		cctx, cancel := context.WithTimeout(ctx, crashCallTimeout)
 		var res wfapi.SendResult
 		h, err := a.tc.UpdateWorkflow(cctx, client.UpdateWorkflowOptions{
-			UpdateID: id, WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateSend,
+			UpdateID: id, WorkflowID: a.windowWF(windowID), UpdateName: wfapi.UpdateSend,
 			Args:         []any{wfapi.SendRequest{Type: "text", Text: fmt.Sprintf("reply to window %d", windowID), RequestID: id}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
@@ -959,7 +963,7 @@ func (a *crashAgent) idle(open []int64) error {
 func (a *crashAgent) describe(ctx context.Context, windowID int64) string {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	id := wfapi.ReplyWindowID(windowID)
+	id := a.windowWF(windowID)
 	d, err := a.tc.DescribeWorkflow(cctx, id, "")
 	if err != nil {
 		return fmt.Sprintf("%s: describe: %v", id, err)

@@ -85,6 +85,14 @@ func start(t *testing.T, limits store.Limits, opts ...startOption) *system {
 	t.Helper()
 	dev := devserver.Start(t)
 	ns, tc := dev.NewNamespace(t)
+	return startIn(t, ns, tc, devserver.TaskQueue(t), limits, opts...)
+}
+
+// startIn starts a gateway in namespace ns on task queue tq, with a database (an
+// installation), a simulator and an agent recorder of its own: several of them in one
+// namespace are installations side by side.
+func startIn(t *testing.T, ns string, tc client.Client, tq string, limits store.Limits, opts ...startOption) *system {
+	t.Helper()
 	pool := dbtest.NewPool(t)
 	simCfg := ilinksim.DefaultConfig()
 	simCfg.LongPollHold = time.Second
@@ -94,7 +102,7 @@ func start(t *testing.T, limits store.Limits, opts ...startOption) *system {
 	t.Cleanup(srv.Close)
 
 	cfg := gateway.DefaultConfig()
-	cfg.TaskQueue = devserver.TaskQueue(t)
+	cfg.TaskQueue = tq
 	cfg.ILinkBaseURL = srv.URL
 	cfg.ILinkCDNBaseURL = srv.URL + "/c2c"
 	cfg.Limits = limits
@@ -206,6 +214,23 @@ func (s *system) botOf(owner string) ilinksim.BotInfo {
 	return ilinksim.BotInfo{}
 }
 
+// installation is the installation of the system's database.
+func (s *system) installation() wfapi.Installation {
+	s.t.Helper()
+	inst, err := s.store.Installation(s.ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return inst
+}
+
+// windowWF is the workflow id of one of the system's reply windows.
+func (s *system) windowWF(windowID int64) string { return s.installation().WindowWorkflowID(windowID) }
+
+// pollerWF is the workflow id of the poller of one of the system's accounts (started
+// after installation ids).
+func (s *system) pollerWF(accountKey string) string { return s.installation().PollerIDs(accountKey)[0] }
+
 func (s *system) running(workflowID string) bool {
 	d, err := s.tc.DescribeWorkflow(s.ctx, workflowID, "")
 	return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -222,7 +247,7 @@ func (s *system) openWindow(accountKey string, not int64) (store.Window, wfapi.W
 			return false, err
 		}
 		w = ws2[0]
-		v, err := s.tc.QueryWorkflow(s.ctx, wfapi.ReplyWindowID(w.ReplyWindowID), "", wfapi.QueryWindowState)
+		v, err := s.tc.QueryWorkflow(s.ctx, s.windowWF(w.ReplyWindowID), "", wfapi.QueryWindowState)
 		if err != nil {
 			return false, err
 		}
@@ -236,7 +261,7 @@ func (s *system) openWindow(accountKey string, not int64) (store.Window, wfapi.W
 
 func (s *system) send(windowID int64, text string) (wfapi.SendResult, error) {
 	h, err := s.tc.UpdateWorkflow(s.ctx, client.UpdateWorkflowOptions{
-		WorkflowID: wfapi.ReplyWindowID(windowID), UpdateName: wfapi.UpdateSend,
+		WorkflowID: s.windowWF(windowID), UpdateName: wfapi.UpdateSend,
 		Args: []any{wfapi.SendRequest{Type: "text", Text: text}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -272,7 +297,7 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 
 	// Enrollment by scripted QR scan → the poller starts.
 	first := s.enroll("qo_e2e_first", owner)
-	s.eventually("poller running", 30*time.Second, func() (bool, error) { return s.running(wfapi.AccountPollerID(first.AccountKey)), nil })
+	s.eventually("poller running", 30*time.Second, func() (bool, error) { return s.running(s.pollerWF(first.AccountKey)), nil })
 	bot := s.botOf(owner)
 
 	// A user message becomes a deliverable message with an open window and its workflow.
@@ -307,7 +332,7 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2, _ := s.openWindow(first.AccountKey, w1.ReplyWindowID)
-	s.waitClosed(wfapi.ReplyWindowID(w1.ReplyWindowID), 30*time.Second)
+	s.waitClosed(s.windowWF(w1.ReplyWindowID), 30*time.Second)
 	if got, _ := s.store.GetWindow(s.ctx, w1.ReplyWindowID); got.State != store.WindowSuperseded {
 		t.Fatalf("first window is %s, want superseded", got.State)
 	}
@@ -316,7 +341,7 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 	}
 
 	// The new window expires on its timer.
-	s.waitClosed(wfapi.ReplyWindowID(w2.ReplyWindowID), limits.WindowLifetime+time.Minute)
+	s.waitClosed(s.windowWF(w2.ReplyWindowID), limits.WindowLifetime+time.Minute)
 	if got, _ := s.store.GetWindow(s.ctx, w2.ReplyWindowID); got.State != store.WindowExpired {
 		t.Fatalf("second window is %s, want expired", got.State)
 	}
@@ -331,12 +356,12 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 	if len(second.Replaced) != 1 || second.Replaced[0] != first.AccountKey {
 		t.Fatalf("second enrollment replaced %v, want [%s]", second.Replaced, first.AccountKey)
 	}
-	s.waitClosed(wfapi.AccountPollerID(first.AccountKey), time.Minute)
+	s.waitClosed(s.pollerWF(first.AccountKey), time.Minute)
 	old, _ := s.store.GetAccount(s.ctx, first.AccountKey)
 	if old.Status != store.AccountReplaced {
 		t.Fatalf("first account is %s, want replaced", old.Status)
 	}
-	s.eventually("new poller running", 30*time.Second, func() (bool, error) { return s.running(wfapi.AccountPollerID(second.AccountKey)), nil })
+	s.eventually("new poller running", 30*time.Second, func() (bool, error) { return s.running(s.pollerWF(second.AccountKey)), nil })
 
 	// No secret in history: bot tokens, context tokens and session tokens.
 	secrets := []string{bot.Token, s.botOf(owner).Token, in1.ContextToken, in2.ContextToken}

@@ -158,7 +158,7 @@ func webhookConfig(url string, reoffer time.Duration) startOption {
 func (s *system) enrolledBot(offerID, owner string) (string, ilinksim.BotInfo) {
 	s.t.Helper()
 	st := s.enroll(offerID, owner)
-	s.eventually("poller running", 30*time.Second, func() (bool, error) { return s.running(wfapi.AccountPollerID(st.AccountKey)), nil })
+	s.eventually("poller running", 30*time.Second, func() (bool, error) { return s.running(s.pollerWF(st.AccountKey)), nil })
 	return st.AccountKey, s.botOf(owner)
 }
 
@@ -208,7 +208,7 @@ func (s *system) sentTexts(botID string, n int) []string {
 
 func (s *system) windowState(windowID int64) wfapi.WindowState {
 	s.t.Helper()
-	v, err := s.tc.QueryWorkflow(s.ctx, wfapi.ReplyWindowID(windowID), "", wfapi.QueryWindowState)
+	v, err := s.tc.QueryWorkflow(s.ctx, s.windowWF(windowID), "", wfapi.QueryWindowState)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func testAgent(ctx workflow.Context, in agent.Input) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := agent.WorkflowFinish(ctx, in.ReplyWindowID, true, ""); err != nil {
+	if err := agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, ""); err != nil {
 		return "", err
 	}
 	return res.Status, nil
@@ -341,7 +341,7 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 		t.Fatal(err)
 	}
 	w := s.storedWindow(accountKey)
-	agentID := wfapi.AgentWorkflowID(w.SourceMessageKey)
+	agentID := s.installation().AgentWorkflowID(w.ReplyWindowID, w.SourceMessageKey)
 	s.eventually("agent workflow started", time.Minute, func() (bool, error) {
 		_, err := s.tc.DescribeWorkflow(s.ctx, agentID, "")
 		return err == nil, nil
@@ -372,13 +372,13 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 	}
 
 	// Once finished, the window refuses further replies and another verdict, with codes.
-	if _, err := agent.Reply(s.ctx, s.tc, w.ReplyWindowID, "too late", "late-1"); agent.Code(err) != string(store.CodeInvalidAgentSession) {
+	if _, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "too late", "late-1"); agent.Code(err) != string(store.CodeInvalidAgentSession) {
 		t.Fatalf("reply after the verdict: %v (code %q)", err, agent.Code(err))
 	}
-	if err := agent.Finish(s.ctx, s.tc, w.ReplyWindowID, false, "changed my mind"); agent.Code(err) != string(store.CodeAttemptConflict) {
+	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), false, "changed my mind"); agent.Code(err) != string(store.CodeAttemptConflict) {
 		t.Fatalf("another verdict: %v (code %q)", err, agent.Code(err))
 	}
-	if err := agent.Finish(s.ctx, s.tc, w.ReplyWindowID, true, ""); err != nil {
+	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), true, ""); err != nil {
 		t.Fatalf("the same verdict again: %v", err)
 	}
 	if ws := s.windowState(w.ReplyWindowID); ws.Offers != 1 || ws.Verdict != store.MessageHandled {
@@ -434,8 +434,8 @@ func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 	}
 	// The window lives on until it expires, without offering the failed message again
 	// (re-offer interval 1s, window 15s).
-	s.waitClosed(wfapi.ReplyWindowID(w.ReplyWindowID), limits.WindowLifetime+time.Minute)
-	if _, err := agent.Reply(s.ctx, s.tc, w.ReplyWindowID, "too late", ""); agent.Code(err) != agent.CodeWindowClosed {
+	s.waitClosed(s.windowWF(w.ReplyWindowID), limits.WindowLifetime+time.Minute)
+	if _, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "too late", ""); agent.Code(err) != agent.CodeWindowClosed {
 		t.Fatalf("reply to a closed window: %v (code %q), want %s", err, agent.Code(err), agent.CodeWindowClosed)
 	}
 	ds := rcv.all()
@@ -500,14 +500,14 @@ func TestHandOffUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	}
 	// The agent replies with the re-offer's session and marks the message handled: the
 	// re-offers end.
-	if res, err := agent.Reply(s.ctx, s.tc, w.ReplyWindowID, "sorry for the wait", "reoffer-reply-1"); err != nil || res.Status != store.AttemptSent {
+	if res, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "sorry for the wait", "reoffer-reply-1"); err != nil || res.Status != store.AttemptSent {
 		t.Fatalf("reply: %+v %v", res, err)
 	}
-	if err := agent.Finish(s.ctx, s.tc, w.ReplyWindowID, true, ""); err != nil {
+	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), true, ""); err != nil {
 		t.Fatalf("finish: %v", err)
 	}
 	releaseReceiver()
-	s.waitClosed(wfapi.ReplyWindowID(w.ReplyWindowID), limits.WindowLifetime+time.Minute)
+	s.waitClosed(s.windowWF(w.ReplyWindowID), limits.WindowLifetime+time.Minute)
 	if got := len(rcv.all()); got != 2 {
 		t.Fatalf("%d deliveries, want 2: the agent's verdict ends the re-offers", got)
 	}

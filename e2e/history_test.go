@@ -14,8 +14,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // execution is one workflow run with its full history.
@@ -153,7 +151,7 @@ func (s *system) reportActions(windowID int64) {
 	s.t.Helper()
 	var mine []execution
 	for _, e := range s.executions() {
-		if e.workflowID == wfapi.ReplyWindowID(windowID) {
+		if e.workflowID == s.windowWF(windowID) {
 			mine = append(mine, e)
 		}
 	}

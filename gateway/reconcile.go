@@ -21,6 +21,9 @@ const maxReconciledWindows = 10000
 
 // ReconcileReport says what a reconcile found and did.
 type ReconcileReport struct {
+	// Installation is the installation id the reconciled workflow ids name
+	// (docs/workflow-ids.md).
+	Installation string
 	// RecoveredAttempts counts pending attempts released because a crash orphaned them.
 	RecoveredAttempts int
 	// PendingLeft counts windows whose pending attempts were left to their running
@@ -47,6 +50,7 @@ type ReconcileReport struct {
 // LogValue summarises the report for the log.
 func (r ReconcileReport) LogValue() slog.Value {
 	return slog.GroupValue(
+		slog.String("installation", r.Installation),
 		slog.Int("recovered_attempts", r.RecoveredAttempts),
 		slog.Int("pending_left", r.PendingLeft),
 		slog.Int("accounts", r.Accounts),
@@ -132,8 +136,16 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		now = time.Now
 	}
 	var errs []error
+	// Every workflow id below is this installation's (or the legacy id of a workflow
+	// started before installation ids): another installation's workflows in the same
+	// namespace are never looked at.
+	inst, err := st.Installation(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: %w", err)
+	}
+	rep.Installation = inst.ID
 
-	n, left, err := recoverOrphans(ctx, st, tc, now, opts.PendingGrace)
+	n, left, err := recoverOrphans(ctx, st, tc, inst, now, opts.PendingGrace)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("recover pending attempts: %w", err))
 	}
@@ -151,7 +163,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		if ctx.Err() != nil {
 			return rep, errors.Join(append(errs, ctx.Err())...)
 		}
-		started, err := ensurePoller(ctx, tc, acts, a)
+		started, err := ensurePoller(ctx, tc, inst, acts, a)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("poller of account %s: %w", a.AccountKey, err))
 			continue
@@ -169,12 +181,12 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		errs = append(errs, fmt.Errorf("list paused accounts: %w", err))
 	}
 	for _, a := range paused {
-		running, _, err := isRunning(ctx, tc, wfapi.AccountPollerID(a.AccountKey))
+		id, _, err := activities.RunningPoller(ctx, tc, inst, a.AccountKey)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("poller of paused account %s: %w", a.AccountKey, err))
 			continue
 		}
-		if !running {
+		if id == "" {
 			rep.PausedWithoutPoller = append(rep.PausedWithoutPoller, a.AccountKey)
 			logger.Warn("paused account has no running poller: nothing will resume it", "account", a.AccountKey)
 		}
@@ -193,7 +205,8 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		if ctx.Err() != nil {
 			return rep, errors.Join(append(errs, ctx.Err())...)
 		}
-		outcome, err := activities.StartWindow(ctx, tc, opts.TaskQueue, activities.WindowInput(activities.WindowRefOf(w), acts.Config.ReofferAfter, opts.Limits.MaxSends, nil))
+		outcome, err := activities.StartWindow(ctx, tc, opts.TaskQueue, inst.WindowWorkflowID(w.ReplyWindowID),
+			activities.WindowInput(activities.WindowRefOf(w), acts.Config.ReofferAfter, opts.Limits.MaxSends, nil))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
 			continue
@@ -216,7 +229,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 // recoverOrphans recovers the pending attempts that no running window workflow owns any
 // more (see ReconcileWithOptions) and reports how many it recovered and how many windows
 // it left to their workflow.
-func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, now func() time.Time, grace time.Duration) (int, int, error) {
+func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, inst wfapi.Installation, now func() time.Time, grace time.Duration) (int, int, error) {
 	if grace <= 0 {
 		grace = DefaultPendingGrace
 	}
@@ -227,7 +240,7 @@ func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, now 
 	var orphaned []int64
 	left := 0
 	for _, p := range pending {
-		running, _, err := isRunning(ctx, tc, wfapi.ReplyWindowID(p.ReplyWindowID))
+		running, _, err := isRunning(ctx, tc, inst.WindowWorkflowID(p.ReplyWindowID))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -243,25 +256,24 @@ func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, now 
 
 // ensurePoller makes sure an active account's poller runs, through the code path of the
 // enrollment: activities.StartPoller (signal-with-start of wfapi.AccountPollerWorkflow
-// with wfapi.SignalRotate and the account's generation). It reports whether a new run
-// started.
-func ensurePoller(ctx context.Context, tc client.Client, acts *activities.Activities, a store.Account) (bool, error) {
-	id := wfapi.AccountPollerID(a.AccountKey)
-	wasRunning, runID, err := isRunning(ctx, tc, id)
+// with wfapi.SignalRotate and the account's generation; a poller still running under its
+// legacy id is signalled instead, never doubled). It reports whether a new run started.
+func ensurePoller(ctx context.Context, tc client.Client, inst wfapi.Installation, acts *activities.Activities, a store.Account) (bool, error) {
+	id, runID, err := activities.RunningPoller(ctx, tc, inst, a.AccountKey)
 	if err != nil {
 		return false, err
 	}
 	if err := acts.StartPoller(ctx, activities.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
 		return false, err
 	}
-	if !wasRunning {
+	if id == "" {
 		return true, nil
 	}
-	nowRunning, nowRunID, err := isRunning(ctx, tc, id)
+	nowID, nowRunID, err := activities.RunningPoller(ctx, tc, inst, a.AccountKey)
 	if err != nil {
 		return false, err
 	}
-	return nowRunning && nowRunID != runID, nil
+	return nowID != "" && (nowID != id || nowRunID != runID), nil
 }
 
 // isRunning reports whether the latest run of a workflow id is running, and its run id.

@@ -35,6 +35,10 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inst, err := st.InstallationID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().UTC()
 
 	// Account A: two messages; the second supersedes the first's window. An agent session
@@ -76,7 +80,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	// The pollers exist, run on the queue, and got their generation.
 	pollerRuns := map[string]string{}
 	for _, acct := range []*bot{a, b} {
-		id := wfapi.AccountPollerID(acct.key)
+		id := wfapi.AccountPollerID(inst, acct.key)
 		info := describe(ctx, t, tc, id)
 		if info == nil || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING ||
 			info.GetType().GetName() != wfapi.AccountPollerWorkflow || info.GetTaskQueue() != queue {
@@ -96,12 +100,12 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 			t.Fatalf("poller %s signals %v", id, sigs)
 		}
 	}
-	if info := describe(ctx, t, tc, wfapi.AccountPollerID(c.key)); info != nil {
+	if info := describe(ctx, t, tc, wfapi.AccountPollerID(inst, c.key)); info != nil {
 		t.Fatalf("the paused account got a poller: %v", info)
 	}
 
 	// The open window has its workflow with the stored window's facts; the retired one none.
-	windowID := wfapi.ReplyWindowID(open)
+	windowID := wfapi.ReplyWindowID(inst, open)
 	info := describe(ctx, t, tc, windowID)
 	if info == nil || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING ||
 		info.GetType().GetName() != wfapi.ReplyWindowWorkflow || info.GetTaskQueue() != queue {
@@ -118,7 +122,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		!win.ExpiresAt.Equal(stored.ExpiresAt) || win.MaxSends != limits.MaxSends || !win.Deliverable || win.SendsUsed != 0 {
 		t.Fatalf("window input %+v (stored %+v)", win, stored)
 	}
-	if info := describe(ctx, t, tc, wfapi.ReplyWindowID(retired)); info != nil {
+	if info := describe(ctx, t, tc, wfapi.ReplyWindowID(inst, retired)); info != nil {
 		t.Fatalf("the superseded window got a workflow: %v", info)
 	}
 
@@ -178,7 +182,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	// A poller that died is started again (an active account always has one); a window
 	// workflow that closed is not (REJECT_DUPLICATE) and is reported instead; the pending
 	// attempt it left is recovered.
-	aPoller := wfapi.AccountPollerID(a.key)
+	aPoller := wfapi.AccountPollerID(inst, a.key)
 	if err := tc.TerminateWorkflow(ctx, aPoller, "", "test: poller died"); err != nil {
 		t.Fatal(err)
 	}

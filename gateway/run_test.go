@@ -88,7 +88,11 @@ func TestRunServesReconcilesAndStops(t *testing.T) {
 	if rep.Accounts != 1 || rep.PollersStarted != 1 {
 		t.Fatalf("start-up reconcile %+v", rep)
 	}
-	id := wfapi.AccountPollerID(acct.key)
+	inst, err := st.InstallationID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := wfapi.AccountPollerID(inst, acct.key)
 	info := describe(ctx, t, tc, id)
 	if info == nil || info.GetTaskQueue() != cfg.TaskQueue {
 		t.Fatalf("poller after Run: %v", info)

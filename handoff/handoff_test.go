@@ -151,6 +151,7 @@ func delivery() activities.Delivery {
 			SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Status: store.MessageProcessing,
 			Payload: &store.Payload{Summary: "hello agent", Attachments: []store.Attachment{{Kind: "voice", Text: "transcript"}}}},
 		SessionID: "6f1c2e1a-0000-4000-8000-000000000001", SessionToken: sealing.NewSecret(token), Window: w,
+		WindowWorkflowID: "ilink-window/0123456789ab/42", AgentWorkflowID: "ilink-agent/0123456789ab/msg-1",
 	}
 }
 
@@ -420,7 +421,7 @@ func TestWorkflowHandlerStartsTheAgentWorkflowWithoutTheToken(t *testing.T) {
 	if err != nil || len(ans.Replies) != 0 || ans.Handled {
 		t.Fatalf("deliver: %+v %v", ans, err)
 	}
-	if fc.opts.ID != "ilink-agent/msg-1" || fc.opts.TaskQueue != "agents" || fc.workflow != "EchoAgent" ||
+	if fc.opts.ID != "ilink-agent/0123456789ab/msg-1" || fc.opts.TaskQueue != "agents" || fc.workflow != "EchoAgent" ||
 		fc.opts.WorkflowIDReusePolicy.String() != "RejectDuplicate" || fc.opts.WorkflowIDConflictPolicy.String() != "UseExisting" {
 		t.Fatalf("start options %+v %v", fc.opts, fc.workflow)
 	}
@@ -428,13 +429,21 @@ func TestWorkflowHandlerStartsTheAgentWorkflowWithoutTheToken(t *testing.T) {
 		t.Fatalf("args %v", fc.args)
 	}
 	in, ok := fc.args[0].(wfapi.AgentInput)
-	if !ok || in.MessageKey != "msg-1" || in.ReplyWindowID != 42 || in.SessionID != "6f1c2e1a-0000-4000-8000-000000000001" ||
+	if !ok || in.MessageKey != "msg-1" || in.ReplyWindowID != 42 || in.WindowWorkflowID != "ilink-window/0123456789ab/42" || in.SessionID != "6f1c2e1a-0000-4000-8000-000000000001" ||
 		in.Summary != "hello agent" || in.SendsLeft != 7 || len(in.Attachments) != 1 || in.Attachments[0].Text != "transcript" {
 		t.Fatalf("input %+v", fc.args[0])
 	}
 	raw, _ := json.Marshal(in)
 	if strings.Contains(string(raw), token) {
 		t.Fatal("the agent workflow's input holds the session token")
+	}
+
+	// A delivery that names no agent workflow (not made by the HandOff activity) gets the
+	// legacy id.
+	legacy := delivery()
+	legacy.AgentWorkflowID, legacy.WindowWorkflowID = "", ""
+	if _, err := h.Deliver(context.Background(), legacy); err != nil || fc.opts.ID != "ilink-agent/msg-1" {
+		t.Fatalf("delivery without ids: %v, started %s", err, fc.opts.ID)
 	}
 
 	fc.err = serviceerror.NewWorkflowExecutionAlreadyStarted("closed", "", "run-1")

@@ -15,8 +15,8 @@ import (
 )
 
 // Workflow hands a message to an agent written as a Temporal workflow: it starts
-// WorkflowType on TaskQueue with id wfapi.AgentWorkflowID(message key) and a
-// wfapi.AgentInput (never the bearer token: the input lands in history). A retried or
+// WorkflowType on TaskQueue with the delivery's AgentWorkflowID (the installation's id
+// for the message, wfapi.Installation.AgentWorkflowID) and a wfapi.AgentInput (never the bearer token: the input lands in history). A retried or
 // repeated hand-off finds the running agent workflow and starts nothing
 // (USE_EXISTING); an agent workflow of the message that already closed is not run again
 // (REJECT_DUPLICATE): it ended without finishing the message, so the hand-off fails
@@ -31,7 +31,11 @@ type Workflow struct {
 // Deliver starts (or finds) the message's agent workflow.
 func (h *Workflow) Deliver(ctx context.Context, d activities.Delivery) (activities.Answer, error) {
 	in := AgentInput(d)
-	id := wfapi.AgentWorkflowID(in.MessageKey)
+	id := d.AgentWorkflowID
+	if id == "" {
+		// A delivery not made by the HandOff activity names no agent workflow.
+		id = wfapi.LegacyAgentWorkflowID(in.MessageKey)
+	}
 	_, err := h.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                h.TaskQueue,
@@ -59,7 +63,7 @@ func AgentInput(d activities.Delivery) wfapi.AgentInput {
 	in := wfapi.AgentInput{
 		MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
 		SentAt: d.Message.SentAt, ReplyWindowID: d.Window.ReplyWindowID, SessionID: d.SessionID,
-		ExpiresAt: d.Window.ExpiresAt, SendsLeft: d.Window.SendsLeft(),
+		ExpiresAt: d.Window.ExpiresAt, SendsLeft: d.Window.SendsLeft(), WindowWorkflowID: d.WindowWorkflowID,
 	}
 	if p := d.Message.Payload; p != nil {
 		in.Summary = p.Summary

@@ -123,6 +123,8 @@ type Store interface {
 	ValidateSession(ctx context.Context, now time.Time, ref store.SessionRef) (store.Session, error)
 	GetWindow(ctx context.Context, windowID int64) (store.Window, error)
 	FindReply(ctx context.Context, ref store.SessionRef, requestID string) (store.SendOutcome, bool, error)
+	// WindowWorkflowID is the workflow id of a window's ReplyWindow workflow.
+	WindowWorkflowID(ctx context.Context, windowID int64) (string, error)
 }
 
 // Updater executes Updates and answers health checks (a Temporal client.Client).
@@ -413,6 +415,10 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	}
 	id := UpdateID(key)
 	log := a.log.With("route", "reply", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
+	workflowID, aerr := a.windowWorkflow(r.Context(), log, sess)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
 
 	if e := a.temporalAnswers(r.Context(), log); e != nil {
 		return 0, nil, e
@@ -423,7 +429,7 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	var res wfapi.SendResult
 	h, err := a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		UpdateID:     id,
-		WorkflowID:   wfapi.ReplyWindowID(sess.ReplyWindowID),
+		WorkflowID:   workflowID,
 		UpdateName:   wfapi.UpdateSend,
 		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -599,6 +605,22 @@ func (a *API) session(ctx context.Context, token sealing.Secret) (store.Session,
 	return store.Session{}, &apiError{code: code, msg: failureMessage(code)}
 }
 
+// windowWorkflow is the workflow id of the session's window (a window opened before
+// installation ids keeps its legacy id). The store reads it once and caches it.
+func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.Session) (string, *apiError) {
+	id, err := a.cfg.Store.WindowWorkflowID(ctx, sess.ReplyWindowID)
+	if err == nil {
+		return id, nil
+	}
+	code := CodeInternal
+	if store.CodeOf(err) == store.CodeUnavailable {
+		code = CodeStoreUnavailable
+	} else {
+		log.Error("reading the window's workflow id failed", "error", err)
+	}
+	return "", &apiError{code: code, msg: failureMessage(code)}
+}
+
 func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
 	if !validJSONText(body) {
 		return 0, nil, &apiError{code: CodeInvalidReason, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
@@ -618,6 +640,10 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 		return 0, nil, aerr
 	}
 	log := a.log.With("route", "done", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID)
+	workflowID, aerr := a.windowWorkflow(r.Context(), log, sess)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
 	if e := a.temporalAnswers(r.Context(), log); e != nil {
 		return 0, nil, e
 	}
@@ -628,7 +654,7 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 	var m wfapi.FinishResult
 	h, err := a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		UpdateID:     "done-api/" + uuid.NewString(),
-		WorkflowID:   wfapi.ReplyWindowID(sess.ReplyWindowID),
+		WorkflowID:   workflowID,
 		UpdateName:   wfapi.UpdateFinish,
 		Args:         []any{wfapi.FinishRequest{Handled: req.Status == store.MessageHandled, Reason: req.Reason}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,

@@ -57,6 +57,13 @@ func (f *fakeStore) ValidateSession(_ context.Context, _ time.Time, ref store.Se
 
 func (f *fakeStore) GetWindow(context.Context, int64) (store.Window, error) { return f.window, nil }
 
+// testInstallation is the installation id of the fake store's windows.
+const testInstallation = "0123456789ab"
+
+func (f *fakeStore) WindowWorkflowID(_ context.Context, windowID int64) (string, error) {
+	return wfapi.ReplyWindowID(testInstallation, windowID), nil
+}
+
 type fakeUpdater struct {
 	mu     sync.Mutex
 	calls  []client.UpdateWorkflowOptions
@@ -170,7 +177,7 @@ func TestSentReplyExecutesTheWindowsUpdate(t *testing.T) {
 	}
 	c := r.up.calls[0]
 	req := c.Args[0].(wfapi.SendRequest)
-	if c.WorkflowID != wfapi.ReplyWindowID(7) || c.UpdateName != wfapi.UpdateSend || c.UpdateID != replyapi.UpdateID("k-1") ||
+	if c.WorkflowID != wfapi.ReplyWindowID(testInstallation, 7) || c.UpdateName != wfapi.UpdateSend || c.UpdateID != replyapi.UpdateID("k-1") ||
 		c.WaitForStage != client.WorkflowUpdateStageCompleted || req.Type != "text" || req.Text != "hi" || req.RequestID != c.UpdateID {
 		t.Fatalf("update %+v", c)
 	}
@@ -321,7 +328,7 @@ func TestDoneGoesThroughTheWindowsFinishUpdate(t *testing.T) {
 		t.Fatalf("%d updates, want the window's finish Update", len(r.up.calls))
 	}
 	c := r.up.calls[0]
-	if c.UpdateName != wfapi.UpdateFinish || c.WorkflowID != wfapi.ReplyWindowID(7) ||
+	if c.UpdateName != wfapi.UpdateFinish || c.WorkflowID != wfapi.ReplyWindowID(testInstallation, 7) ||
 		c.Args[0] != (wfapi.FinishRequest{Handled: false, Reason: "could not answer"}) {
 		t.Fatalf("update %+v", c)
 	}

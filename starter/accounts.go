@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -160,8 +161,11 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		return err
 	}
 	defer tc.Close()
+	inst, err := st.Installation(ctx)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
-	poller := wfapi.AccountPollerID(a.AccountKey)
 	var signalName string
 	var signalArg any
 	var cancelled []int64
@@ -185,8 +189,10 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		a, cancelled = ch.Account, ch.CancelledWindowIDs
 		signalName, signalArg = wfapi.SignalStop, wfapi.StopSignal{Reason: *reason}
 	}
+	// The poller runs under the installation's id, or under its legacy id when it was
+	// started before installation ids (wfapi.Installation.PollerIDs).
 	signalled := true
-	if err := tc.SignalWorkflow(ctx, poller, "", signalName, signalArg); err != nil {
+	if _, err := activities.SignalPoller(ctx, tc, inst, a.AccountKey, signalName, signalArg); err != nil {
 		var nf *serviceerror.NotFound
 		if !asNotFound(err, &nf) {
 			return fmt.Errorf("signal the poller: %w", err)
@@ -194,7 +200,7 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		signalled = false
 	}
 	for _, id := range cancelled {
-		_ = tc.SignalWorkflow(ctx, wfapi.ReplyWindowID(id), "", wfapi.SignalRetired, nil)
+		_ = tc.SignalWorkflow(ctx, inst.WindowWorkflowID(id), "", wfapi.SignalRetired, nil)
 	}
 	out := struct {
 		AccountKey       string  `json:"account_key"`

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // Store is the transactional store. It is safe for concurrent use.
@@ -26,6 +28,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	keys   *sealing.Keyring
 	limits Limits
+	// installation caches the installation's row once read (Installation).
+	installation atomic.Pointer[wfapi.Installation]
 }
 
 // New returns a store over pool that seals secrets with keys.

@@ -89,6 +89,13 @@ type InboundMessage struct {
 	UpdatedAt         time.Time
 }
 
+type Installation struct {
+	InstallationID       string
+	LegacyWindowsThrough int64
+	LegacyPollers        bool
+	CreatedAt            time.Time
+}
+
 type LoginOffer struct {
 	OfferID     string
 	Status      string

@@ -1,0 +1,143 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"regexp"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+func TestInstallationIDIsStableAcrossReadsAndDiffersBetweenDatabases(t *testing.T) {
+	t.Parallel()
+	a, b := newEnv(t), newEnv(t)
+	first, err := a.store.InstallationID(a.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(first) {
+		t.Fatalf("installation id %q, want 12 hex digits", first)
+	}
+	// Again, from the cache and from another store over the same database.
+	again, err := a.store.InstallationID(a.ctx)
+	if err != nil || again != first {
+		t.Fatalf("second read %q %v, want %q", again, err, first)
+	}
+	other, err := store.New(a.pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := other.InstallationID(a.ctx); err != nil || id != first {
+		t.Fatalf("read by another store %q %v, want %q", id, err, first)
+	}
+	if id, err := b.store.InstallationID(b.ctx); err != nil || id == first {
+		t.Fatalf("the other database's installation id %q %v, want one of its own (not %q)", id, err, first)
+	}
+	// A fresh database has nothing from before installation ids.
+	inst, err := a.store.Installation(a.ctx)
+	if err != nil || inst != (wfapi.Installation{ID: first}) {
+		t.Fatalf("installation %+v %v, want no legacy workflows", inst, err)
+	}
+	// The table holds one row only.
+	if _, err := a.pool.Exec(a.ctx, "INSERT INTO installation DEFAULT VALUES"); err == nil {
+		t.Fatal("a second installation row was inserted")
+	}
+}
+
+// A database upgraded from before installation ids: the migration marks its windows and
+// accounts as legacy, so their workflows keep the ids they were started with, while the
+// windows opened later get the installation's.
+func TestTheMigrationMarksWindowsAndAccountsOfBeforeInstallationIDsLegacy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := preInstallationPool(t)
+	st, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, pool: pool, store: st}
+	b := e.register()
+	old := e.commit(b, t0, b.msg("before the upgrade", t0))
+	if old.Deliverable == nil {
+		t.Fatalf("page %+v", old)
+	}
+	if _, err := db.Migrate(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	e.store, err = store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := e.store.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.LegacyWindowsThrough < old.Deliverable.ReplyWindowID || !inst.LegacyPollers {
+		t.Fatalf("installation %+v after the upgrade: window %d and the account must be legacy", inst, old.Deliverable.ReplyWindowID)
+	}
+	if got, want := inst.WindowWorkflowID(old.Deliverable.ReplyWindowID), wfapi.LegacyReplyWindowID(old.Deliverable.ReplyWindowID); got != want {
+		t.Fatalf("workflow id of the old window %s, want %s", got, want)
+	}
+	if ids := inst.PollerIDs(b.key); len(ids) != 2 || ids[1] != wfapi.LegacyAccountPollerID(b.key) {
+		t.Fatalf("poller ids %v, want the installation's, then the legacy one", ids)
+	}
+
+	later := e.commit(b, t0.Add(1), b.msg("after the upgrade", t0.Add(1)))
+	if later.Deliverable == nil {
+		t.Fatalf("page %+v", later)
+	}
+	got, err := e.store.WindowWorkflowID(ctx, later.Deliverable.ReplyWindowID)
+	if want := wfapi.ReplyWindowID(inst.ID, later.Deliverable.ReplyWindowID); err != nil || got != want {
+		t.Fatalf("workflow id of a window opened after the upgrade %s %v, want %s", got, err, want)
+	}
+}
+
+// preInstallationPool is a fresh schema migrated up to the version before installation
+// ids (00003), as a database of an older release is.
+func preInstallationPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	var raw [6]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema := "t_" + hex.EncodeToString(raw[:])
+	admin, err := pgxpool.New(ctx, dbtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	pool, err := pgxpool.New(ctx, dbtest.SchemaURL(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
