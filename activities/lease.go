@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/store"
@@ -252,17 +251,20 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	if s.a.Temporal == nil {
 		return 0, errors.New("activities: lease supervision needs a Temporal client")
 	}
+	inst, err := s.a.Store.Installation(ctx)
+	if err != nil {
+		return 0, err
+	}
 	dead, err := s.a.Store.ClaimExpiredPollLeases(ctx, s.Grace, maxClaimsPerScan)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, l := range dead {
-		err := s.a.Temporal.SignalWorkflow(ctx, wfapi.AccountPollerID(l.AccountKey), "", wfapi.SignalPollLost,
+		_, err := SignalPoller(ctx, s.a.Temporal, inst, l.AccountKey, wfapi.SignalPollLost,
 			wfapi.PollLostSignal{Epoch: l.Epoch, Attempt: l.Attempt})
-		var nf *serviceerror.NotFound
 		switch {
-		case errors.As(err, &nf):
+		case isNotFound(err):
 			// No poller runs: the start-up reconcile of a worker starts it.
 		case err != nil:
 			s.a.log().Warn("telling a poller its poll activity died failed", "account", l.AccountKey, "error", err)

@@ -61,28 +61,29 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	env := withKeys(map[string]string{
-		"TEMPORAL_ADDRESS":                 "temporal.internal:7233",
-		"TEMPORAL_NAMESPACE":               "prod",
-		"ILINKFLOW_TASK_QUEUE":             "ilinkflow-eu",
-		"DATABASE_URL":                     "postgres://app:pw@db.internal:5432/ilinkflow",
-		"ILINK_BASE_URL":                   "http://127.0.0.1:9000",
-		"ILINK_CDN_BASE_URL":               "http://127.0.0.1:9001/c2c",
-		"ILINKFLOW_WINDOW_LIFETIME":        "12h",
-		"ILINKFLOW_MAX_SENDS":              "5",
-		"ILINKFLOW_SEND_GAP":               "0s",
-		"ILINKFLOW_THROTTLE_PENALTY":       "30m",
-		"ILINKFLOW_STALE_PAUSE":            "2h",
-		"ILINKFLOW_POLL_SESSION":           "5m",
-		"ILINKFLOW_POLL_HEARTBEAT_TIMEOUT": "2m",
-		"ILINKFLOW_MAX_ACCOUNTS":           "3",
-		"ILINKFLOW_SESSION_TTL":            "1h",
-		"ILINKFLOW_HEARTBEAT":              "3s",
-		"ILINKFLOW_SHUTDOWN_GRACE":         "45s",
-		"ILINKFLOW_DEFER_BEFORE":           "2026-11-30T08:00:00Z",
-		"ILINKFLOW_LOG_LEVEL":              "debug",
-		"ILINKFLOW_LOG_FORMAT":             "json",
-		"UNRELATED_VARIABLE_IS_FINE":       "x",
-		"ILINKFLOW_UNKNOWN_IS_IGNORED":     "x",
+		"TEMPORAL_ADDRESS":             "temporal.internal:7233",
+		"TEMPORAL_NAMESPACE":           "prod",
+		"ILINKFLOW_TASK_QUEUE":         "ilinkflow-eu",
+		"DATABASE_URL":                 "postgres://app:pw@db.internal:5432/ilinkflow",
+		"ILINK_BASE_URL":               "http://127.0.0.1:9000",
+		"ILINK_CDN_BASE_URL":           "http://127.0.0.1:9001/c2c",
+		"ILINKFLOW_WINDOW_LIFETIME":    "12h",
+		"ILINKFLOW_MAX_SENDS":          "5",
+		"ILINKFLOW_SEND_GAP":           "0s",
+		"ILINKFLOW_THROTTLE_PENALTY":   "30m",
+		"ILINKFLOW_STALE_PAUSE":        "2h",
+		"ILINKFLOW_POLL_SESSION":       "5m",
+		"ILINKFLOW_POLL_LEASE_TTL":     "2m",
+		"ILINKFLOW_DB_MAX_CONNS":       "7",
+		"ILINKFLOW_MAX_ACCOUNTS":       "3",
+		"ILINKFLOW_SESSION_TTL":        "1h",
+		"ILINKFLOW_HEARTBEAT":          "3s",
+		"ILINKFLOW_SHUTDOWN_GRACE":     "45s",
+		"ILINKFLOW_DEFER_BEFORE":       "2026-11-30T08:00:00Z",
+		"ILINKFLOW_LOG_LEVEL":          "debug",
+		"ILINKFLOW_LOG_FORMAT":         "json",
+		"UNRELATED_VARIABLE_IS_FINE":   "x",
+		"ILINKFLOW_UNKNOWN_IS_IGNORED": "x",
 	})
 	cfg, err := gateway.ConfigFromEnv(envOf(env), nil)
 	if err != nil {
@@ -93,7 +94,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		cfg.DatabaseURL != "postgres://app:pw@db.internal:5432/ilinkflow" ||
 		cfg.ILinkBaseURL != "http://127.0.0.1:9000" || cfg.ILinkCDNBaseURL != "http://127.0.0.1:9001/c2c" ||
 		cfg.Limits.WindowLifetime != 12*time.Hour || cfg.Limits.MaxSends != 5 || cfg.SendGap != 0 ||
-		cfg.ThrottlePenalty != 30*time.Minute || cfg.StalePause != 2*time.Hour || cfg.PollSession != 5*time.Minute || cfg.PollHeartbeatTimeout != 2*time.Minute ||
+		cfg.ThrottlePenalty != 30*time.Minute || cfg.StalePause != 2*time.Hour || cfg.PollSession != 5*time.Minute || cfg.PollLeaseTTL != 2*time.Minute || cfg.DBMaxConns != 7 ||
 		cfg.MaxAccounts != 3 || cfg.SessionTTL != time.Hour || cfg.Heartbeat != 3*time.Second ||
 		cfg.ShutdownGrace != 45*time.Second || cfg.DeferredBefore == nil || !cfg.DeferredBefore.Equal(deferred) ||
 		cfg.LogLevel.String() != "DEBUG" || cfg.LogFormat != "json" {
@@ -169,10 +170,12 @@ func TestConfigRefusesBadValuesClearly(t *testing.T) {
 			[]string{"no-such-flag", "--help"}},
 		{"positional argument", nil, []string{"serve"},
 			[]string{`unexpected argument "serve"`}},
-		{"poll heartbeat timeout under two heartbeats", nil, []string{"--heartbeat", "10s", "--poll-heartbeat-timeout", "15s"},
-			[]string{"poll heartbeat timeout 15s must be at least twice the heartbeat 10s"}},
-		{"poll heartbeat timeout too long", map[string]string{"ILINKFLOW_POLL_HEARTBEAT_TIMEOUT": "1h"}, nil,
-			[]string{"poll heartbeat timeout 1h0m0s must be at most 10m0s"}},
+		{"poll lease ttl too short", nil, []string{"--poll-lease-ttl", "1s"},
+			[]string{"poll lease ttl 1s must be between 3s and 10m0s"}},
+		{"poll lease ttl too long", map[string]string{"ILINKFLOW_POLL_LEASE_TTL": "1h"}, nil,
+			[]string{"poll lease ttl 1h0m0s must be between 3s and 10m0s"}},
+		{"database connections under two", nil, []string{"--db-max-conns", "1"},
+			[]string{"db-max-conns"}},
 		{"heartbeat not shorter than poll session", nil, []string{"--heartbeat", "10m", "--poll-session", "10m"},
 			[]string{"heartbeat", "poll session"}},
 	}
