@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -156,6 +157,26 @@ func (c *Control) Sent(ctx context.Context, botID string) ([]SentMessage, error)
 		path = botPath(botID, "/sent")
 	}
 	err := c.do(ctx, "Sent", http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// SentAfter lists the sendmessage calls of one bot ("" = all bots) whose Index is greater
+// than after: pass the last Index seen to read only what is new.
+func (c *Control) SentAfter(ctx context.Context, botID string, after int) ([]SentMessage, error) {
+	var out []SentMessage
+	path := "/_sim/sent"
+	if botID != "" {
+		path = botPath(botID, "/sent")
+	}
+	err := c.do(ctx, "SentAfter", http.MethodGet, path+"?after="+strconv.Itoa(after), nil, &out)
+	return out, err
+}
+
+// Stats returns a summary of the simulator's state: bots, held getupdates calls, queued
+// messages, the length of the send log.
+func (c *Control) Stats(ctx context.Context) (Stats, error) {
+	var out Stats
+	err := c.do(ctx, "Stats", http.MethodGet, "/_sim/stats", nil, &out)
 	return out, err
 }
 

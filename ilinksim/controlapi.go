@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -16,8 +17,9 @@ import (
 //	POST   /_sim/bots/{bot}/kill        -> BotInfo
 //	POST   /_sim/bots/{bot}/messages    InjectRequest -> Injected
 //	POST   /_sim/bots/{bot}/duplicates  DuplicateRequest -> Injected
-//	GET    /_sim/bots/{bot}/sent        -> []SentMessage
-//	GET    /_sim/sent                   -> []SentMessage (all bots)
+//	GET    /_sim/bots/{bot}/sent        -> []SentMessage (?after=N: Index > N only)
+//	GET    /_sim/sent                   -> []SentMessage (all bots; ?after=N as above)
+//	GET    /_sim/stats                  -> Stats
 //	GET    /_sim/clock                  -> ClockInfo
 //	POST   /_sim/clock/advance          AdvanceRequest -> ClockInfo
 //	GET    /_sim/qr                     -> []QRInfo
@@ -37,6 +39,7 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("POST /_sim/bots/{bot}/duplicates", s.ctlDuplicate)
 	m.HandleFunc("GET /_sim/bots/{bot}/sent", s.ctlSent)
 	m.HandleFunc("GET /_sim/sent", s.ctlSent)
+	m.HandleFunc("GET /_sim/stats", s.ctlStats)
 	m.HandleFunc("GET /_sim/clock", s.ctlClock)
 	m.HandleFunc("POST /_sim/clock/advance", s.ctlAdvance)
 	m.HandleFunc("GET /_sim/qr", s.ctlQRList)
@@ -190,7 +193,38 @@ func (s *Server) ctlSent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, s.Sent(id))
+	after := 0
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			ctlError(w, http.StatusBadRequest, "after: want a send log index (a non-negative integer)")
+			return
+		}
+		after = n
+	}
+	writeJSON(w, s.SentAfter(id, after))
+}
+
+// Stats summarises the simulator's state (GET /_sim/stats).
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Bots: len(s.botOrder), Sent: len(s.sent)}
+	for _, b := range s.botOrder {
+		if !b.info.Dead {
+			st.LiveBots++
+		}
+		st.HeldGetUpdates += b.pollers
+		if b.pollers > 0 {
+			st.BotsHeld++
+		}
+		st.Queued += len(b.queue)
+	}
+	return st
+}
+
+func (s *Server) ctlStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.Stats())
 }
 
 func (s *Server) ctlClock(w http.ResponseWriter, _ *http.Request) {

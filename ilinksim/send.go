@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // outboundMsg is the sendmessage "msg" as the simulator reads it.
@@ -84,7 +85,7 @@ func (s *Server) handleSendMessage(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now
-	rec.At = now
+	rec.At, rec.Received = now, time.Now()
 	b, authErr := s.authBotLocked(c.r)
 	if b != nil {
 		rec.BotID = b.info.BotID
@@ -364,11 +365,16 @@ func (s *Server) handleSendTyping(c *call) {
 }
 
 // Sent returns the send log of one bot ("" = all), oldest first.
-func (s *Server) Sent(botID string) []SentMessage {
+func (s *Server) Sent(botID string) []SentMessage { return s.SentAfter(botID, 0) }
+
+// SentAfter returns the entries of the send log of one bot ("" = all) whose Index is
+// greater than after, oldest first: a watcher reads only what is new.
+func (s *Server) SentAfter(botID string, after int) []SentMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []SentMessage{}
-	for _, m := range s.sent {
+	after = min(max(after, 0), len(s.sent))
+	for _, m := range s.sent[after:] {
 		if botID == "" || m.BotID == botID {
 			out = append(out, m)
 		}

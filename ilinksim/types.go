@@ -100,6 +100,22 @@ type BotState struct {
 	Peers   []PeerState `json:"peers"`
 }
 
+// Stats summarises the simulator's state in one read (GET /_sim/stats), for watching many
+// bots at once.
+type Stats struct {
+	// Bots counts every bot; LiveBots those whose token still works.
+	Bots     int `json:"bots"`
+	LiveBots int `json:"live_bots"`
+	// HeldGetUpdates counts the getupdates calls held open now, over all bots.
+	HeldGetUpdates int `json:"held_getupdates"`
+	// BotsHeld counts the bots with at least one getupdates call held open now.
+	BotsHeld int `json:"bots_held"`
+	// Queued counts inbound messages not handed out yet (all bots).
+	Queued int `json:"queued"`
+	// Sent is the length of the send log (every sendmessage call, accepted or refused).
+	Sent int `json:"sent"`
+}
+
 // Key encodings for inbound media (InjectRequest.KeyEncoding).
 const (
 	// KeyRawBase64 puts base64 of the 16 raw key bytes in media.aes_key (typical for images).
@@ -250,6 +266,9 @@ type SentMessage struct {
 	ItemTypes    []int     `json:"item_types"`
 	Text         string    `json:"text,omitempty"`
 	At           time.Time `json:"at"`
+	// Received is the real time (not the sim clock) at which the simulator judged the
+	// call, for measuring delivery latency.
+	Received time.Time `json:"received"`
 	// Outcome is OutcomeAccepted or OutcomeRefused.
 	Outcome string `json:"outcome"`
 	// Reason is one of the Reason* constants when refused.

@@ -1,0 +1,131 @@
+// Command loadtest is ilinkflow's scale test: N simulated bots served by one worker
+// process, measured while idle and under a stream of messages (see docs/scale-test.md).
+//
+//	go run ./cmd/loadtest -bots 50 -messages 200 -active 20 -idle 30s
+//
+// It needs PostgreSQL at DATABASE_URL (a schema is created and dropped) and Temporal at
+// TEMPORAL_ADDRESS, or the temporal CLI to start a dev server. It exits 1 when a message
+// was lost or answered twice, the worker used more PostgreSQL connections than its bound,
+// or the run could not complete, and 2 for bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/ilinkflow/ilinkflow/loadtest"
+)
+
+// envFlags collects repeated -worker-env KEY=VALUE flags.
+type envFlags map[string]string
+
+func (e envFlags) String() string {
+	keys := make([]string, 0, len(e))
+	for k := range e {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+func (e envFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return errors.New("want KEY=VALUE")
+	}
+	e[strings.TrimSpace(k)] = val
+	return nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg := loadtest.DefaultConfig()
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workerEnv := envFlags{}
+	fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "simulated bots, all served by the one worker")
+	fs.IntVar(&cfg.Active, "active", cfg.Active, "bots (a random subset) that receive the messages")
+	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "user messages injected in the load phase")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "most messages injected per second (0: no bound)")
+	fs.DurationVar(&cfg.Think, "think", cfg.Think, "least time between the reply to a bot's message and its next message")
+	fs.DurationVar(&cfg.Idle, "idle", cfg.Idle, "length of the idle measurement")
+	fs.DurationVar(&cfg.LongPollHold, "longpoll-hold", cfg.LongPollHold, "simulator's hold of an empty getupdates (protocol default 35s)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (default $DATABASE_URL); a fresh schema is created and dropped")
+	fs.StringVar(&cfg.TemporalAddress, "temporal-address", cfg.TemporalAddress, "Temporal frontend host:port (default $TEMPORAL_ADDRESS; empty: start the dev server)")
+	fs.StringVar(&cfg.TemporalNamespace, "namespace", "", "existing Temporal namespace without earlier runs (default: register a fresh one)")
+	fs.StringVar(&cfg.WorkerBin, "worker-bin", "", "worker binary to run (default: go build ./worker)")
+	fs.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "bound the worker's PostgreSQL pool (ILINKFLOW_DB_MAX_CONNS; 0: not passed, the worker's default)")
+	fs.Var(workerEnv, "worker-env", "worker setting KEY=VALUE, repeatable (e.g. ILINKFLOW_POLL_HEARTBEAT_TIMEOUT=2m)")
+	fs.DurationVar(&cfg.ReadyWithin, "ready-within", cfg.ReadyWithin, "bound on the wait for every bot to hold a long poll")
+	fs.DurationVar(&cfg.AnswerWithin, "answer-within", cfg.AnswerWithin, "a message without a reply after this is lost")
+	fs.DurationVar(&cfg.LoadWithin, "load-within", 0, "bound on the whole load phase (0: none)")
+	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long to keep watching for second replies after the last answer")
+	fs.DurationVar(&cfg.Sample, "sample", cfg.Sample, "period of the RSS, connection and long-poll samples")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the choice of active bots (0: random)")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for the worker binary and its log (default: a temporary one, kept on failure)")
+	fs.BoolVar(&cfg.KeepWorkDir, "keep", false, "keep the work directory")
+	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: go run ./cmd/loadtest [flags]
+
+ilinkflow's scale test: N simulated bots served by one worker process against the iLink
+simulator (in this process), PostgreSQL and Temporal. It enrolls the bots, starts the
+worker, waits until every bot holds a long poll, measures the idle worker, streams messages
+that the echo agent answers, and prints a report. See docs/scale-test.md.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadtest: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if len(workerEnv) > 0 {
+		cfg.WorkerEnv = workerEnv
+	}
+	if !*quiet {
+		cfg.Log = stderr
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := loadtest.Run(ctx, cfg)
+	if rep != nil {
+		var werr error
+		if *asJSON {
+			werr = rep.WriteJSON(stdout)
+		} else {
+			werr = rep.WriteText(stdout)
+		}
+		if werr != nil {
+			fmt.Fprintln(stderr, "loadtest: write the report:", werr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 1
+	}
+	return 0
+}
