@@ -122,21 +122,6 @@ func TestCostCountsBilledEventsOfTheWindowOnly(t *testing.T) {
 	}
 }
 
-func TestHeartbeatEstimateFollowsTheSDKThrottle(t *testing.T) {
-	for _, tc := range []struct {
-		every, timeout time.Duration
-		want           float64
-	}{
-		{10 * time.Second, 20 * time.Second, 225}, // throttled to 16 s
-		{10 * time.Second, 2 * time.Minute, 60},   // throttle capped at 60 s
-		{30 * time.Second, 20 * time.Second, 120}, // called less often than the throttle
-	} {
-		if got := heartbeatsPerPolledBotHour(tc.every, tc.timeout); got != tc.want {
-			t.Fatalf("every %v, timeout %v: %v, want %v", tc.every, tc.timeout, got, tc.want)
-		}
-	}
-}
-
 func TestRepliesAreMatchedByContextToken(t *testing.T) {
 	b := &loadBot{}
 	m1 := &message{n: 1, bot: b, text: "load test message 1", token: "t1", injected: time.Now()}

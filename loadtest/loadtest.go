@@ -34,7 +34,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -601,9 +600,6 @@ func (r *run) workerConns(ctx context.Context) (int, error) {
 	err := r.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", r.appName).Scan(&n)
 	return n, err
 }
-
-// defaultPoolMax is pgxpool's default MaxConns: max(4, number of CPUs).
-func defaultPoolMax() int { return max(4, runtime.NumCPU()) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

@@ -23,12 +23,12 @@ type Report struct {
 	WorkerLog string `json:"worker_log"`
 	WorkDir   string `json:"work_dir"`
 
-	LongPollHoldMS         float64 `json:"long_poll_hold_ms"`
-	IdleMS                 float64 `json:"idle_ms"`
-	PollHeartbeatTimeoutMS float64 `json:"poll_heartbeat_timeout_ms"`
-	HeartbeatEveryMS       float64 `json:"heartbeat_every_ms"`
-	PollSessionMS          float64 `json:"poll_session_ms"`
-	SendGapMS              float64 `json:"send_gap_ms"`
+	LongPollHoldMS   float64 `json:"long_poll_hold_ms"`
+	IdleMS           float64 `json:"idle_ms"`
+	PollLeaseTTLMS   float64 `json:"poll_lease_ttl_ms"`
+	HeartbeatEveryMS float64 `json:"heartbeat_every_ms"`
+	PollSessionMS    float64 `json:"poll_session_ms"`
+	SendGapMS        float64 `json:"send_gap_ms"`
 	// DBMaxConns is the pool bound passed to the worker (0: none passed).
 	DBMaxConns int `json:"db_max_conns"`
 	// PGConnBound is the most connections the worker's pool may open, and where that
@@ -137,18 +137,6 @@ func perBotHour(n float64, bots int, seconds float64) float64 {
 	return n / float64(bots) / (seconds / 3600)
 }
 
-// heartbeatsPerPolledBotHour estimates the heartbeats one polling activity records per
-// hour: the activity calls RecordHeartbeat every `every`, and the SDK sends at most one
-// per throttle interval, 0.8 × the heartbeat timeout capped at 60 s.
-func heartbeatsPerPolledBotHour(every, timeout time.Duration) float64 {
-	throttle := min(time.Duration(0.8*float64(timeout)), time.Minute)
-	interval := max(every, throttle)
-	if interval <= 0 {
-		return 0
-	}
-	return float64(time.Hour) / float64(interval)
-}
-
 func (r *Report) setIdleCost(c Cost, w window, rn *run) {
 	secs := w.seconds()
 	r.IdleWindowS = secs
@@ -156,7 +144,7 @@ func (r *Report) setIdleCost(c Cost, w window, rn *run) {
 	r.IdleCost = c
 	r.IdleEventsPerBotHour = perBotHour(float64(c.Events), r.Bots, secs)
 	r.IdleActionsPerBotHour = perBotHour(float64(c.Actions), r.Bots, secs)
-	r.HeartbeatsEstimatePerBotHour = heartbeatsPerPolledBotHour(rn.workCfg.Heartbeat, rn.workCfg.PollHeartbeatTimeout)
+	r.HeartbeatsEstimatePerBotHour = 0 // poll activities are scheduled without a heartbeat timeout: liveness is the poll lease
 	if w.metricsOK {
 		r.HeartbeatsMeasured = true
 		r.IdleHeartbeats = w.metTo.heartbeats - w.metFrom.heartbeats
@@ -246,8 +234,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "ilinkflow scale test: %d bots on one worker process (pid %d)\n", r.Bots, r.WorkerPID)
 	fmt.Fprintf(tw, "temporal %s, namespace %s; PostgreSQL schema %s; simulator long-poll hold %v\n",
 		r.Temporal, r.Namespace, r.Schema, dur(r.LongPollHoldMS))
-	fmt.Fprintf(tw, "worker: poll heartbeat timeout %v, heartbeat every %v, poll session %v, send gap %v, pool bound %d (%s)\n\n",
-		dur(r.PollHeartbeatTimeoutMS), dur(r.HeartbeatEveryMS), dur(r.PollSessionMS), dur(r.SendGapMS), r.PGConnBound, r.PGConnBoundSource)
+	fmt.Fprintf(tw, "worker: poll lease ttl %v, heartbeat every %v, poll session %v, send gap %v, pool bound %d (%s)\n\n",
+		dur(r.PollLeaseTTLMS), dur(r.HeartbeatEveryMS), dur(r.PollSessionMS), dur(r.SendGapMS), r.PGConnBound, r.PGConnBoundSource)
 	fmt.Fprintln(tw, "figure\tvalue")
 	ready := fmt.Sprintf("%d of %d", r.BotsHeldAtReady, r.Bots)
 	if r.Ready {

@@ -207,7 +207,7 @@ func (r *run) startWorker(ctx context.Context) error {
 		}
 		r.rep.PGConnBound, r.rep.PGConnBoundSource = r.cfg.DBMaxConns, EnvDBMaxConns
 	} else {
-		r.rep.PGConnBound, r.rep.PGConnBoundSource = defaultPoolMax(), "pgxpool default max(4, CPUs)"
+		r.rep.PGConnBound, r.rep.PGConnBoundSource = gateway.DefaultDBMaxConns, "the worker's default --db-max-conns"
 	}
 	set := r.workerEnv()
 	cfg, err := gateway.ConfigFromEnv(func(k string) string { return set[k] }, nil)
@@ -215,7 +215,7 @@ func (r *run) startWorker(ctx context.Context) error {
 		return fmt.Errorf("worker settings: %w", err)
 	}
 	r.workCfg = cfg
-	r.rep.PollHeartbeatTimeoutMS = ms(cfg.PollHeartbeatTimeout)
+	r.rep.PollLeaseTTLMS = ms(cfg.PollLeaseTTL)
 	r.rep.HeartbeatEveryMS = ms(cfg.Heartbeat)
 	r.rep.PollSessionMS = ms(cfg.PollSession)
 	r.rep.SendGapMS = ms(cfg.SendGap)
