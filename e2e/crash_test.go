@@ -160,6 +160,8 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 		"ILINKFLOW_LOG_FORMAT":       "text",
 		"ILINKFLOW_LOG_LEVEL":        "info",
 		"ILINKFLOW_THROTTLE_PENALTY": "1m",
+		// A short poll lease: a killed worker's bot is resumed within seconds.
+		"ILINKFLOW_POLL_LEASE_TTL": "6s",
 		// Any free port for the HTTP endpoints (where the worker has them), so that no
 		// fixed port is shared with another process on this machine.
 		"ILINKFLOW_HTTP_ADDR": "127.0.0.1:0",
