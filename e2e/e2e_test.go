@@ -383,3 +383,30 @@ func nonEmpty(ss []string) []string {
 	}
 	return out
 }
+
+// The poller's state query reflects an operator's pause at once, while its poll activity
+// is still running (the signal is applied when it arrives, not when the poll returns).
+func TestThePollerStateReflectsAPauseAtOnce(t *testing.T) {
+	s := start(t, store.DefaultLimits(), func(c *gateway.Config, _ *gateway.Options) { c.PollSession = time.Hour })
+	acct := s.enroll("qo_e2e_pause_state", "o9cq8pause-state@im.wechat")
+	id := s.pollerWF(acct.AccountKey)
+	s.eventually("the bot polled", 30*time.Second, func() (bool, error) {
+		a, err := s.store.GetAccount(s.ctx, acct.AccountKey)
+		return err == nil && a.LastPollAt != nil, err
+	})
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if err := s.tc.SignalWorkflow(s.ctx, id, "", wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: "e2e"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.tc.QueryWorkflow(s.ctx, id, "", wfapi.QueryPollerState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wfapi.PollerState
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != "paused" || st.PausedUntil == nil || !st.PausedUntil.Equal(until) {
+		t.Fatalf("state right after the pause signal: %+v, want paused until %v", st, until)
+	}
+}
