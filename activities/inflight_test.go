@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // effect after the page is stored (the poll then stops), and the message is in the inbox
 // exactly once.
 func TestAPageInFlightIsStoredWhenTheAccountIsPausedOrRemovedMeanwhile(t *testing.T) {
-	for _, op := range []string{"pause", "remove"} {
+	for _, op := range []string{"pause", "remove", "rotate"} {
 		t.Run(op, func(t *testing.T) {
 			h := newHarness(t)
 			h.acts.hooks = &testHooks{afterFetch: func(int) {
@@ -24,6 +25,9 @@ func TestAPageInFlightIsStoredWhenTheAccountIsPausedOrRemovedMeanwhile(t *testin
 					_, err = h.store.PauseAccount(h.ctx, time.Now(), h.key, 1, time.Now().Add(time.Hour), "operator")
 				case "remove":
 					_, err = h.store.DisableAccount(h.ctx, time.Now(), h.key, 1, "operator")
+				case "rotate": // a re-enrollment of the same bot with a new token
+					_, err = h.store.RotateAccount(h.ctx, time.Now(), store.RotateInput{AccountKey: h.key, ExpectedGeneration: 1,
+						ProviderAccountID: h.bot.BotID, OwnerPeerID: h.bot.Owner, BaseURL: h.srv.URL, BotToken: sealing.NewSecret(h.bot.Token)})
 				}
 				if err != nil {
 					t.Errorf("%s: %v", op, err)
@@ -34,12 +38,24 @@ func TestAPageInFlightIsStoredWhenTheAccountIsPausedOrRemovedMeanwhile(t *testin
 			if err != nil {
 				t.Fatalf("poll: %v", err)
 			}
-			if res.Stopped != string(store.CodeAccountNotActive) || res.Messages != 1 {
-				t.Fatalf("poll %+v: want the page stored, then the poll stopped", res)
+			wantStop := store.CodeAccountNotActive
+			if op == "rotate" {
+				wantStop = store.CodeGenerationConflict // the new generation's poller takes over
+			}
+			if res.Stopped != string(wantStop) || res.Messages != 1 {
+				t.Fatalf("poll %+v: want the page stored, then the poll stopped (%s)", res, wantStop)
 			}
 			id := strconv.FormatUint(injected.MessageID, 10)
 			if n := h.count("SELECT count(*) FROM inbound_messages WHERE provider_message_id = $1", id); n != 1 {
 				t.Fatalf("%d copies of the message in flight, want 1", n)
+			}
+			if op == "rotate" {
+				// The rotated account is active: the message opened a window of the new
+				// generation and is handed to the agent as usual.
+				if n := h.count("SELECT count(*) FROM reply_windows WHERE account_generation = 2 AND state = 'open'"); n != 1 {
+					t.Fatalf("%d open windows of the new generation, want 1", n)
+				}
+				return
 			}
 			// Nobody is handed it while the account is not active: it waits as received.
 			if n := h.count("SELECT count(*) FROM inbound_messages WHERE provider_message_id = $1 AND status = 'received'", id); n != 1 {

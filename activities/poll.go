@@ -277,7 +277,13 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	// A pause or a removal that landed while the page was in flight takes effect now that
 	// the page is stored: this poll ends.
 	stop := res.AccountStatus != "" && res.AccountStatus != store.AccountActive
-	if stop {
+	switch {
+	case res.Generation > p.in.Generation:
+		// A rotation landed while the page was in flight: its poller takes over.
+		stop = true
+		p.log.Info("page stored after the account was rotated; the poll stops", "messages", res.Inserted, "generation", res.Generation)
+		p.res.Stopped = string(store.CodeGenerationConflict)
+	case stop:
 		p.log.Info("page stored after the account became "+res.AccountStatus+"; the poll stops", "messages", res.Inserted)
 		p.res.Stopped = string(store.CodeAccountNotActive)
 	}

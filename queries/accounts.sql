@@ -52,12 +52,13 @@ ON CONFLICT (account_key) DO UPDATE SET
 SELECT * FROM account_secrets WHERE account_key = $1;
 
 -- name: CompareAndSetCursor :batchone
--- Moves the cursor of a page in flight: the generation that fetched it and the cursor it
--- was fetched with must still hold, whatever the account's status became meanwhile (a
--- pause or a removal takes effect after the page is stored).
+-- Moves the cursor of a page in flight: the cursor it was fetched with must still hold,
+-- whatever the account's status or generation became meanwhile (a pause, a removal or a
+-- rotation takes effect after the page is stored; a newer generation's poller that already
+-- committed moved the cursor, which refuses the page). The rule is store.checkPollable's.
 UPDATE accounts
 SET cursor = sqlc.arg(next_cursor), cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
-WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation)
+WHERE account_key = sqlc.arg(account_key) AND generation >= sqlc.arg(generation)
   AND cursor = sqlc.arg(expected_cursor)
 RETURNING *;
 

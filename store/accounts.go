@@ -429,14 +429,18 @@ func cursorFailure(ctx context.Context, q *dbq.Queries, accountKey string, gener
 	return checkPollable(a, generation, expected)
 }
 
-// checkPollable is the one rule for who may move a cursor: the generation that fetched
-// the page, from the cursor it was fetched with. The account's status does not matter:
-// a page iLink handed out is stored even when the account was paused or removed while
-// it was in flight (the poller stops after storing it).
+// checkPollable is the one rule for who may move a cursor: a poller of the account's
+// generation or an older one (its page was in flight when a rotation landed), from the
+// cursor the page was fetched with. The account's status does not matter: a page iLink
+// handed out is stored even when the account was paused, removed or rotated while it was
+// in flight (the poller stops after storing it). A superseded poller whose successor
+// already committed finds the cursor moved and is refused.
 func checkPollable(a dbq.Account, generation int32, expected string) error {
 	switch {
-	case a.Generation != generation:
-		return fail(CodeGenerationConflict, "account generation changed")
+	case a.Generation < generation:
+		return fail(CodeGenerationConflict, "account generation is older than the poller's")
+	case a.Cursor != expected && a.Generation != generation:
+		return fail(CodeGenerationConflict, "account generation changed and its poller moved the cursor")
 	case a.Cursor != expected:
 		return fail(CodeCursorConflict, "cursor changed")
 	}

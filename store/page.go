@@ -56,6 +56,9 @@ type PageResult struct {
 	// stored even when its account was paused or removed meanwhile, and its poller stops
 	// unless this is active.
 	AccountStatus string
+	// Generation is the account's generation when the page was stored: newer than the
+	// page's when a rotation landed while it was in flight (its poller stops).
+	Generation int32
 	// Inserted counts new messages; Duplicates counts entries already in the inbox.
 	Inserted, Duplicates int
 	// Absorbed counts messages merged into the deliverable one (or absorbed because an
@@ -231,7 +234,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	if err != nil {
 		return PageResult{}, err
 	}
-	res := PageResult{Cursor: in.NextCursor, AccountStatus: rd.account.Status}
+	res := PageResult{Cursor: in.NextCursor, AccountStatus: rd.account.Status, Generation: rd.account.Generation}
 	news, err := newEntries(in, rd, &res)
 	if err != nil {
 		return PageResult{}, err

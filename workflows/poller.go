@@ -213,6 +213,9 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 	switch {
 	case res.Stopped != "":
 		p.drain()
+		if res.Stopped == string(store.CodeGenerationConflict) && p.in.Generation == gen {
+			p.adoptRotation(ctx)
+		}
 		// Not stopped by a rotation that overtook the poll, nor by an operator's pause
 		// (the account is paused in the store; the pause signal says until when).
 		if p.in.Generation == gen && p.in.PausedUntil == nil {
@@ -234,6 +237,24 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		p.in.StaleProbe = false
 	}
 	return nil
+}
+
+// adoptRotation follows a rotation whose signal has not arrived yet: the poll stopped
+// because the stored generation moved on, so the poller reads it and, when the account is
+// active at a newer generation, polls that one (the rotate signal, when it comes, changes
+// nothing more). Histories recorded before this rule replay without it.
+func (p *poller) adoptRotation(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, "poller-adopts-a-rotation-seen-by-its-poll", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	var st activities.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ReadAccountState,
+		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
+	if err != nil || st.Generation <= p.in.Generation || st.Status != store.AccountActive {
+		return
+	}
+	p.in.Generation = st.Generation
+	p.in.Failures, p.in.PausedUntil, p.in.StaleProbe = 0, nil, false
 }
 
 // runPoll runs one PollAccount activity. Its liveness is the poll lease, not a Temporal

@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
@@ -229,5 +231,41 @@ func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T
 		if failure != "" {
 			t.Fatalf("round %d: %s", round, failure)
 		}
+	}
+}
+
+// A rotation whose signal has not arrived (or never will) does not stop the poller: when
+// its poll stops on the newer stored generation, the poller reads it and polls that one.
+func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	b := r.bot()
+	var gens []int32
+	r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != "PollAccount" {
+			return
+		}
+		var in activities.PollInput
+		if err := args.Get(&in); err != nil {
+			t.Error(err)
+			return
+		}
+		gens = append(gens, in.Generation)
+		switch len(gens) {
+		case 1: // the bot is re-enrolled with a new token while the poll runs; no signal
+			if _, err := r.store.RotateAccount(r.ctx, time.Now(), store.RotateInput{AccountKey: b.key, ExpectedGeneration: 1,
+				ProviderAccountID: b.info.BotID, OwnerPeerID: b.info.Owner, BaseURL: r.srv.URL,
+				BotToken: sealing.NewSecret(b.info.Token)}); err != nil {
+				t.Error(err)
+			}
+		case 2:
+			r.env.SignalWorkflow(wfapi.SignalStop, wfapi.StopSignal{Reason: "test over"})
+		}
+	})
+	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1})
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) < 2 || gens[1] != 2 {
+		t.Fatalf("polls of generations %v, want 1 then 2", gens)
 	}
 }

@@ -151,7 +151,7 @@ func (b *AttemptByRequestBatchResults) Close() error {
 const compareAndSetCursor = `-- name: CompareAndSetCursor :batchone
 UPDATE accounts
 SET cursor = $1, cursor_updated_at = $2::timestamptz, last_poll_at = $2::timestamptz
-WHERE account_key = $3 AND generation = $4
+WHERE account_key = $3 AND generation >= $4
   AND cursor = $5
 RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
 `
@@ -170,9 +170,10 @@ type CompareAndSetCursorParams struct {
 	ExpectedCursor string
 }
 
-// Moves the cursor of a page in flight: the generation that fetched it and the cursor it
-// was fetched with must still hold, whatever the account's status became meanwhile (a
-// pause or a removal takes effect after the page is stored).
+// Moves the cursor of a page in flight: the cursor it was fetched with must still hold,
+// whatever the account's status or generation became meanwhile (a pause, a removal or a
+// rotation takes effect after the page is stored; a newer generation's poller that already
+// committed moved the cursor, which refuses the page). The rule is store.checkPollable's.
 func (q *Queries) CompareAndSetCursor(ctx context.Context, arg []CompareAndSetCursorParams) *CompareAndSetCursorBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
