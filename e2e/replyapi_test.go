@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -671,5 +672,52 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 	}
 	if since := value(fams, "ilinkflow_seconds_since_last_good_poll", "account", acct.AccountKey); since <= 3 {
 		t.Errorf("seconds since the last good poll = %v after the outage", since)
+	}
+}
+
+// The quota holds under a burst: 200 concurrent replies with distinct keys on one window
+// get exactly the window's 10 sends accepted, and every request gets a definite answer
+// (no 5xx, no request left hanging on a stalled workflow).
+func TestTwoHundredConcurrentRepliesOnOneWindowSendExactlyTheQuota(t *testing.T) {
+	limits := store.DefaultLimits()
+	a := startAPI(t, limits, nil)
+	const owner = "o9cq8replyburst00000000001@im.wechat"
+	acct := a.enroll("qo_replyapi_burst", owner)
+	bot := a.botOf(owner)
+	if _, err := a.ctl.InjectText(a.ctx, bot.BotID, "", "burst me"); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := a.openWindow(acct.AccountKey, 0)
+	tok := a.tokenOf(w.ReplyWindowID)
+	const n = 200
+	codes := make([]int, n)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, _ := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: fmt.Sprintf("burst reply %d", i)})
+			codes[i] = a.do(http.MethodPost, "/v1/reply", body, "Authorization", "Bearer "+tok,
+				"Idempotency-Key", fmt.Sprintf("burst-%d", i)).status
+		}()
+	}
+	wg.Wait()
+	took := time.Since(began)
+	byCode := map[int]int{}
+	for _, c := range codes {
+		byCode[c]++
+	}
+	t.Logf("%d concurrent replies answered in %v: %v", n, took.Round(time.Millisecond), byCode)
+	if byCode[http.StatusOK] != int(limits.MaxSends) {
+		t.Fatalf("answers %v: want exactly %d sent", byCode, limits.MaxSends)
+	}
+	for c, k := range byCode {
+		if c >= 500 {
+			t.Fatalf("%d requests answered %d: every request must get a definite answer", k, c)
+		}
+	}
+	if got := len(a.sentTexts(bot.BotID)); got != int(limits.MaxSends) {
+		t.Fatalf("%d messages reached iLink, want %d", got, limits.MaxSends)
 	}
 }
