@@ -20,6 +20,15 @@
 // A reply made under the delivery's session (WorkflowReplyTo, ReplyInSession) is taken
 // even when it reaches the window before the window took in the hand-off.
 //
+// Payloads are encrypted in Temporal (docs/payload-codec.md): the client an agent uses
+// and the client of an agent workflow's worker must be dialed with DataConverter, built
+// from the gateway's sealing keys, to read the inputs and to send replies the gateway
+// reads:
+//
+//	keys, err := sealing.LoadKeyring(nil) // ILINKFLOW_SEALING_KEYS, as the gateway's
+//	dc, err := agent.DataConverter(keys)
+//	c, err := client.Dial(client.Options{HostPort: ..., DataConverter: dc})
+//
 // A refusal (window expired, quota exhausted, throttled, message already finished, bad
 // input) is an error whose Code is the store code; it was never sent and wrote nothing.
 // Replies end once the message is finished: reply first, then finish.
@@ -34,12 +43,23 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
+
+// DataConverter is the data converter of an agent's Temporal clients: the SDK's default
+// wrapped with ilinkflow's payload codec of keys (the gateway's sealing key ring), so the
+// agent reads the encrypted workflow inputs and its replies are encrypted too. It is
+// payloadcodec.DataConverter.
+func DataConverter(keys *sealing.Keyring) (converter.DataConverter, error) {
+	return payloadcodec.DataConverter(keys)
+}
 
 // Input is the input of an agent workflow started by the "workflow" handler.
 type Input = wfapi.AgentInput

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/agent"
 	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -96,4 +99,36 @@ func TestTheVerdictGoesToTheInputsWindowWorkflowOrToTheLegacyIDOfAnOlderInput(t 
 		t.Fatalf("finish activity of an older input: %v", err)
 	}
 	mc.AssertExpectations(t)
+}
+
+// An agent's data converter reads what the gateway's codec encrypted: the same keys
+// give the same codec.
+func TestAnAgentsDataConverterDecryptsTheGatewaysPayloads(t *testing.T) {
+	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("agent-test-sealing-key-012345678")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := payloadcodec.DataConverter(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gw.ToPayload(agent.Input{Summary: "what the user wrote"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(p.GetData()), "what the user wrote") {
+		t.Fatal("the gateway's payload is not encrypted")
+	}
+	dc, err := agent.DataConverter(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in agent.Input
+	if err := dc.FromPayload(p, &in); err != nil || in.Summary != "what the user wrote" {
+		t.Fatalf("agent decoded %q %v", in.Summary, err)
+	}
+	// Without the codec the input does not read.
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &in); err == nil {
+		t.Fatal("the default converter read an encrypted payload")
+	}
 }

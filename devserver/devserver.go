@@ -182,6 +182,14 @@ func (s *Server) Dial(ctx context.Context, opts client.Options) (client.Client, 
 // collide on a shared server.
 func (s *Server) NewNamespace(tb testing.TB) (string, client.Client) {
 	tb.Helper()
+	return s.NewNamespaceDial(tb, client.Options{})
+}
+
+// NewNamespaceDial is NewNamespace with the client dialed with opts (e.g. a
+// DataConverter with ilinkflow's payload codec, as production clients use): HostPort and
+// Namespace are filled in, and the logger when nil.
+func (s *Server) NewNamespaceDial(tb testing.TB, opts client.Options) (string, client.Client) {
+	tb.Helper()
 	var raw [6]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		tb.Fatalf("devserver: random namespace: %v", err)
@@ -210,7 +218,11 @@ func (s *Server) NewNamespace(tb testing.TB) (string, client.Client) {
 		case <-tick.C:
 		}
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: ns, Logger: s.logger})
+	opts.HostPort, opts.Namespace = s.HostPort, ns
+	if opts.Logger == nil {
+		opts.Logger = s.logger
+	}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		tb.Fatalf("devserver: dial namespace %s: %v", ns, err)
 	}

@@ -95,7 +95,7 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	// Real parts: the shared dev server (own namespace and task queue), a fresh schema,
 	// the simulator in this process behind a tap that records getupdates responses.
 	dev := devserver.Start(t)
-	ns, tc := dev.NewNamespace(t)
+	ns, _ := dev.NewNamespace(t)
 	tq := devserver.TaskQueue(t)
 	pool := dbtest.NewPool(t)
 	var schema string
@@ -124,6 +124,8 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test's client encrypts and decrypts payloads like the workers (same keys).
+	tc := dialCodec(t, dev, ns, ring)
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = crashWindowLife
 	st, err := store.New(pool, ring, limits)

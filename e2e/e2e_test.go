@@ -16,6 +16,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/activities"
@@ -23,6 +24,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -84,8 +86,41 @@ type startOption func(*gateway.Config, *gateway.Options)
 func start(t *testing.T, limits store.Limits, opts ...startOption) *system {
 	t.Helper()
 	dev := devserver.Start(t)
-	ns, tc := dev.NewNamespace(t)
+	ns, tc := newNamespace(t, dev)
 	return startIn(t, ns, tc, devserver.TaskQueue(t), limits, opts...)
+}
+
+// newNamespace is dev.NewNamespace with the client dialed with the payload codec of
+// keyring, as production clients are: payloads are encrypted in Temporal.
+func newNamespace(t *testing.T, dev *devserver.Server) (string, client.Client) {
+	t.Helper()
+	return dev.NewNamespaceDial(t, client.Options{DataConverter: codecConverter(t)})
+}
+
+// codecConverter is the data converter of the e2e clients: the payload codec of keyring.
+func codecConverter(t *testing.T) converter.DataConverter {
+	t.Helper()
+	dc, err := payloadcodec.DataConverter(keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+// dialCodec opens another client to namespace ns with the payload codec of keys, closed
+// at t's cleanup.
+func dialCodec(t *testing.T, dev *devserver.Server, ns string, keys *sealing.Keyring) client.Client {
+	t.Helper()
+	dc, err := payloadcodec.DataConverter(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := dev.Dial(context.Background(), client.Options{Namespace: ns, DataConverter: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	return tc
 }
 
 // startIn starts a gateway in namespace ns on task queue tq, with a database (an

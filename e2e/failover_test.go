@@ -36,7 +36,7 @@ func TestAnotherWorkerResumesADeadWorkersBotWithinAMinute(t *testing.T) {
 		t.Fatalf("build the worker: %v\n%s", err, out)
 	}
 	dev := devserver.Start(t)
-	ns, tc := dev.NewNamespace(t)
+	ns, _ := dev.NewNamespace(t)
 	tq := devserver.TaskQueue(t)
 	pool := dbtest.NewPool(t)
 	var schema string
@@ -63,6 +63,8 @@ func TestAnotherWorkerResumesADeadWorkersBotWithinAMinute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test's client encrypts and decrypts payloads like the workers (same keys).
+	tc := dialCodec(t, dev, ns, ring)
 	st, err := store.New(pool, ring, store.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)

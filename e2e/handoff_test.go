@@ -249,7 +249,11 @@ func (s *system) replayGateway() {
 		default:
 			continue
 		}
-		r := worker.NewWorkflowReplayer()
+		// The histories' payloads are encrypted: the replayer decodes them with the codec.
+		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: codecConverter(s.t)})
+		if err != nil {
+			s.t.Fatal(err)
+		}
 		workflows.Register(r)
 		if err := r.ReplayWorkflowHistory(nil, e.history); err != nil {
 			s.t.Errorf("replay %s (%s): %v", e.workflowID, e.workflowType, err)
@@ -363,8 +367,17 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
+	// It is encrypted in history; the agent's data converter reads it.
+	raw := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+	if strings.Contains(raw.String(), "hello agent workflow") {
+		t.Fatal("the agent workflow's input is in plaintext in history")
+	}
+	dc, err := agent.DataConverter(keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var in agent.Input
-	if err := json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in); err != nil {
+	if err := dc.FromPayload(raw, &in); err != nil {
 		t.Fatal(err)
 	}
 	if in.ReplyWindowID != w.ReplyWindowID || in.MessageKey != w.SourceMessageKey || in.SessionID == "" || in.Summary != "hello agent workflow" {

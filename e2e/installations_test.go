@@ -33,7 +33,7 @@ func TestTwoInstallationsShareANamespaceWithoutTouchingEachOthersWorkflows(t *te
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	dev := devserver.Start(t)
-	ns, tc := dev.NewNamespace(t)
+	ns, tc := newNamespace(t, dev)
 	queue := devserver.TaskQueue(t)
 	sys := map[string]*system{"A": startIn(t, ns, tc, queue+"-a", limits), "B": startIn(t, ns, tc, queue+"-b", limits)}
 	instA, instB := sys["A"].installation(), sys["B"].installation()

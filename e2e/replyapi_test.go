@@ -25,6 +25,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/metrics"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -50,7 +51,11 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := dev.Dial(context.Background(), client.Options{Namespace: ns, MetricsHandler: reg.TemporalHandler()})
+	dc, err := payloadcodec.DataConverter(keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := dev.Dial(context.Background(), client.Options{Namespace: ns, MetricsHandler: reg.TemporalHandler(), DataConverter: dc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,14 @@ type Config struct {
 	// ReofferAfter is how long an unhandled message waits before it is offered again
 	// while its window is open (0: never).
 	ReofferAfter time.Duration
+
+	// CodecToken (from ILINKFLOW_CODEC_TOKEN only, never logged) enables the payload
+	// codec endpoint /codec/ on the HTTP server for the Temporal UI and CLI: requests
+	// must carry "Authorization: Bearer <token>". Unset: the endpoint answers 404.
+	// CodecCORSOrigin is the one browser origin (the Temporal UI) allowed to call it.
+	// See docs/payload-codec.md.
+	CodecToken      sealing.Secret
+	CodecCORSOrigin string
 }
 
 // MaxHeartbeat bounds the heartbeat period: the workflows give long-running activities a
@@ -318,11 +326,19 @@ var settings = []setting{
 	{flag: "reoffer-after", env: "ILINKFLOW_REOFFER_AFTER", help: "how long an unhandled message waits before it is offered to the agent again (0: never)",
 		def: func(c Config) string { return shortDuration(c.ReofferAfter) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.ReofferAfter }, true)},
+	// The payload codec endpoint (docs/payload-codec.md); its token is EnvCodecToken only.
+	{flag: "codec-cors-origin", env: "ILINKFLOW_CODEC_CORS_ORIGIN", help: "the one browser origin (the Temporal UI, e.g. http://127.0.0.1:8233) allowed to call the codec endpoint /codec/ (token: " + EnvCodecToken + ")",
+		def: func(c Config) string { return c.CodecCORSOrigin },
+		set: setCodecCORSOrigin},
 }
 
 // EnvWebhookSecret names the environment variable of the webhook signing secret. It has
 // no flag: a command line is visible to every local user.
 const EnvWebhookSecret = "ILINKFLOW_WEBHOOK_SECRET"
+
+// EnvCodecToken names the environment variable of the codec endpoint's bearer token. It
+// has no flag: a command line is visible to every local user.
+const EnvCodecToken = "ILINKFLOW_CODEC_TOKEN"
 
 // keysFileFlag names the flag that overrides ILINKFLOW_SEALING_KEYS_FILE. The key spec
 // itself has no flag: a command line is visible to every local user.
@@ -444,6 +460,9 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 	cfg.Keyring = keys
 	if v := strings.TrimSpace(getenv(EnvWebhookSecret)); v != "" {
 		cfg.WebhookSecret = sealing.NewSecret(v)
+	}
+	if v := strings.TrimSpace(getenv(EnvCodecToken)); v != "" {
+		cfg.CodecToken = sealing.NewSecret(v)
 	}
 	if err := cfg.validate(false); err != nil {
 		return Config{}, err
@@ -579,6 +598,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.Duration("health_window", c.HealthWindow),
+		slog.Bool("codec_endpoint", !c.CodecToken.IsZero()),
 	)
 }
 
@@ -608,4 +628,5 @@ generation seals, all open), or a file named by %s / --%s.
 Generate one with: go run ./starter keygen --generation 1
 `, sealing.EnvKeys, sealing.EnvKeysFile, keysFileFlag)
 	fmt.Fprintf(w, "\nwebhook secret (required by --handler webhook, at least %d bytes): %s\n", handoff.MinSecretBytes, EnvWebhookSecret)
+	fmt.Fprintf(w, "codec endpoint token (enables /codec/, at least %d bytes): %s\n", MinCodecTokenBytes, EnvCodecToken)
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -26,6 +27,17 @@ var testKeys = func() *sealing.Keyring {
 		panic(err)
 	}
 	return k
+}()
+
+// testConverter decodes the histories of a gateway that dialed Temporal itself (its
+// payloads are encrypted with the codec of testKeys) and of one with an injected client
+// without the codec (unencrypted payloads pass through).
+var testConverter = func() converter.DataConverter {
+	dc, err := payloadcodec.DataConverter(testKeys)
+	if err != nil {
+		panic(err)
+	}
+	return dc
 }()
 
 // bot is an account registered through the store, with what a test needs to feed it pages.
@@ -122,7 +134,7 @@ func startInput(ctx context.Context, t testing.TB, tc client.Client, id, runID s
 	if attrs == nil {
 		t.Fatalf("first event of %s is %v", id, events[0].GetEventType())
 	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), out); err != nil {
+	if err := testConverter.FromPayloads(attrs.GetInput(), out); err != nil {
 		t.Fatalf("decode input of %s: %v", id, err)
 	}
 }

@@ -63,6 +63,9 @@ func (c Config) validateHTTP() error {
 	if c.HealthWindow <= 0 {
 		errs = append(errs, fmt.Errorf("health window %v must be positive", c.HealthWindow))
 	}
+	if err := c.validateCodec(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -125,10 +128,14 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 	}))
 	mux.Handle("/metrics", reg.Handler())
 	mux.Handle("/healthz", &metrics.Health{Source: st, Window: cfg.HealthWindow, Logger: log})
+	codec, err := codecHandler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(CodecPath, codec)
 
 	ln := opts.HTTPListener
 	if ln == nil {
-		var err error
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 		}
@@ -152,7 +159,11 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 			fatal(fmt.Errorf("HTTP server: %w", err))
 		}
 	}()
-	log.Info("serving HTTP", "addr", ln.Addr().String(), "routes", "/v1/reply /v1/done /metrics /healthz")
+	routes := "/v1/reply /v1/done /metrics /healthz"
+	if !cfg.CodecToken.IsZero() {
+		routes += " " + CodecPath
+	}
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "routes", routes)
 	if opts.HTTPStarted != nil {
 		opts.HTTPStarted(ln.Addr())
 	}

@@ -9,7 +9,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
@@ -96,7 +95,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		sigs := signals(ctx, t, tc, id, runID)
 		var rot wfapi.RotateSignal
 		if len(sigs) != 1 || sigs[0].GetSignalName() != wfapi.SignalRotate ||
-			converter.GetDefaultDataConverter().FromPayloads(sigs[0].GetInput(), &rot) != nil || rot.Generation != acct.generation {
+			testConverter.FromPayloads(sigs[0].GetInput(), &rot) != nil || rot.Generation != acct.generation {
 			t.Fatalf("poller %s signals %v", id, sigs)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -45,7 +46,9 @@ type Options struct {
 	// Keyring, when set, overrides cfg.Keyring.
 	Keyring *sealing.Keyring
 	// Temporal, when set, is used instead of dialing cfg.TemporalAddress; Run does not
-	// close it. Its namespace wins over cfg.TemporalNamespace.
+	// close it. Its namespace wins over cfg.TemporalNamespace. The caller owns its data
+	// converter: dial it with payloadcodec.DataConverter(keyring) so payloads are
+	// encrypted in Temporal like a dialed client's (docs/payload-codec.md).
 	Temporal client.Client
 	// NewILinkClient builds iLink clients (nil: ilink.New), e.g. to reach a simulator.
 	NewILinkClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
@@ -127,11 +130,17 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 
 	tc := opts.Temporal
 	if tc == nil {
+		// Every payload is encrypted in Temporal (docs/payload-codec.md).
+		dc, err := payloadcodec.DataConverter(cfg.Keyring)
+		if err != nil {
+			return err
+		}
 		tc, err = client.DialContext(ctx, client.Options{
 			HostPort:       cfg.TemporalAddress,
 			Namespace:      cfg.TemporalNamespace,
 			Logger:         NewTemporalLogger(logger.With("component", "temporal")),
 			MetricsHandler: temporalMetrics(reg),
+			DataConverter:  dc,
 		})
 		if err != nil {
 			return fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)

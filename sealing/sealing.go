@@ -12,7 +12,9 @@ package sealing
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -199,6 +201,10 @@ const (
 type Keyring struct {
 	current int32
 	aeads   map[int32]cipher.AEAD
+	// prks holds, per generation, the HKDF-SHA256 pseudorandom key extracted from the
+	// sealing key, from which DeriveKeys expands subkeys for other uses (never the
+	// sealing key itself).
+	prks map[int32][]byte
 }
 
 // NewKeyring builds a keyring from keys by generation. Each key must be exactly
@@ -208,7 +214,7 @@ func NewKeyring(current int32, keys map[int32][]byte) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, errf(CodeNoKey, "no keys given")
 	}
-	k := &Keyring{current: current, aeads: make(map[int32]cipher.AEAD, len(keys))}
+	k := &Keyring{current: current, aeads: make(map[int32]cipher.AEAD, len(keys)), prks: make(map[int32][]byte, len(keys))}
 	for _, gen := range slices.Sorted(maps.Keys(keys)) {
 		key := keys[gen]
 		if gen < 1 {
@@ -226,11 +232,43 @@ func NewKeyring(current int32, keys map[int32][]byte) (*Keyring, error) {
 			return nil, errf(CodeMalformedKey, "generation %d: cannot create GCM", gen)
 		}
 		k.aeads[gen] = aead
+		prk, err := hkdf.Extract(sha256.New, key, []byte(hkdfSalt))
+		if err != nil {
+			return nil, errf(CodeMalformedKey, "generation %d: cannot derive", gen)
+		}
+		k.prks[gen] = prk
 	}
 	if _, ok := k.aeads[current]; !ok {
 		return nil, errf(CodeMalformedKey, "current generation %d has no key", current)
 	}
 	return k, nil
+}
+
+// hkdfSalt is the HKDF salt of DeriveKeys.
+const hkdfSalt = "ilinkflow/keyring/v1"
+
+// DeriveKeys derives from every generation's sealing key an independent 32-byte
+// subkey for another use named by label (HKDF-SHA256, label as the info), so a key
+// used elsewhere (e.g. label "ilinkflow/payload-codec") is never the sealing key and
+// reveals nothing about it. It returns the current generation and the subkeys by
+// generation; the caller owns (and may wipe) the returned slices. An empty label or a
+// nil keyring is an error matching ErrInvalidInput.
+func (k *Keyring) DeriveKeys(label string) (int32, map[int32][]byte, error) {
+	if k == nil || k.prks == nil {
+		return 0, nil, errf(CodeInvalidInput, "nil or zero keyring")
+	}
+	if label == "" {
+		return 0, nil, errf(CodeInvalidInput, "empty derivation label")
+	}
+	out := make(map[int32][]byte, len(k.prks))
+	for gen, prk := range k.prks {
+		sub, err := hkdf.Expand(sha256.New, prk, label, keySize)
+		if err != nil {
+			return 0, nil, errf(CodeInvalidInput, "generation %d: cannot derive", gen)
+		}
+		out[gen] = sub
+	}
+	return k.current, out, nil
 }
 
 // Current returns the generation that seals.

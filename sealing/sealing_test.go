@@ -584,3 +584,34 @@ func BenchmarkOpen64ByteToken(b *testing.B) {
 		}
 	}
 }
+
+func TestDeriveKeysGivesAStableSubkeyPerGenerationAndLabelNeverTheKey(t *testing.T) {
+	k1 := []byte("derive-test-key-generation-1-012")
+	k2 := []byte("derive-test-key-generation-2-012")
+	ring, err := NewKeyring(2, map[int32][]byte{1: bytes.Clone(k1), 2: bytes.Clone(k2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, a, err := ring.DeriveKeys("ilinkflow/test")
+	if err != nil || cur != 2 || len(a) != 2 {
+		t.Fatalf("DeriveKeys: %d %d %v", cur, len(a), err)
+	}
+	again, _ := NewKeyring(2, map[int32][]byte{1: bytes.Clone(k1), 2: bytes.Clone(k2)})
+	_, b, _ := again.DeriveKeys("ilinkflow/test")
+	_, other, _ := ring.DeriveKeys("ilinkflow/other")
+	for gen, key := range map[int32][]byte{1: k1, 2: k2} {
+		if len(a[gen]) != 32 || bytes.Equal(a[gen], key) || !bytes.Equal(a[gen], b[gen]) || bytes.Equal(a[gen], other[gen]) {
+			t.Fatalf("generation %d: subkey not stable, equal to the key, or not separated by label", gen)
+		}
+	}
+	if bytes.Equal(a[1], a[2]) {
+		t.Fatal("two generations derive the same subkey")
+	}
+	if _, _, err := ring.DeriveKeys(""); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("empty label: %v", err)
+	}
+	var nilRing *Keyring
+	if _, _, err := nilRing.DeriveKeys("x"); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("nil keyring: %v", err)
+	}
+}

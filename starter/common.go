@@ -73,7 +73,8 @@ func openStore(ctx context.Context, c *conn, getenv func(string) string) (*store
 
 func dialTemporal(ctx context.Context, c *conn, stderr io.Writer) (client.Client, error) {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace, Logger: logger})
+	tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace, Logger: logger,
+		DataConverter: codecConverter()})
 	if err != nil {
 		return nil, fmt.Errorf("connect Temporal at %s: %w", c.temporal, err)
 	}

@@ -151,7 +151,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...a
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return client.DialContext(dctx, client.Options{HostPort: c.temporal, Namespace: c.namespace,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter()})
 	}
 	if tc, err := dial(); err == nil {
 		say("Temporal: using the server at %s", c.temporal)
