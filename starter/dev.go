@@ -25,15 +25,9 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-const devUsage = `usage: starter dev [flags]
-
-Runs all of ilinkflow on this machine for a newcomer: it connects to (or starts) the
-Temporal dev server with its UI, installing the pinned temporal CLI when it is missing,
-migrates PostgreSQL, starts the iLink simulator, a worker with the echo agent and the
-reply API, enrolls a demo bot through a scripted QR scan, and then lets you chat: each line
-you type is sent as a WeChat user message and the bot's replies are printed. Ctrl-C (or
-end of input) stops everything it started.
-`
+var devHelp = help{"dev [flags]",
+	"Runs all of ilinkflow on this machine (Temporal dev server and UI, iLink simulator, worker, echo agent, a demo bot) and lets you chat as a WeChat user; Ctrl-C stops everything.",
+	"starter dev --log-level info"}
 
 // devSystem is what `starter dev` started, for the chat and for shutdown.
 type devSystem struct {
@@ -44,13 +38,17 @@ type devSystem struct {
 }
 
 func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("dev", devUsage, stderr, getenv)
+	fs, c := commandFlags("dev", devHelp, withTemporal|withDB, stderr, getenv)
 	uiPort := fs.Int("ui-port", 8233, "Temporal UI port (when dev starts the Temporal dev server)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:8089", "address of the iLink simulator")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8090", "address of the reply API, /metrics and /healthz")
-	logLevel := fs.String("log-level", "warn", "worker log level")
-	if help, err := parse(fs, args); help || err != nil {
+	logLevel := fs.String("log-level", "warn", "worker log level (debug, info, warn, error)")
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("dev: --log-level %q: must be one of debug, info, warn, error", *logLevel)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -103,10 +101,6 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	cfg.ILinkBaseURL, cfg.ILinkCDNBaseURL = simURL, simURL+"/c2c"
 	cfg.HTTPAddr = *httpAddr
 	cfg.Handler = "echo"
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
 	cfg.LogLevel = level
 	ready, done := make(chan struct{}), make(chan error, 1)
 	apiAddr := *httpAddr
