@@ -53,12 +53,15 @@ func (e devEnv) runDevWith(t *testing.T, stdin io.Reader, extra ...string) strin
 }
 
 // TestDevRunsEverythingAndTheDemoBotAnswers runs `starter dev` as a newcomer would: the
-// demo bot is enrolled and a typed message gets the echo agent's reply.
+// demo bot is enrolled and a typed message gets the echo agent's reply. A message longer
+// than one iLink message is not cut silently: the chat and the echo both say so.
 func TestDevRunsEverythingAndTheDemoBotAnswers(t *testing.T) {
 	e := newDevEnv(t)
-	out := e.runDevWith(t, strings.NewReader("hello from a newcomer\n"))
-	t.Logf("dev output:\n%s", out)
-	for _, want := range []string{"ilinkflow is running", "reply API", "metrics", "demo bot", "bot> echo: hello from a newcomer"} {
+	out := e.runDevWith(t, strings.NewReader("hello from a newcomer\n"+strings.Repeat("a", 20000)+"\n"))
+	t.Logf("dev output:\n%s", strings.ReplaceAll(out, strings.Repeat("a", 100), ""))
+	for _, want := range []string{"ilinkflow is running", "reply API", "metrics", "demo bot", "bot> echo: hello from a newcomer",
+		"(your message is 20000 bytes; one iLink message carries at most 16384, so the echo is cut and says so)",
+		"aaaa [cut: your message is 20000 bytes; one iLink message carries at most 16384]\n"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("dev output lacks %q:\n%s", want, out)
 		}
