@@ -76,7 +76,7 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
 	var lastStatus, shownQR string
-	codeAsked := false
+	codeAsked, hinted, started := false, false, time.Now()
 	for {
 		select {
 		case err := <-done:
@@ -102,6 +102,12 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			_ = tc.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), wfapi.SignalCancel, nil)
 			return ctx.Err()
 		case <-tick.C:
+		}
+		if shownQR == "" && !hinted && time.Since(started) >= enrollHintAfter {
+			// Without a worker on the task queue nothing moves: say so instead of sitting silent.
+			hinted = true
+			fmt.Fprintf(stderr, "starter: no QR code after %s: is a worker running on task queue %q (namespace %q, Temporal at %s)? Start one with `go run ./worker` (see the README, \"Run a worker\").\n",
+				enrollHintAfter, c.taskQueue, c.namespace, c.temporal)
 		}
 		v, err := tc.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), wfapi.QueryEnrollmentState)
 		if err != nil {
@@ -141,6 +147,10 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 	}
 }
+
+// enrollHintAfter is how long enroll waits for a QR code before it suggests that no
+// worker is running.
+var enrollHintAfter = 10 * time.Second
 
 // renderQR draws the QR code of content for a terminal, with the content below it.
 func renderQR(content string) string {
