@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/ilinkflow/ilinkflow/activities"
@@ -14,7 +15,8 @@ const EchoPrefix = "echo: "
 const maxEchoBytes = 16 * 1024
 
 // Echo is the built-in demo agent: it answers every message with "echo: <summary>" and
-// marks it handled.
+// marks it handled. An echo longer than one iLink message is cut and ends with a note
+// saying so.
 type Echo struct{}
 
 // Deliver answers the echo.
@@ -25,11 +27,13 @@ func (Echo) Deliver(_ context.Context, d activities.Delivery) (activities.Answer
 	}
 	text := EchoPrefix + summary
 	if len(text) > maxEchoBytes {
-		cut := maxEchoBytes
+		// Never cut silently: the reply says that it was cut and why.
+		note := fmt.Sprintf(" [cut: your message is %d bytes; one iLink message carries at most %d]", len(summary), maxEchoBytes)
+		cut := maxEchoBytes - len(note)
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
 			cut--
 		}
-		text = text[:cut]
+		text = text[:cut] + note
 	}
 	return activities.Answer{Replies: []string{text}, Handled: true}, nil
 }

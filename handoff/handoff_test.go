@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -392,8 +393,12 @@ func TestEchoAnswersTheSummaryAndHandlesTheMessage(t *testing.T) {
 	d := delivery()
 	d.Message.Payload.Summary = strings.Repeat("é", 10000) // 20000 bytes
 	ans, _ = h.Deliver(context.Background(), d)
-	if n := len(ans.Replies[0]); n > 16*1024 || !strings.HasPrefix(ans.Replies[0], "echo: é") {
+	if n := len(ans.Replies[0]); n > 16*1024 || !strings.HasPrefix(ans.Replies[0], "echo: é") || !utf8.ValidString(ans.Replies[0]) {
 		t.Fatalf("long echo of %d bytes", n)
+	}
+	// The cut is never silent: the echo ends by saying so, with the message's size.
+	if !strings.HasSuffix(ans.Replies[0], "[cut: your message is 20000 bytes; one iLink message carries at most 16384]") {
+		t.Fatalf("long echo does not say it was cut: ...%q", ans.Replies[0][len(ans.Replies[0])-100:])
 	}
 }
 

@@ -97,7 +97,7 @@ func (s *Server) botStateLocked(b *bot) BotState {
 		Pollers:       b.pollers,
 		Peers:         []PeerState{},
 	}
-	if b.penaltyUntil.After(s.now) {
+	if b.penaltyUntil.After(s.nowLocked()) {
 		st.PenaltyUntil = b.penaltyUntil
 	}
 	for _, p := range b.peers {

@@ -6,7 +6,9 @@
 // sim clock) starts at the real time when the Server is created and only
 // moves forward through the control API (POST /_sim/clock/advance), so every
 // time-based rule (reply window, throttle penalty, QR expiry) can be tested
-// without sleeping. Long-poll holds use real timers (Config.LongPollHold).
+// without sleeping. With Config.RealTime the sim clock follows the real clock
+// instead (plus whatever was advanced), for demos where limits must refill as
+// they do on iLink. Long-poll holds use real timers (Config.LongPollHold).
 package ilinksim
 
 import (
@@ -60,6 +62,11 @@ const (
 // marked "sim" are measured on the sim clock; the others are real time.
 // Use DefaultConfig and change what a test needs.
 type Config struct {
+	// RealTime makes the sim clock follow the real clock (Advance still adds to it), so a
+	// burst limit refills and a penalty ends by itself as on iLink (default false: the clock
+	// moves only through Advance). A delayed duplicate becomes visible at the first poll
+	// after its delay, not by waking a held poll.
+	RealTime bool
 	// ReplyQuota is the number of accepted sends per (bot, peer) allowed
 	// after each inbound message from that peer (default 10; 0 = unlimited).
 	ReplyQuota int

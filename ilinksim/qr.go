@@ -37,7 +37,7 @@ func (s *Server) expireLocked(q *qrSession) {
 	case QRConfirmed, QRBindedRedirect, QRVerifyBlocked, QRExpired:
 		return
 	}
-	if s.cfg.QRTTL > 0 && !s.now.Before(q.created.Add(s.cfg.QRTTL)) {
+	if s.cfg.QRTTL > 0 && !s.nowLocked().Before(q.created.Add(s.cfg.QRTTL)) {
 		q.status = QRExpired
 	}
 }
@@ -88,7 +88,7 @@ func (s *Server) handleGetBotQRCode(c *call) {
 	code := randHex(16)
 	q := &qrSession{code: code, img: s.cfg.QRImageBase + code + "?bot_type=3", localTokens: tokens, status: QRWait}
 	s.mu.Lock()
-	q.created = s.now
+	q.created = s.nowLocked()
 	s.qrs[code] = q
 	s.qrOrder = append(s.qrOrder, q)
 	s.mu.Unlock()

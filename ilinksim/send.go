@@ -84,7 +84,7 @@ func (s *Server) handleSendMessage(c *call) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now
+	now := s.nowLocked()
 	rec.At, rec.Received = now, time.Now()
 	b, authErr := s.authBotLocked(c.r)
 	if b != nil {

@@ -351,3 +351,50 @@ func TestStaleTokenBodyStyles(t *testing.T) {
 		t.Fatalf("ret: %v", r)
 	}
 }
+
+// TestRealTimeClockRefillsTheBurstLimit runs the simulator on real time: the clock moves
+// by itself, so after two quick sends the third is accepted once the burst interval has
+// passed, without any Advance; Advance still adds to the running clock.
+func TestRealTimeClockRefillsTheBurstLimit(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	e := newEnv(t, func(c *Config) {
+		c.RealTime, c.ThrottleBurst, c.ThrottleInterval, c.ThrottlePenalty = true, 3, interval, time.Hour
+	})
+	b := e.bot()
+	in := e.inject(b.BotID, InjectRequest{Text: "hi"})
+	for i := 0; i < 2; i++ {
+		if r := e.send(b, b.Owner, in.ContextToken, "quick"); num(r, "ret") != 0 {
+			t.Fatalf("send %d: %v", i, r)
+		}
+	}
+	sent, err := e.ctl.Sent(e.ctx, b.BotID)
+	if err != nil || len(sent) != 2 {
+		t.Fatalf("sent: %+v %v", sent, err)
+	}
+	refilled := sent[1].At.Add(interval)
+	deadline := time.Now().Add(5 * time.Second)
+	for !e.sim.Now().After(refilled) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the real-time clock did not move: now %s, want after %s", e.sim.Now(), refilled)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the clock, not timing the test
+	}
+	if r := e.send(b, b.Owner, in.ContextToken, "after the interval"); num(r, "ret") != 0 {
+		t.Fatalf("third send after the burst interval on real time: %v", r)
+	}
+	before := e.sim.Now()
+	after, err := e.ctl.Advance(e.ctx, time.Hour)
+	if err != nil || after.Sub(before) < time.Hour {
+		t.Fatalf("advance on real time: %s -> %s (%v)", before, after, err)
+	}
+}
+
+// TestManualClockStandsStill: without RealTime the clock moves only through Advance.
+func TestManualClockStandsStill(t *testing.T) {
+	e := newEnv(t, nil)
+	first := e.sim.Now()
+	e.inject(e.bot().BotID, InjectRequest{Text: "hi"})
+	if !e.sim.Now().Equal(first) {
+		t.Fatalf("manual clock moved: %s -> %s", first, e.sim.Now())
+	}
+}

@@ -22,7 +22,8 @@ type Server struct {
 	mux *http.ServeMux
 
 	mu        sync.Mutex
-	now       time.Time // the sim clock
+	now       time.Time     // the manual sim clock
+	advanced  time.Duration // everything Advance added (Config.RealTime: the offset from the real clock)
 	bots      map[string]*bot
 	botOrder  []*bot
 	tokens    map[string]*bot
@@ -213,7 +214,7 @@ func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, 
 	rr := RecordedRequest{
 		Seq:        s.reqSeq,
 		Received:   time.Now(),
-		SimTime:    s.now,
+		SimTime:    s.nowLocked(),
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		RawQuery:   r.URL.RawQuery,

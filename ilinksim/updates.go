@@ -112,7 +112,7 @@ func (s *Server) takeLocked(b *bot, emptyCursor bool) []*wireMessage {
 	if emptyCursor && s.cfg.ReplayOnEmptyCursor > 0 && len(b.delivered) > 0 {
 		start := max(0, len(b.delivered)-s.cfg.ReplayOnEmptyCursor)
 		for _, q := range b.delivered[start:] {
-			if s.cfg.ReplayMaxAge > 0 && s.now.Sub(time.UnixMilli(q.msg.CreateTimeMS)) > s.cfg.ReplayMaxAge {
+			if s.cfg.ReplayMaxAge > 0 && s.nowLocked().Sub(time.UnixMilli(q.msg.CreateTimeMS)) > s.cfg.ReplayMaxAge {
 				continue
 			}
 			out = append(out, q.msg)
@@ -121,7 +121,7 @@ func (s *Server) takeLocked(b *bot, emptyCursor bool) []*wireMessage {
 	fresh := 0
 	rest := b.queue[:0:0]
 	for _, q := range b.queue {
-		if fresh < s.cfg.MaxBatch && !q.visibleAt.After(s.now) {
+		if fresh < s.cfg.MaxBatch && !q.visibleAt.After(s.nowLocked()) {
 			out = append(out, q.msg)
 			b.delivered = append(b.delivered, q)
 			fresh++
@@ -196,7 +196,7 @@ func (s *Server) Inject(botID string, req InjectRequest, cdnBase string) (Inject
 	if from == "" {
 		from = b.info.Owner
 	}
-	now := s.now
+	now := s.nowLocked()
 	var id uint64
 	switch {
 	case req.NoMessageID:
@@ -314,7 +314,7 @@ func (s *Server) duplicateLocked(b *bot, m *wireMessage, d DuplicateSpec) *wireM
 			cp.ItemList[i].MsgID = nil
 		}
 	}
-	s.enqueueLocked(b, &cp, s.now.Add(time.Duration(d.Delay)))
+	s.enqueueLocked(b, &cp, s.nowLocked().Add(time.Duration(d.Delay)))
 	return &cp
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,9 +31,14 @@ type accountRow struct {
 }
 
 func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("accounts", "usage: starter accounts [--status S] [--json]\n\nLists accounts with status, generation, last successful poll (health) and open window.\n", stderr, getenv)
-	status := fs.String("status", "", "only accounts with this status (active, paused, needs_relogin, replaced, disabled)")
-	if help, err := parse(fs, args); help || err != nil {
+	fs, c := commandFlags("accounts", help{"accounts [--status S] [--json]",
+		"Lists accounts with status, generation, last successful poll (health), pause end, send block and open window.",
+		"starter accounts --status active"}, withDB|withJSON, stderr, getenv)
+	status := fs.String("status", "", "only accounts with this status ("+strings.Join(accountStatuses, ", ")+")")
+	if help, err := parse(fs, args, stdout); help || err != nil {
+		return err
+	}
+	if err := oneOf("status", *status, accountStatuses...); err != nil {
 		return err
 	}
 	st, closeFn, err := openStore(ctx, c, getenv)
@@ -62,9 +68,10 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tOPEN WINDOW")
+	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tPAUSED UNTIL\tSENDS BLOCKED UNTIL\tOPEN WINDOW")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt), idOrDash(r.OpenWindow))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt),
+			timeOrDash(r.PauseUntil), timeOrDash(r.SendsBlockedUntil), idOrDash(r.OpenWindow))
 	}
 	return tw.Flush()
 }
@@ -83,12 +90,20 @@ type windowRow struct {
 }
 
 func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("windows", "usage: starter windows [--account KEY] [--state S] [--limit N] [--json]\n\nLists reply windows, newest first.\n", stderr, getenv)
+	fs, c := commandFlags("windows", help{"windows [--account KEY] [--state S] [--limit N] [--json]",
+		"Lists reply windows, newest first.",
+		"starter windows --account ilk_0123abcd --state open --limit 10"}, withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "only this account")
-	state := fs.String("state", "", "only this state (open, superseded, cancelled, expired)")
+	state := fs.String("state", "", "only this state ("+strings.Join(windowStates, ", ")+")")
 	limit := fs.Int("limit", 50, "at most this many windows")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
+	}
+	if err := oneOf("state", *state, windowStates...); err != nil {
+		return err
+	}
+	if *limit < 1 {
+		return usagef("--limit %d: must be at least 1", *limit)
 	}
 	st, closeFn, err := openStore(ctx, c, getenv)
 	if err != nil {
@@ -122,6 +137,19 @@ func ago(t *time.Time) string {
 	return time.Since(*t).Round(time.Second).String() + " ago"
 }
 
+// timeOrDash shows a future time (a pause end, a send block); a past or no time is "-".
+func timeOrDash(t *time.Time) string {
+	if t == nil || !t.After(time.Now()) {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+var (
+	accountStatuses = []string{store.AccountActive, store.AccountPaused, store.AccountNeedsRelogin, store.AccountReplaced, store.AccountDisabled}
+	windowStates    = []string{store.WindowOpen, store.WindowSuperseded, store.WindowCancelled, store.WindowExpired}
+)
+
 func idOrDash(id int64) string {
 	if id == 0 {
 		return "-"
@@ -137,15 +165,25 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		"resume": "Resumes a paused account.",
 		"remove": "Disables an account: its open windows are cancelled and its poller stops.",
 	}[verb]
-	fs, c := commandFlags(verb, fmt.Sprintf("usage: starter %s --account KEY [flags]\n\n%s\n", verb, what), stderr, getenv)
+	synopsis, example := verb+" --account KEY [--reason TEXT] [flags]", "starter "+verb+" --account ilk_0123abcd"
+	if verb == "pause" {
+		synopsis, example = "pause --account KEY [--for DURATION] [--reason TEXT] [flags]", "starter pause --account ilk_0123abcd --for 30m --reason maintenance"
+	}
+	fs, c := commandFlags(verb, help{synopsis, what, example}, withTemporal|withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "account key (required)")
-	pauseFor := fs.Duration("for", time.Hour, "how long to pause (pause only)")
+	var pauseFor *time.Duration
+	if verb == "pause" {
+		pauseFor = fs.Duration("for", time.Hour, "how long to pause (a Go duration: 90s, 30m, 2h)")
+	}
 	reason := fs.String("reason", "operator", "reason recorded with the change")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if *account == "" {
-		return fmt.Errorf("%s: --account is required", verb)
+		return usagef("%s: --account is required", verb)
+	}
+	if pauseFor != nil && *pauseFor <= 0 {
+		return usagef("pause: --for %s: must be positive", *pauseFor)
 	}
 	st, closeFn, err := openStore(ctx, c, getenv)
 	if err != nil {
@@ -212,6 +250,9 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		return printJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "%s is now %s", a.AccountKey, a.Status)
+	if a.Status == store.AccountPaused && a.PauseUntil != nil {
+		fmt.Fprintf(stdout, " until %s (in %s)", a.PauseUntil.UTC().Format(time.RFC3339), time.Until(*a.PauseUntil).Round(time.Second))
+	}
 	if !signalled {
 		fmt.Fprint(stdout, " (no running poller to tell)")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,15 +26,9 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-const devUsage = `usage: starter dev [flags]
-
-Runs all of ilinkflow on this machine for a newcomer: it connects to (or starts) the
-Temporal dev server with its UI, installing the pinned temporal CLI when it is missing,
-migrates PostgreSQL, starts the iLink simulator, a worker with the echo agent and the
-reply API, enrolls a demo bot through a scripted QR scan, and then lets you chat: each line
-you type is sent as a WeChat user message and the bot's replies are printed. Ctrl-C (or
-end of input) stops everything it started.
-`
+var devHelp = help{"dev [flags]",
+	"Runs all of ilinkflow on this machine (Temporal dev server and UI, iLink simulator, worker, echo agent, a demo bot) and lets you chat as a WeChat user; Ctrl-C stops everything.",
+	"starter dev --log-level info"}
 
 // devSystem is what `starter dev` started, for the chat and for shutdown.
 type devSystem struct {
@@ -44,17 +39,45 @@ type devSystem struct {
 }
 
 func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("dev", devUsage, stderr, getenv)
+	fs, c := commandFlags("dev", devHelp, withTemporal|withDB, stderr, getenv)
 	uiPort := fs.Int("ui-port", 8233, "Temporal UI port (when dev starts the Temporal dev server)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:8089", "address of the iLink simulator")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8090", "address of the reply API, /metrics and /healthz")
-	logLevel := fs.String("log-level", "warn", "worker log level")
-	if help, err := parse(fs, args); help || err != nil {
+	logLevel := fs.String("log-level", "warn", "worker log level (debug, info, warn, error)")
+	keyFile := fs.String("dev-key-file", defaultDevKeyFile(), "sealing key file kept between dev runs (used only when ILINKFLOW_SEALING_KEYS and ILINKFLOW_SEALING_KEYS_FILE are unset)")
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("dev: --log-level %q: must be one of debug, info, warn, error", *logLevel)
+	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+	// Ctrl-C (or SIGTERM) cancels parent: everything started below is stopped by the
+	// deferred calls and the command ends without an error.
+	err := runDev(ctx, c, devSettings{uiPort: *uiPort, simAddr: *simAddr, httpAddr: *httpAddr, level: level, keyFile: *keyFile}, stdin, stdout, stderr, getenv, say)
+	if err != nil && parent.Err() != nil {
+		say("\nstopped.")
+		return nil
+	}
+	return err
+}
+
+// devSettings are dev's own flags.
+type devSettings struct {
+	uiPort            int
+	simAddr, httpAddr string
+	level             slog.Level
+	keyFile           string
+}
+
+func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, say func(string, ...any)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	uiPort, simAddr, httpAddr := &set.uiPort, &set.simAddr, &set.httpAddr
 
 	// PostgreSQL.
 	pool, err := pgxpool.New(ctx, c.databaseURL)
@@ -74,17 +97,22 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer stopTemporal()
 	defer tc.Close()
 
-	// Sealing keys: the configured ones, or a key for this run only.
+	// Sealing keys: the configured ones, or the local dev key file (created on the first
+	// run), so the next run can open this run's accounts.
 	keys, err := sealing.LoadKeyring(getenv)
-	if err != nil {
-		spec, gerr := sealing.GenerateKeySpec(1)
-		if gerr != nil {
-			return gerr
-		}
-		if keys, err = sealing.ParseKeyring(spec); err != nil {
+	if errors.Is(err, sealing.ErrNoKey) {
+		var created bool
+		if keys, created, err = devKeyring(set.keyFile); err != nil {
 			return err
 		}
-		say("sealing: no ILINKFLOW_SEALING_KEYS set, using a key for this run only")
+		if created {
+			say("sealing: no ILINKFLOW_SEALING_KEYS set; created the dev-only key file %s (0600), reused by the next runs", set.keyFile)
+		} else {
+			say("sealing: no ILINKFLOW_SEALING_KEYS set; using the dev-only key file %s", set.keyFile)
+		}
+	}
+	if err != nil {
+		return err
 	}
 
 	// The simulator.
@@ -93,7 +121,11 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fmt.Errorf("simulator: %w", err)
 	}
 	simURL := "http://" + simLn.Addr().String()
-	simSrv := &http.Server{Handler: ilinksim.New(ilinksim.DefaultConfig()).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// On real time, as iLink: the 3-sends burst limit refills (a manual clock never moves,
+	// so the third reply of every chat would be throttled).
+	simCfg := ilinksim.DefaultConfig()
+	simCfg.RealTime = true
+	simSrv := &http.Server{Handler: ilinksim.New(simCfg).Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = simSrv.Serve(simLn) }()
 	defer simSrv.Close()
 
@@ -103,10 +135,8 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	cfg.ILinkBaseURL, cfg.ILinkCDNBaseURL = simURL, simURL+"/c2c"
 	cfg.HTTPAddr = *httpAddr
 	cfg.Handler = "echo"
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
+	cfg.ShutdownGrace = 2 * time.Second // Ctrl-C stops the demo within a couple of seconds
+	level := set.level
 	cfg.LogLevel = level
 	ready, done := make(chan struct{}), make(chan error, 1)
 	apiAddr := *httpAddr
@@ -125,9 +155,21 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 
 	// A demo bot, enrolled through a scripted QR scan.
-	sys := &devSystem{ctl: ilinksim.NewControl(simURL, nil), owner: "o9cq8demo-newcomer@im.wechat"}
-	account, err := sys.enroll(ctx, tc, c.taskQueue)
+	// The simulator keeps its bots in memory, so a previous run's demo bot is gone with it:
+	// enrolling the same demo owner again replaces that account (as a new QR binding does
+	// on iLink) and the chat goes on with the same demo user.
+	sys := &devSystem{ctl: ilinksim.NewControl(simURL, nil), owner: demoOwner}
+	if prev := previousDemoAccounts(ctx, pool, demoOwner); len(prev) > 0 {
+		say("demo bot: the previous run's demo account %s belonged to that run's simulator; enrolling the demo user again replaces it", strings.Join(prev, ", "))
+	}
+	ectx, ecancel := context.WithTimeout(ctx, time.Minute)
+	account, err := sys.enroll(ectx, tc, c.taskQueue)
+	ecancel()
 	if err != nil {
+		if ctx.Err() == nil && ectx.Err() != nil {
+			return fmt.Errorf("the demo enrollment did not finish within a minute (%w); run with --log-level info to see why; "+
+				"if the worker cannot open earlier accounts (sealing), set ILINKFLOW_SEALING_KEYS to the key they were sealed with, or use a fresh database", err)
+		}
 		return err
 	}
 	say("")
@@ -259,18 +301,43 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 	return st.AccountKey, nil
 }
 
-// chat sends each input line as a user message and prints the bot's replies.
+// chat sends each input line as a user message and prints the bot's replies. Standard
+// input is read by its own goroutine, so a cancelled ctx (Ctrl-C) ends the chat at once,
+// even while it waits at the prompt.
 func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	lines := bufio.NewScanner(stdin)
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
 		fmt.Fprint(stdout, "you> ")
-		if !lines.Scan() {
+		var line string
+		var ok bool
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stdout)
+			return ctx.Err()
+		case line, ok = <-lines:
+		}
+		if !ok {
 			fmt.Fprintln(stdout)
 			return nil
 		}
-		text := strings.TrimSpace(lines.Text())
+		text := strings.TrimSpace(line)
 		if text == "" {
 			continue
+		}
+		if len(text) > iLinkMaxTextBytes {
+			fmt.Fprintf(stdout, "(your message is %d bytes; one iLink message carries at most %d, so the echo is cut and says so)\n", len(text), iLinkMaxTextBytes)
 		}
 		if _, err := d.ctl.InjectText(ctx, d.botID, "", text); err != nil {
 			return err

@@ -29,19 +29,21 @@ type enrollEvent struct {
 }
 
 func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("enroll", `usage: starter enroll [flags]
-
-Starts an Enrollment workflow, shows the QR code to scan with WeChat, prints each status
-change, asks for the verification code when iLink wants one, and ends with the account key.
-With --json it prints one JSON event per line (qr, status, need_code, done) and reads the
-verification code from standard input.
-`, stderr, getenv)
+	fs, c := commandFlags("enroll", help{"enroll [--offer-id ID] [--lifetime D] [--json] [flags]",
+		"Enrolls a bot: shows the QR code to scan with WeChat, each status change and the verification-code prompt, and ends with the account key (--json: one JSON event per line, the code read from stdin).",
+		"starter enroll --requested-by alice"}, withTemporal|withJSON, stderr, getenv)
 	offer := fs.String("offer-id", "", "login offer id (qo_...; default: random)")
 	lifetime := fs.Duration("lifetime", 5*time.Minute, "how long the QR login stays open")
 	requestedBy := fs.String("requested-by", envOr(getenv, "USER", "operator"), "who asked for the enrollment (audit)")
 	every := fs.Duration("refresh", 500*time.Millisecond, "how often the state is read")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
+	}
+	if *lifetime <= 0 {
+		return usagef("enroll: --lifetime %s: must be positive", *lifetime)
+	}
+	if *every <= 0 {
+		return usagef("enroll: --refresh %s: must be positive", *every)
 	}
 	if *offer == "" {
 		var raw [8]byte
@@ -74,7 +76,7 @@ verification code from standard input.
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
 	var lastStatus, shownQR string
-	codeAsked := false
+	codeAsked, hinted, started := false, false, time.Now()
 	for {
 		select {
 		case err := <-done:
@@ -100,6 +102,12 @@ verification code from standard input.
 			_ = tc.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), wfapi.SignalCancel, nil)
 			return ctx.Err()
 		case <-tick.C:
+		}
+		if shownQR == "" && !hinted && time.Since(started) >= enrollHintAfter {
+			// Without a worker on the task queue nothing moves: say so instead of sitting silent.
+			hinted = true
+			fmt.Fprintf(stderr, "starter: no QR code after %s: is a worker running on task queue %q (namespace %q, Temporal at %s)? Start one with `go run ./worker` (see the README, \"Run a worker\").\n",
+				enrollHintAfter, c.taskQueue, c.namespace, c.temporal)
 		}
 		v, err := tc.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), wfapi.QueryEnrollmentState)
 		if err != nil {
@@ -139,6 +147,10 @@ verification code from standard input.
 		}
 	}
 }
+
+// enrollHintAfter is how long enroll waits for a QR code before it suggests that no
+// worker is running.
+var enrollHintAfter = 10 * time.Second
 
 // renderQR draws the QR code of content for a terminal, with the content below it.
 func renderQR(content string) string {

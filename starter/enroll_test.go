@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,10 +126,15 @@ func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
 	}
 	common := []string{"--json", "--temporal-address", dev.HostPort, "--temporal-namespace", ns, "--task-queue", cfg.TaskQueue,
 		"--database-url", dbtest.SchemaURL(schema)}
+	dbOnly := []string{"--json", "--database-url", dbtest.SchemaURL(schema)} // accounts and windows read the store only
 	starter := func(args ...string) []byte {
 		t.Helper()
+		flags := common
+		if args[0] == "accounts" || args[0] == "windows" {
+			flags = dbOnly
+		}
 		var out, errOut bytes.Buffer
-		if err := run(ctx, append(args, common...), nil, &out, &errOut, func(string) string { return "" }); err != nil {
+		if err := run(ctx, append(args, flags...), nil, &out, &errOut, func(string) string { return "" }); err != nil {
 			t.Fatalf("starter %v: %v\n%s", args, err, errOut.String())
 		}
 		return out.Bytes()
@@ -172,4 +179,41 @@ func inOrder(got []string, want ...string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// TestEnrollWithoutAWorkerSaysSo runs `starter enroll` against Temporal with no worker on
+// its task queue: instead of sitting silent it says that no QR code came and names the
+// task queue a worker should poll.
+func TestEnrollWithoutAWorkerSaysSo(t *testing.T) {
+	dev := devserver.Start(t)
+	ns, _ := dev.NewNamespace(t)
+	old := enrollHintAfter
+	enrollHintAfter = 200 * time.Millisecond
+	t.Cleanup(func() { enrollHintAfter = old })
+	queue := devserver.TaskQueue(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"enroll", "--temporal-address", dev.HostPort, "--temporal-namespace", ns, "--task-queue", queue, "--refresh", "50ms"},
+			strings.NewReader(""), &out, &errOut, func(string) string { return "" })
+	}()
+	want := fmt.Sprintf("no QR code after 200ms: is a worker running on task queue %q", queue)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errOut.String(), want) {
+		select {
+		case err := <-done:
+			t.Fatalf("enroll ended: %v\n%s", err, errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no hint:\n%s", errOut.String())
+		}
+	}
+	cancel()
+	<-done
+	if n := strings.Count(errOut.String(), "no QR code"); n != 1 {
+		t.Fatalf("hint printed %d times", n)
+	}
 }

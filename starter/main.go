@@ -1,21 +1,17 @@
-// Command starter is the operator's CLI of ilinkflow. This version carries the commands
-// the store needs: migrate (apply the embedded schema migrations) and keygen (print a new
-// sealing key entry). Enrollment and account commands arrive with the workflows.
+// Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
+// windows, pause, resume, remove and dev. It exits 0 on success, 1 on failure and 2 on a
+// usage mistake.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -35,22 +31,37 @@ commands:
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
 
 Commands share the worker's settings: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-ILINKFLOW_TASK_QUEUE, DATABASE_URL (or the matching flags). --json prints JSON.
+ILINKFLOW_TASK_QUEUE, DATABASE_URL (or the matching flags). Exit status: 0 success,
+1 failure, 2 usage mistake.
 
-Run "starter <command> -h" for the flags of a command.
+Run "starter <command> --help" for the flags of a command and an example.
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "starter:", err)
-		os.Exit(1)
+	// After the first Ctrl-C the default handling is back: a second one ends the process.
+	go func() { <-ctx.Done(); stop() }()
+	code := runMain(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// runMain runs a command, prints its error once on stderr and returns the exit status:
+// 0 success, 1 failure, 2 usage (unknown command or flag, bad value, missing argument).
+func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	err := run(ctx, args, stdin, stdout, stderr, getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
 	}
+	return exitCode(err)
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usagef("no command given")
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
@@ -70,31 +81,29 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "pause", "resume", "remove":
 		return steerCmd(ctx, args[0], args[1:], stdout, stderr, getenv)
 	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
+		return usagef("unknown command %q (run \"starter help\" for the list)", args[0])
 	}
 }
 
 func databaseURL(getenv func(string) string) string {
-	if u := getenv("DATABASE_URL"); u != "" {
-		return u
+	if getenv != nil {
+		if u := getenv("DATABASE_URL"); u != "" {
+			return u
+		}
 	}
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("database-url", databaseURL(getenv), "PostgreSQL URL (env DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs, c := commandFlags("migrate", help{"migrate [--database-url URL]",
+		"Applies the embedded PostgreSQL schema migrations (idempotent, safe to run concurrently).",
+		"DATABASE_URL=postgres://postgres@127.0.0.1:5432/ilinkflow starter migrate"}, withDB, stderr, getenv)
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, *url)
+	pool, err := connectDB(ctx, c.databaseURL)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
 	}
 	defer pool.Close()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
@@ -107,20 +116,17 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 }
 
 func keygen(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	gen := fs.String("generation", "1", "key generation (increase it to rotate keys)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs, _ := commandFlags("keygen", help{"keygen [--generation N]",
+		`Prints a new sealing key entry "N:<base64>" to append to ILINKFLOW_SEALING_KEYS.`,
+		"export ILINKFLOW_SEALING_KEYS=$(starter keygen --generation 1)"}, 0, stderr, nil)
+	gen := fs.Int("generation", 1, "key generation (increase it to rotate keys)")
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
-	g, err := strconv.ParseInt(*gen, 10, 32)
-	if err != nil || g < 1 {
-		return fmt.Errorf("generation must be a positive integer")
+	if *gen < 1 || *gen > math.MaxInt32 {
+		return usagef("--generation %d: must be a positive integer", *gen)
 	}
-	spec, err := sealing.GenerateKeySpec(int32(g))
+	spec, err := sealing.GenerateKeySpec(int32(*gen))
 	if err != nil {
 		return err
 	}

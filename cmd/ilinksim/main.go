@@ -36,6 +36,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.ReplyWindow, "reply-window", cfg.ReplyWindow, "sim time after the peer's last inbound message during which the bot may send (0 = unlimited)")
 	fs.DurationVar(&cfg.IdleStaleAfter, "idle-stale-after", cfg.IdleStaleAfter, "sim time after the peer's last inbound message from which sends answer errcode -14 (0 = never)")
 	fs.StringVar(&cfg.ContextTokenMode, "context-token-mode", cfg.ContextTokenMode, "context_token check: ignore, present, latest")
+	fs.BoolVar(&cfg.RealTime, "real-time", cfg.RealTime, "run the sim clock on real time (plus /_sim/clock/advance), so limits refill as on iLink")
 	fs.IntVar(&cfg.ThrottleBurst, "throttle-burst", cfg.ThrottleBurst, "send attempts per bot within --throttle-interval that start a penalty (0 = off)")
 	fs.DurationVar(&cfg.ThrottleInterval, "throttle-interval", cfg.ThrottleInterval, "sliding window of the burst detector (sim time)")
 	fs.DurationVar(&cfg.ThrottlePenalty, "throttle-penalty", cfg.ThrottlePenalty, "penalty during which every send answers ret -2 \"prepare failed\" (sim time)")

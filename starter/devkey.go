@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/sealing"
+)
+
+// demoOwner is the WeChat user who owns the `starter dev` demo bot, the same on every run.
+const demoOwner = "o9cq8demo-newcomer@im.wechat"
+
+// iLinkMaxTextBytes is the most text one iLink message carries (ilinksim's MaxTextBytes).
+const iLinkMaxTextBytes = 16384
+
+// defaultDevKeyFile is where `starter dev` keeps its sealing key between runs:
+// <user config dir>/ilinkflow/dev-sealing-key, or .ilinkflow-dev-key in the working
+// directory when there is no user config dir.
+func defaultDevKeyFile() string {
+	dir, err := os.UserConfigDir()
+	if err != nil || dir == "" {
+		return ".ilinkflow-dev-key"
+	}
+	return filepath.Join(dir, "ilinkflow", "dev-sealing-key")
+}
+
+// devKeyring reads the dev-only sealing key from path, creating the file (mode 0600, its
+// directory 0700) with a fresh key when it does not exist. created reports a new file.
+func devKeyring(path string) (keys *sealing.Keyring, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		spec, gerr := sealing.GenerateKeySpec(1)
+		if gerr != nil {
+			return nil, false, gerr
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, false, fmt.Errorf("dev key file: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return devKeyring(path) // another run created it first
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("dev key file: %w", err)
+		}
+		if _, err := f.WriteString(spec + "\n"); err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("dev key file %s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return nil, false, fmt.Errorf("dev key file %s: %w", path, err)
+		}
+		keys, err := sealing.ParseKeyring(spec)
+		return keys, true, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("dev key file: %w", err)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return nil, false, fmt.Errorf("dev key file %s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
+	}
+	keys, err = sealing.ParseKeyring(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, false, fmt.Errorf("dev key file %s: %w (delete it to start over with a fresh key and a fresh database)", path, err)
+	}
+	return keys, false, nil
+}
+
+// previousDemoAccounts lists the demo owner's live accounts left by an earlier run.
+func previousDemoAccounts(ctx context.Context, pool *pgxpool.Pool, owner string) []string {
+	rows, err := pool.Query(ctx, "SELECT account_key FROM accounts WHERE owner_peer_id = $1 AND status IN ('active', 'paused', 'needs_relogin') ORDER BY account_key", owner)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if rows.Scan(&k) == nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
