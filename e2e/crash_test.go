@@ -3,18 +3,14 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,10 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
-	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -84,89 +77,26 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	streamRand := mrand.New(mrand.NewPCG(seed, 1))
 	killRand := mrand.New(mrand.NewPCG(seed, 2))
 
-	// The worker binary, built once.
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, "../worker")
-	build.Env = os.Environ()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the worker: %v\n%s", err, out)
-	}
-
-	// Real parts: the shared dev server (own namespace and task queue), a fresh schema,
-	// the simulator in this process behind a tap that records getupdates responses.
-	dev := devserver.Start(t)
-	ns, _ := dev.NewNamespace(t)
-	tq := devserver.TaskQueue(t)
-	pool := dbtest.NewPool(t)
-	var schema string
-	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	dbURL, err := crashDatabaseURL(dbtest.URL(), schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCfg := ilinksim.DefaultConfig()
-	simCfg.ThrottleBurst = 0
-	simCfg.LongPollHold = 500 * time.Millisecond
-	tap := &crashTap{next: ilinksim.New(simCfg).Handler(), last: map[int]crashPage{}}
-	srv := httptest.NewServer(tap)
-	t.Cleanup(srv.Close)
-	ctl := ilinksim.NewControl(srv.URL, srv.Client())
-
-	// One sealing key ring for the worker (environment) and the test's store.
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		t.Fatal(err)
-	}
-	keySpec := "1:" + base64.StdEncoding.EncodeToString(raw[:])
-	ring, err := sealing.ParseKeyring(keySpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test's client encrypts and decrypts payloads like the workers (same keys).
-	tc := dialCodec(t, dev, ns, ring)
+	// Real parts: the worker binary, the shared dev server (own namespace and task queue),
+	// a fresh schema, the simulator in this process behind a tap that records getupdates
+	// responses, and a bot registered directly.
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = crashWindowLife
-	st, err := store.New(pool, ring, limits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: tq, store: st, srv: srv, ctl: ctl, limits: limits}
+	rig := newProcRig(t, 500*time.Millisecond, limits)
+	s, pool, st, ctl, tap, bot, acct, bin := rig.system, rig.pool, rig.store, rig.ctl, rig.tap, rig.bot, rig.acct, rig.bin
+	tc := s.tc
 
-	// A bot, registered directly: the worker's start-up reconcile starts its poller.
-	bot, err := ctl.CreateBot(s.ctx, ilinksim.CreateBotRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, err := st.RegisterAccount(s.ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
-		OwnerPeerID: bot.Owner, BaseURL: srv.URL, BotToken: sealing.NewSecret(bot.Token)})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	w := &crashWorker{t: t, bin: bin, tap: tap, env: crashEnv(map[string]string{
-		"TEMPORAL_ADDRESS":           dev.HostPort,
-		"TEMPORAL_NAMESPACE":         ns,
-		"ILINKFLOW_TASK_QUEUE":       tq,
-		"DATABASE_URL":               dbURL,
-		sealing.EnvKeys:              keySpec,
-		"ILINK_BASE_URL":             srv.URL,
-		"ILINK_CDN_BASE_URL":         srv.URL + "/c2c",
+	w := &crashWorker{t: t, bin: bin, tap: tap, env: rig.baseEnv(map[string]string{
 		"ILINKFLOW_SEND_GAP":         "5ms",
 		"ILINKFLOW_POLL_SESSION":     "3s",
 		"ILINKFLOW_HEARTBEAT":        "1s",
 		"ILINKFLOW_WINDOW_LIFETIME":  crashWindowLife.String(),
 		"ILINKFLOW_MAX_SENDS":        strconv.Itoa(int(limits.MaxSends)),
 		"ILINKFLOW_SHUTDOWN_GRACE":   "2s",
-		"ILINKFLOW_LOG_FORMAT":       "text",
 		"ILINKFLOW_LOG_LEVEL":        "info",
 		"ILINKFLOW_THROTTLE_PENALTY": "1m",
 		// A short poll lease: a killed worker's bot is resumed within seconds.
 		"ILINKFLOW_POLL_LEASE_TTL": "6s",
-		// Any free port for the HTTP endpoints (where the worker has them), so that no
-		// fixed port is shared with another process on this machine.
-		"ILINKFLOW_HTTP_ADDR": "127.0.0.1:0",
 	})}
 	t.Cleanup(w.stop) // before the server, the schema and the namespace go away
 	t.Cleanup(func() {
@@ -243,7 +173,7 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	attempts := crashAttempts(t, pool)
 	excused := crashAssertInbox(t, msgs, inbox, tap, w.killedEpochs())
 	crashAssertClientIDs(t, sent, attempts)
-	crashAssertQuota(t, windows, attempts, sent, simCfg.ReplyQuota)
+	crashAssertQuota(t, windows, attempts, sent, ilinksim.DefaultConfig().ReplyQuota)
 	crashAssertNothingInFlight(t, attempts)
 
 	// The numbers.

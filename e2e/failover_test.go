@@ -1,22 +1,11 @@
 package e2e_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
-	"github.com/ilinkflow/ilinkflow/devserver"
-	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
@@ -29,69 +18,12 @@ const failoverWithin = 60 * time.Second
 // worker's lease supervisor finds the expired lease, the poller replaces its dead poll
 // activity, and a message sent after the kill is stored and answered by the survivor.
 func TestAnotherWorkerResumesADeadWorkersBotWithinAMinute(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, "../worker")
-	build.Env = os.Environ()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the worker: %v\n%s", err, out)
-	}
-	dev := devserver.Start(t)
-	ns, _ := dev.NewNamespace(t)
-	tq := devserver.TaskQueue(t)
-	pool := dbtest.NewPool(t)
-	var schema string
-	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	dbURL, err := crashDatabaseURL(dbtest.URL(), schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCfg := ilinksim.DefaultConfig()
-	simCfg.ThrottleBurst = 0
-	simCfg.LongPollHold = 2 * time.Second
-	tap := &crashTap{next: ilinksim.New(simCfg).Handler(), last: map[int]crashPage{}}
-	srv := httptest.NewServer(tap)
-	t.Cleanup(srv.Close)
-	ctl := ilinksim.NewControl(srv.URL, srv.Client())
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		t.Fatal(err)
-	}
-	keySpec := "1:" + base64.StdEncoding.EncodeToString(raw[:])
-	ring, err := sealing.ParseKeyring(keySpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test's client encrypts and decrypts payloads like the workers (same keys).
-	tc := dialCodec(t, dev, ns, ring)
-	st, err := store.New(pool, ring, store.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: tq, store: st, srv: srv, ctl: ctl, limits: store.DefaultLimits()}
-	bot, err := ctl.CreateBot(s.ctx, ilinksim.CreateBotRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, err := st.RegisterAccount(s.ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
-		OwnerPeerID: bot.Owner, BaseURL: srv.URL, BotToken: sealing.NewSecret(bot.Token)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := crashEnv(map[string]string{
-		"TEMPORAL_ADDRESS":     dev.HostPort,
-		"TEMPORAL_NAMESPACE":   ns,
-		"ILINKFLOW_TASK_QUEUE": tq,
-		"DATABASE_URL":         dbURL,
-		sealing.EnvKeys:        keySpec,
-		"ILINK_BASE_URL":       srv.URL,
-		"ILINK_CDN_BASE_URL":   srv.URL + "/c2c",
-		"ILINKFLOW_SEND_GAP":   "5ms",
-		"ILINKFLOW_HANDLER":    "echo",
-		"ILINKFLOW_LOG_FORMAT": "text",
-		"ILINKFLOW_HTTP_ADDR":  "127.0.0.1:0",
-		// The default lease ttl and poll session: what an operator runs.
+	rig := newProcRig(t, 2*time.Second, store.DefaultLimits())
+	s, pool, ctl, tap, bot, acct, bin := rig.system, rig.pool, rig.ctl, rig.tap, rig.bot, rig.acct, rig.bin
+	// The default lease ttl and poll session: what an operator runs.
+	env := rig.baseEnv(map[string]string{
+		"ILINKFLOW_SEND_GAP": "5ms",
+		"ILINKFLOW_HANDLER":  "echo",
 	})
 	workers := []*crashWorker{{t: t, bin: bin, env: env, tap: tap}, {t: t, bin: bin, env: env, tap: tap}}
 	for _, w := range workers {

@@ -1,0 +1,116 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+)
+
+// procRig is what the tests that run the worker command as separate processes share: the
+// worker binary, the shared dev server (own namespace and task queue), a fresh schema and
+// its URL, the simulator behind a tap that records getupdates responses, one sealing key
+// ring (the workers get it in their environment) and one bot registered directly (the
+// workers' start-up reconcile starts its poller).
+type procRig struct {
+	*system
+	pool   *pgxpool.Pool
+	bin    string
+	dbURL  string
+	keys   string // the key ring spec, as the workers' environment carries it
+	tap    *crashTap
+	bot    ilinksim.BotInfo
+	acct   store.Account
+	devHP  string
+	schema string
+}
+
+func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *procRig {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "worker")
+	build := exec.Command("go", "build", "-o", bin, "../worker")
+	build.Env = os.Environ()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the worker: %v\n%s", err, out)
+	}
+	dev := devserver.Start(t)
+	ns, _ := dev.NewNamespace(t)
+	tq := devserver.TaskQueue(t)
+	pool := dbtest.NewPool(t)
+	var schema string
+	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	dbURL, err := crashDatabaseURL(dbtest.URL(), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simCfg := ilinksim.DefaultConfig()
+	simCfg.ThrottleBurst = 0
+	simCfg.LongPollHold = longPollHold
+	tap := &crashTap{next: ilinksim.New(simCfg).Handler(), last: map[int]crashPage{}}
+	srv := httptest.NewServer(tap)
+	t.Cleanup(srv.Close)
+	ctl := ilinksim.NewControl(srv.URL, srv.Client())
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		t.Fatal(err)
+	}
+	keySpec := "1:" + base64.StdEncoding.EncodeToString(raw[:])
+	ring, err := sealing.ParseKeyring(keySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's client encrypts and decrypts payloads like the workers (same keys).
+	tc := dialCodec(t, dev, ns, ring)
+	st, err := store.New(pool, ring, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: tq, store: st, srv: srv, ctl: ctl, limits: limits}
+	bot, err := ctl.CreateBot(s.ctx, ilinksim.CreateBotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, err := st.RegisterAccount(s.ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
+		OwnerPeerID: bot.Owner, BaseURL: srv.URL, BotToken: sealing.NewSecret(bot.Token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &procRig{system: s, pool: pool, bin: bin, dbURL: dbURL, keys: keySpec, tap: tap, bot: bot, acct: acct,
+		devHP: dev.HostPort, schema: schema}
+}
+
+// baseEnv is the workers' environment common to the process tests, plus more.
+func (r *procRig) baseEnv(more map[string]string) []string {
+	set := map[string]string{
+		"TEMPORAL_ADDRESS":     r.devHP,
+		"TEMPORAL_NAMESPACE":   r.ns,
+		"ILINKFLOW_TASK_QUEUE": r.tq,
+		"DATABASE_URL":         r.dbURL,
+		sealing.EnvKeys:        r.keys,
+		"ILINK_BASE_URL":       r.srv.URL,
+		"ILINK_CDN_BASE_URL":   r.srv.URL + "/c2c",
+		"ILINKFLOW_LOG_FORMAT": "text",
+		// Any free port for the HTTP endpoints, so that no fixed port is shared with
+		// another process on this machine.
+		"ILINKFLOW_HTTP_ADDR": "127.0.0.1:0",
+	}
+	for k, v := range more {
+		set[k] = v
+	}
+	return crashEnv(set)
+}
