@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -95,8 +93,6 @@ func parse(fs *flag.FlagSet, args []string) (bool, error) {
 	}
 	return false, nil
 }
-
-func asNotFound(err error, target **serviceerror.NotFound) bool { return errors.As(err, target) }
 
 // commandFlags is the flag set of an operator command with the shared connection flags
 // registered and usage printed to stderr: usage first, then the flags.
