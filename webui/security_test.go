@@ -343,3 +343,45 @@ func TestNoBotTokenAppearsInAnyResponseBody(t *testing.T) {
 		t.Errorf("after pause, resume, remove: %s", st)
 	}
 }
+
+func TestTheHandlerWorksUnderAPrefix(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	h, err := webui.New(webui.Config{Temporal: s.tc, TaskQueue: s.tq, Store: s.store, OperatorToken: tokenSecret(), Prefix: "/ui"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", h)
+	mux.HandleFunc("/other", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "other") })
+	srv := newServer(t, mux)
+	b := newBrowser(t, srv.URL)
+	if r := b.get("/ui/accounts"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/login" {
+		t.Fatalf("unauthenticated: %d to %q", r.status, r.header.Get("Location"))
+	}
+	r := b.do(http.MethodPost, "/ui/login", url.Values{"token": {operatorToken}}, sameOrigin)
+	cookies := (&http.Response{Header: r.header}).Cookies()
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/accounts" || len(cookies) != 1 || cookies[0].Path != "/ui/" {
+		t.Fatalf("login: %d to %q, cookies %v", r.status, r.header.Get("Location"), r.header.Values("Set-Cookie"))
+	}
+	page := b.get("/ui/accounts")
+	if page.status != http.StatusOK || !strings.Contains(page.body, `href="/ui/assets/app.css"`) || !strings.Contains(page.body, `action="/ui/enroll"`) {
+		t.Fatalf("accounts page under /ui: %d %s", page.status, page.body)
+	}
+	if css := b.get("/ui/assets/app.css"); css.status != http.StatusOK || !strings.Contains(css.header.Get("Content-Type"), "text/css") {
+		t.Errorf("stylesheet: %d %q", css.status, css.header.Get("Content-Type"))
+	}
+	// A verification code is refused while iLink asks for none.
+	csrf := csrfField.FindStringSubmatch(page.body)[1]
+	start := b.do(http.MethodPost, "/ui/enroll", url.Values{"csrf": {csrf}}, sameOrigin)
+	loc := start.header.Get("Location")
+	if start.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/enroll/qo_") {
+		t.Fatalf("start: %d %q", start.status, loc)
+	}
+	if r := b.do(http.MethodPost, loc+"/code", url.Values{"csrf": {csrf}, "code": {"123456"}}, sameOrigin); r.status != http.StatusSeeOther {
+		t.Fatalf("code: %d", r.status)
+	}
+	if r := b.get(loc); !strings.Contains(r.body, "not asking for a verification code") {
+		t.Errorf("a code sent while none is asked for: %s", r.body)
+	}
+}

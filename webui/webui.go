@@ -663,6 +663,22 @@ func (s *server) verifyCode(w http.ResponseWriter, r *http.Request, sess *sessio
 		http.Redirect(w, r, s.url("/enroll/"+offer), http.StatusSeeOther)
 		return
 	}
+	// A code is only sent while iLink asks for one: the workflow would keep a stray one
+	// for the next time it asks.
+	st, _, err := s.state(r.Context(), offer)
+	if errors.Is(err, errNoEnrollment) {
+		s.fail(w, r, http.StatusNotFound, "No such enrollment.")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, "read the enrollment", err)
+		return
+	}
+	if !st.NeedsCode {
+		s.setFlash(sess, "iLink is not asking for a verification code now.")
+		http.Redirect(w, r, s.url("/enroll/"+offer), http.StatusSeeOther)
+		return
+	}
 	s.signal(w, r, sess, offer, wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code}, "Verification code sent.")
 }
 
