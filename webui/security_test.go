@@ -385,3 +385,24 @@ func TestTheHandlerWorksUnderAPrefix(t *testing.T) {
 		t.Errorf("a code sent while none is asked for: %s", r.body)
 	}
 }
+
+func TestRepeatedWrongTokensAreThrottled(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	h, err := webui.New(webui.Config{Temporal: s.tc, TaskQueue: s.tq, Store: s.store, OperatorToken: tokenSecret(), FailedLoginEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, newServer(t, h).URL)
+	for i := range webui.LoginBurst {
+		if r := b.do(http.MethodPost, "/login", url.Values{"token": {"wrong-token-" + operatorToken}}, sameOrigin); r.status != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d", i, r.status)
+		}
+	}
+	// The next attempt, right or wrong, waits (one more wrong token an hour).
+	for _, tok := range []string{"wrong-token", operatorToken} {
+		if r := b.do(http.MethodPost, "/login", url.Values{"token": {tok}}, sameOrigin); r.status != http.StatusTooManyRequests || len(r.header.Values("Set-Cookie")) != 0 {
+			t.Errorf("after %d wrong tokens: %d %v", webui.LoginBurst, r.status, r.header.Values("Set-Cookie"))
+		}
+	}
+}

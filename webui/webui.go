@@ -39,6 +39,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"golang.org/x/time/rate"
 
 	"github.com/ilinkflow/ilinkflow/operator"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -51,6 +52,14 @@ const TokenEnv = "ILINKFLOW_UI_TOKEN"
 
 // MinTokenLength is the shortest operator token New accepts.
 const MinTokenLength = 16
+
+// Wrong operator tokens are throttled (for everyone: a proxy hides the client's address):
+// after LoginBurst of them, one more per LoginEvery (Config.FailedLoginEvery); the login
+// form answers 429 meanwhile.
+const (
+	LoginBurst = 10
+	LoginEvery = 6 * time.Second
+)
 
 // SessionCookie is the name of the session cookie.
 const SessionCookie = "ilinkflow_ui_session"
@@ -87,6 +96,9 @@ type Config struct {
 	// (0: the workflow's default).
 	Lifetime time.Duration
 	PollGap  time.Duration
+	// FailedLoginEvery is how often one more wrong token is let through once LoginBurst
+	// of them were tried (default LoginEvery).
+	FailedLoginEvery time.Duration
 	// Logger receives the errors behind the pages' generic error messages (default:
 	// slog.Default()).
 	Logger *slog.Logger
@@ -119,6 +131,8 @@ type server struct {
 	log       *slog.Logger
 	pages     map[string]*template.Template
 	cop       *http.CrossOriginProtection
+	// failedLogins throttles wrong tokens: a burst of LoginBurst, then one per LoginEvery.
+	failedLogins *rate.Limiter
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -155,11 +169,15 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Prefix != "" && !strings.HasPrefix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("webui: prefix %q must start with /", cfg.Prefix)
 	}
+	if cfg.FailedLoginEvery <= 0 {
+		cfg.FailedLoginEvery = LoginEvery
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.OperatorToken.Reveal())), log: cfg.Logger,
-		sessions: map[string]*session{}, expiries: map[string]time.Time{}, cop: http.NewCrossOriginProtection()}
+		sessions: map[string]*session{}, expiries: map[string]time.Time{}, cop: http.NewCrossOriginProtection(),
+		failedLogins: rate.NewLimiter(rate.Every(cfg.FailedLoginEvery), LoginBurst)}
 	for _, o := range cfg.TrustedOrigins {
 		if err := s.cop.AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("webui: trusted origin: %w", err)
@@ -325,9 +343,14 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, "Cross-site requests are refused.")
 		return
 	}
+	if s.failedLogins.Tokens() < 1 {
+		s.render(w, http.StatusTooManyRequests, "login", nil, map[string]any{"Error": "Too many wrong tokens: try again in a minute."})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	got := sha256.Sum256([]byte(r.PostFormValue("token")))
 	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+		s.failedLogins.Allow()
 		s.log.Warn("webui: failed login", "remote", r.RemoteAddr)
 		s.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Error": "Wrong token."})
 		return
