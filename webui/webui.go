@@ -183,9 +183,6 @@ func New(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("webui: trusted origin: %w", err)
 		}
 	}
-	s.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, http.StatusForbidden, "Cross-site requests are refused.")
-	}))
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -514,6 +511,11 @@ func (s *server) startEnrollment(w http.ResponseWriter, r *http.Request, _ *sess
 		return
 	}
 	s.mu.Lock()
+	for o, t := range s.expiries { // forget the enrollments long over
+		if time.Since(t) > time.Hour {
+			delete(s.expiries, o)
+		}
+	}
 	s.expiries[offer] = expires
 	s.mu.Unlock()
 	http.Redirect(w, r, s.url("/enroll/"+offer), http.StatusSeeOther)
