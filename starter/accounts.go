@@ -8,27 +8,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
-
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/operator"
 	"github.com/ilinkflow/ilinkflow/store"
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// accountRow is one line of `starter accounts`.
-type accountRow struct {
-	AccountKey        string     `json:"account_key"`
-	ProviderAccountID string     `json:"provider_account_id"`
-	Owner             string     `json:"owner_peer_id"`
-	Status            string     `json:"status"`
-	Reason            string     `json:"status_reason,omitempty"`
-	Generation        int32      `json:"generation"`
-	LastPollAt        *time.Time `json:"last_poll_at,omitempty"`
-	PauseUntil        *time.Time `json:"pause_until,omitempty"`
-	SendsBlockedUntil *time.Time `json:"sends_blocked_until,omitempty"`
-	OpenWindow        int64      `json:"open_window,omitempty"`
-	ReplacedBy        string     `json:"replaced_by,omitempty"`
-}
+// accountRow is one line of `starter accounts` (operator.Accounts).
+type accountRow = operator.Account
 
 func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("accounts", help{"accounts [--status S] [--json]",
@@ -46,23 +31,9 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		return err
 	}
 	defer closeFn()
-	accounts, err := st.ListAccounts(ctx, *status)
+	rows, err := operator.Accounts(ctx, st, *status)
 	if err != nil {
 		return err
-	}
-	open, err := st.ListWindows(ctx, store.WindowFilter{State: store.WindowOpen, Limit: 10000})
-	if err != nil {
-		return err
-	}
-	openOf := map[string]int64{}
-	for _, w := range open {
-		openOf[w.AccountKey] = w.ReplyWindowID
-	}
-	rows := make([]accountRow, 0, len(accounts))
-	for _, a := range accounts {
-		rows = append(rows, accountRow{AccountKey: a.AccountKey, ProviderAccountID: a.ProviderAccountID, Owner: a.OwnerPeerID,
-			Status: a.Status, Reason: a.StatusReason, Generation: a.Generation, LastPollAt: a.LastPollAt, PauseUntil: a.PauseUntil,
-			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy})
 	}
 	if c.json {
 		return printJSON(stdout, rows)
@@ -190,70 +161,27 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		return err
 	}
 	defer closeFn()
-	a, err := st.GetAccount(ctx, *account)
-	if err != nil {
-		return err
-	}
 	tc, err := dialTemporal(ctx, c, stderr)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	inst, err := st.Installation(ctx)
+	var pf time.Duration
+	if pauseFor != nil {
+		pf = *pauseFor
+	}
+	out, err := operator.Steer(ctx, st, tc, operator.SteerRequest{Verb: verb, AccountKey: *account, PauseFor: pf, Reason: *reason})
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	var signalName string
-	var signalArg any
-	var cancelled []int64
-	switch verb {
-	case "pause":
-		until := now.Add(*pauseFor)
-		if a, err = st.PauseAccount(ctx, now, a.AccountKey, a.Generation, until, *reason); err != nil {
-			return err
-		}
-		signalName, signalArg = wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: *reason}
-	case "resume":
-		if a, err = st.ResumeAccount(ctx, now, a.AccountKey, a.Generation); err != nil {
-			return err
-		}
-		signalName = wfapi.SignalResume
-	case "remove":
-		ch, err := st.DisableAccount(ctx, now, a.AccountKey, a.Generation, *reason)
-		if err != nil {
-			return err
-		}
-		a, cancelled = ch.Account, ch.CancelledWindowIDs
-		signalName, signalArg = wfapi.SignalStop, wfapi.StopSignal{Reason: *reason}
-	}
-	// The poller runs under the installation's id, or under its legacy id when it was
-	// started before installation ids (wfapi.Installation.PollerIDs).
-	signalled := true
-	if _, err := activities.SignalPoller(ctx, tc, inst, a.AccountKey, signalName, signalArg); err != nil {
-		var nf *serviceerror.NotFound
-		if !asNotFound(err, &nf) {
-			return fmt.Errorf("signal the poller: %w", err)
-		}
-		signalled = false
-	}
-	for _, id := range cancelled {
-		_ = tc.SignalWorkflow(ctx, inst.WindowWorkflowID(id), "", wfapi.SignalRetired, nil)
-	}
-	out := struct {
-		AccountKey       string  `json:"account_key"`
-		Status           string  `json:"status"`
-		PollerSignalled  bool    `json:"poller_signalled"`
-		CancelledWindows []int64 `json:"cancelled_windows,omitempty"`
-	}{a.AccountKey, a.Status, signalled, cancelled}
 	if c.json {
 		return printJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "%s is now %s", a.AccountKey, a.Status)
-	if a.Status == store.AccountPaused && a.PauseUntil != nil {
-		fmt.Fprintf(stdout, " until %s (in %s)", a.PauseUntil.UTC().Format(time.RFC3339), time.Until(*a.PauseUntil).Round(time.Second))
+	fmt.Fprintf(stdout, "%s is now %s", out.AccountKey, out.Status)
+	if out.Status == store.AccountPaused && out.PauseUntil != nil {
+		fmt.Fprintf(stdout, " until %s (in %s)", out.PauseUntil.UTC().Format(time.RFC3339), time.Until(*out.PauseUntil).Round(time.Second))
 	}
-	if !signalled {
+	if !out.PollerSignalled {
 		fmt.Fprint(stdout, " (no running poller to tell)")
 	}
 	fmt.Fprintln(stdout)

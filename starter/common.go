@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -173,8 +172,6 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (bool, error) {
 	}
 	return false, nil
 }
-
-func asNotFound(err error, target **serviceerror.NotFound) bool { return errors.As(err, target) }
 
 // help is what `starter <command> --help` prints above the flags.
 type help struct {
