@@ -122,13 +122,22 @@ func TestRunServesTheCodecEndpointBehindItsToken(t *testing.T) {
 // codec token, and returns the server's base URL; the gateway stops at t's cleanup.
 func runHTTP(t *testing.T, srv *devserver.Server, ns, token string) string {
 	t.Helper()
+	return runHTTPWith(t, srv, ns, func(cfg *gateway.Config) {
+		if token != "" {
+			cfg.CodecToken = sealing.NewSecret(token)
+		}
+	})
+}
+
+// runHTTPWith runs a worker serving HTTP on a free port with the configuration tune
+// made, and returns its base URL.
+func runHTTPWith(t *testing.T, srv *devserver.Server, ns string, tune func(*gateway.Config)) string {
+	t.Helper()
 	cfg := gateway.DefaultConfig()
 	cfg.TemporalAddress, cfg.TemporalNamespace, cfg.TaskQueue = srv.HostPort, ns, devserver.TaskQueue(t)
 	cfg.ShutdownGrace = time.Second
 	cfg.HTTPAddr = "127.0.0.1:0"
-	if token != "" {
-		cfg.CodecToken = sealing.NewSecret(token)
-	}
+	tune(&cfg)
 	ctx, stop := context.WithCancel(context.Background())
 	started := make(chan net.Addr, 1)
 	ready, done := make(chan struct{}), make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -106,6 +107,13 @@ type Config struct {
 	// See docs/payload-codec.md.
 	CodecToken      sealing.Secret
 	CodecCORSOrigin string
+
+	// UIToken (from ILINKFLOW_UI_TOKEN only, never logged) enables the enrollment web front
+	// end under /ui/ on the HTTP server (docs/web-ui.md): operators log in with it. Unset:
+	// /ui/ answers 404. UISecureCookie marks its session cookie Secure (served over TLS,
+	// directly or behind a TLS-terminating proxy).
+	UIToken        sealing.Secret
+	UISecureCookie bool
 }
 
 // MaxHeartbeat bounds the heartbeat period: the workflows give long-running activities a
@@ -330,6 +338,17 @@ var settings = []setting{
 	{flag: "codec-cors-origin", env: "ILINKFLOW_CODEC_CORS_ORIGIN", help: "the one browser origin (the Temporal UI, e.g. http://127.0.0.1:8233) allowed to call the codec endpoint /codec/ (token: " + EnvCodecToken + ")",
 		def: func(c Config) string { return c.CodecCORSOrigin },
 		set: setCodecCORSOrigin},
+	// The enrollment web front end (docs/web-ui.md); its token is ILINKFLOW_UI_TOKEN only.
+	{flag: "ui-secure-cookie", env: "ILINKFLOW_UI_SECURE_COOKIE", help: "mark the web front end's session cookie Secure (served over TLS or behind a TLS proxy; token: " + webui.TokenEnv + ")",
+		def: func(c Config) string { return strconv.FormatBool(c.UISecureCookie) },
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.UISecureCookie = b
+			return nil
+		}},
 }
 
 // EnvWebhookSecret names the environment variable of the webhook signing secret. It has
@@ -463,6 +482,9 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 	}
 	if v := strings.TrimSpace(getenv(EnvCodecToken)); v != "" {
 		cfg.CodecToken = sealing.NewSecret(v)
+	}
+	if v := strings.TrimSpace(getenv(webui.TokenEnv)); v != "" {
+		cfg.UIToken = sealing.NewSecret(v)
 	}
 	if err := cfg.validate(false); err != nil {
 		return Config{}, err
@@ -599,6 +621,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("http_addr", c.HTTPAddr),
 		slog.Duration("health_window", c.HealthWindow),
 		slog.Bool("codec_endpoint", !c.CodecToken.IsZero()),
+		slog.Bool("web_ui", !c.UIToken.IsZero()),
 	)
 }
 

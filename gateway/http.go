@@ -18,6 +18,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/webui"
 )
 
 // Defaults of the HTTP settings.
@@ -107,6 +108,9 @@ type httpServer struct {
 	done  chan struct{}
 }
 
+// UIPath is where the enrollment web front end is served when ILINKFLOW_UI_TOKEN is set.
+const UIPath = "/ui"
+
 // startHTTP starts the HTTP server when enabled (nil otherwise); fatal receives a serve
 // failure.
 func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg *metrics.Registry,
@@ -133,6 +137,14 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		return nil, err
 	}
 	mux.Handle(CodecPath, codec)
+	if !cfg.UIToken.IsZero() {
+		ui, err := webui.New(webui.Config{Temporal: tc, TaskQueue: cfg.TaskQueue, Store: st, OperatorToken: cfg.UIToken,
+			Secure: cfg.UISecureCookie, Prefix: UIPath, Logger: logger.With("component", "webui")})
+		if err != nil {
+			return nil, fmt.Errorf("configuration: %w", err)
+		}
+		mux.Handle(UIPath+"/", ui)
+	}
 
 	ln := opts.HTTPListener
 	if ln == nil {
@@ -162,6 +174,9 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 	routes := "/v1/reply /v1/done /metrics /healthz"
 	if !cfg.CodecToken.IsZero() {
 		routes += " " + CodecPath
+	}
+	if !cfg.UIToken.IsZero() {
+		routes += " " + UIPath + "/"
 	}
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "routes", routes)
 	if opts.HTTPStarted != nil {
