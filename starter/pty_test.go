@@ -33,7 +33,8 @@ func TestDevThroughATerminal(t *testing.T) {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	cmd := "env -u ILINKFLOW_SEALING_KEYS -u ILINKFLOW_SEALING_KEYS_FILE '" + bin + "' " + strings.Join(quoted, " ")
-	script := fmt.Sprintf("%s; echo \"EXITED-1 $?\"; %s; echo \"EXITED-2 $?\"; sleep 600", cmd, cmd)
+	// The second run waits for a line, so that the ports are checked before it binds them.
+	script := fmt.Sprintf("%s; echo \"EXITED-1 $?\"; read -r _; %s; echo \"EXITED-2 $?\"; sleep 600", cmd, cmd)
 	sock := fmt.Sprintf("ilinkflow-test-%d", os.Getpid())
 	tmux := func(a ...string) string {
 		t.Helper()
@@ -83,6 +84,7 @@ func TestDevThroughATerminal(t *testing.T) {
 	}
 	waitFor("you> ", 5*time.Second)
 	stop("EXITED-1")
+	tmux("send-keys", "-t", "dev", "Enter") // start the second run
 
 	waitFor("using the dev-only key file "+e.keyFile, 2*time.Minute)
 	waitFor("the previous run's demo account", time.Minute)
