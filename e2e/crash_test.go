@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/loadtest"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -228,25 +229,7 @@ func crashDatabaseURL(base, schema string) (string, error) {
 }
 
 // crashEnv is the test's environment without any worker setting, plus the given ones.
-func crashEnv(set map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "ILINKFLOW_") || strings.HasPrefix(k, "ILINK_") || strings.HasPrefix(k, "TEMPORAL_") || k == "DATABASE_URL" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+set[k])
-	}
-	return env
-}
+func crashEnv(set map[string]string) []string { return loadtest.WorkerEnviron(set) }
 
 // crashStream injects crashMessages user messages, a few at a time with random gaps.
 func crashStream(ctx context.Context, ctl *ilinksim.Control, botID string, r *mrand.Rand) ([]ilinksim.Injected, error) {

@@ -166,7 +166,9 @@ func (r *run) workerEnv() map[string]string {
 // tcAddress is the Temporal address the run's client is connected to.
 func (r *run) tcAddress() string { return r.tcAddr }
 
-func environ(set map[string]string) []string {
+// WorkerEnviron is the environment of a worker process: this process's, without any
+// worker setting (ILINKFLOW_*, ILINK_*, TEMPORAL_*, DATABASE_URL), plus set (sorted).
+func WorkerEnviron(set map[string]string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -226,7 +228,7 @@ func (r *run) startWorker(ctx context.Context) error {
 	}
 	w := &workerProc{out: &workerLog{w: f}, file: f, exited: make(chan struct{}), grace: cfg.ShutdownGrace}
 	w.cmd = exec.Command(bin)
-	w.cmd.Env = environ(set)
+	w.cmd.Env = WorkerEnviron(set)
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	if err := w.cmd.Start(); err != nil {
 		f.Close()
