@@ -23,6 +23,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -136,6 +137,17 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	cfg.HTTPAddr = *httpAddr
 	cfg.Handler = "echo"
 	cfg.ShutdownGrace = 2 * time.Second // Ctrl-C stops the demo within a couple of seconds
+	// The enrollment web front end, with the operator token of the environment or one for
+	// this run (printed below, never put in a URL).
+	uiToken := strings.TrimSpace(getenv(webui.TokenEnv))
+	if uiToken == "" {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		uiToken = hex.EncodeToString(b[:])
+	}
+	cfg.UIToken = sealing.NewSecret(uiToken)
 	level := set.level
 	cfg.LogLevel = level
 	ready, done := make(chan struct{}), make(chan error, 1)
@@ -180,6 +192,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	say("  Temporal           %s (namespace %s, task queue %s)", c.temporal, c.namespace, c.taskQueue)
 	say("  reply API          http://%s/v1/reply", apiAddr)
 	say("  metrics, health    http://%s/metrics  http://%s/healthz", apiAddr, apiAddr)
+	say("  web front end      http://%s%s/ (operator token: %s)", apiAddr, gateway.UIPath, uiToken)
 	say("  iLink simulator    %s (control API under /_sim/)", simURL)
 	say("  demo bot           %s (account %s), owner %s", sys.botID, account, sys.owner)
 	say("")

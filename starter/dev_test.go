@@ -59,7 +59,7 @@ func TestDevRunsEverythingAndTheDemoBotAnswers(t *testing.T) {
 	e := newDevEnv(t)
 	out := e.runDevWith(t, strings.NewReader("hello from a newcomer\n"+strings.Repeat("a", 20000)+"\n"))
 	t.Logf("dev output:\n%s", strings.ReplaceAll(out, strings.Repeat("a", 100), ""))
-	for _, want := range []string{"ilinkflow is running", "reply API", "metrics", "demo bot", "bot> echo: hello from a newcomer",
+	for _, want := range []string{"ilinkflow is running", "reply API", "metrics", "web front end", "/ui/ (operator token: ", "demo bot", "bot> echo: hello from a newcomer",
 		"(your message is 20000 bytes; one iLink message carries at most 16384, so the echo is cut and says so)",
 		"aaaa [cut: your message is 20000 bytes; one iLink message carries at most 16384]\n"} {
 		if !strings.Contains(out, want) {
