@@ -1,13 +1,11 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -31,23 +30,8 @@ var testKeys = func() *sealing.Keyring {
 	return k
 }()
 
-// syncBuffer is a log sink that tests read after the activities wrote to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is testkit.SyncBuffer.
+type syncBuffer = testkit.SyncBuffer
 
 // harness is a real store on its own schema, a real simulator over loopback, one bot
 // registered in both, and the activities wired to them.

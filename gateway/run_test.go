@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +14,13 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is testkit.SyncBuffer.
+type syncBuffer = testkit.SyncBuffer
 
 // Run wires everything against the real dev server and PostgreSQL: it migrates, serves
 // the task queue, reconciles (the registered account gets its poller), reports ready, and
