@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"regexp"
 	"testing"
 
@@ -107,24 +105,7 @@ func TestTheMigrationMarksWindowsAndAccountsOfBeforeInstallationIDsLegacy(t *tes
 func preInstallationPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	var raw [6]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "t_" + hex.EncodeToString(raw[:])
-	admin, err := pgxpool.New(ctx, dbtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	schema := dbtest.NewSchema(t)
 	pool, err := pgxpool.New(ctx, dbtest.SchemaURL(schema))
 	if err != nil {
 		t.Fatal(err)
