@@ -22,13 +22,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
-var testKeys = func() *sealing.Keyring {
-	k, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
-	if err != nil {
-		panic(err)
-	}
-	return k
-}()
+var testKeys = testkit.Keyring
 
 // syncBuffer is testkit.SyncBuffer.
 type syncBuffer = testkit.SyncBuffer

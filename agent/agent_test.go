@@ -19,8 +19,8 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/agent"
 	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
-	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -104,10 +104,7 @@ func TestTheVerdictGoesToTheInputsWindowWorkflowOrToTheLegacyIDOfAnOlderInput(t 
 // An agent's data converter reads what the gateway's codec encrypted: the same keys
 // give the same codec.
 func TestAnAgentsDataConverterDecryptsTheGatewaysPayloads(t *testing.T) {
-	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("agent-test-sealing-key-012345678")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testkit.Keyring
 	gw, err := payloadcodec.DataConverter(keys)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -32,13 +33,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
 
-var keyring = func() *sealing.Keyring {
-	k, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("e2e-sealing-key-0123456789abcdef")})
-	if err != nil {
-		panic(err)
-	}
-	return k
-}()
+var keyring = testkit.Keyring
 
 // recorder is the agent handler of the test: it keeps every delivery (and so every
 // session token, which must never appear in history).

@@ -2,8 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -16,6 +14,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -65,15 +64,7 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 	srv := httptest.NewServer(tap)
 	t.Cleanup(srv.Close)
 	ctl := ilinksim.NewControl(srv.URL, srv.Client())
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		t.Fatal(err)
-	}
-	keySpec := "1:" + base64.StdEncoding.EncodeToString(raw[:])
-	ring, err := sealing.ParseKeyring(keySpec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keySpec, ring := testkit.KeySpec, testkit.Keyring
 	// The test's client encrypts and decrypts payloads like the workers (same keys).
 	tc := dialCodec(t, dev, ns, ring)
 	st, err := store.New(pool, ring, limits)

@@ -13,12 +13,13 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
 func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
 
-var keySpec = "1:" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+var keySpec = testkit.KeySpec
 
 // envOf is a getenv over a map.
 func envOf(m map[string]string) func(string) string {

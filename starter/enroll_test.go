@@ -16,7 +16,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
@@ -33,10 +33,7 @@ func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
 	srv := httptest.NewServer(ilinksim.New(simCfg).Handler())
 	t.Cleanup(srv.Close)
 	ctl := ilinksim.NewControl(srv.URL, srv.Client())
-	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("starter-test-key-0123456789abcde")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testkit.Keyring
 
 	cfg := gateway.DefaultConfig()
 	cfg.TaskQueue = devserver.TaskQueue(t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
@@ -15,10 +16,7 @@ import (
 // take effect: nothing half is ever committed.
 func TestAnAttemptIsNotRecordedWithoutItsReservation(t *testing.T) {
 	ctx := context.Background()
-	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testkit.Keyring
 	s, err := New(dbtest.NewPool(t), keys, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -18,13 +19,7 @@ import (
 // t0 is the fixed "now" of the tests: the store never reads the wall clock.
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
-var testKeys = func() *sealing.Keyring {
-	k, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
-	if err != nil {
-		panic(err)
-	}
-	return k
-}()
+var testKeys = testkit.Keyring
 
 type env struct {
 	t     testing.TB

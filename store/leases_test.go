@@ -6,15 +6,13 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
 func leaseStore(t *testing.T) (*Store, string) {
 	t.Helper()
-	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testkit.Keyring
 	s, err := New(dbtest.NewPool(t), keys, DefaultLimits())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/webui"
@@ -24,13 +25,7 @@ func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
 
 const operatorToken = "test-operator-token-0123456789"
 
-var keyring = func() *sealing.Keyring {
-	k, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("webui-sealing-key-0123456789abcd")})
-	if err != nil {
-		panic(err)
-	}
-	return k
-}()
+var keyring = testkit.Keyring
 
 // system is a running gateway (worker in the test process) with its own namespace, task
 // queue, database schema and iLink simulator, and the web UI served by httptest.

@@ -18,6 +18,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -46,13 +47,7 @@ type rig struct {
 	stopped []string
 }
 
-var keyring = func() *sealing.Keyring {
-	k, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
-	if err != nil {
-		panic(err)
-	}
-	return k
-}()
+var keyring = testkit.Keyring
 
 func newRig(t *testing.T, limits store.Limits) *rig {
 	t.Helper()

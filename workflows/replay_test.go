@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
-	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
 
@@ -27,11 +27,8 @@ func TestRecordedHistoriesReplayDeterministically(t *testing.T) {
 	// The recorded histories predate the payload codec: they replay with the default data
 	// converter and with the codec's, which passes unencrypted payloads through (a worker
 	// upgraded to the codec resumes the workflows it ran before). The key is the e2e
-	// test's, so histories recorded again (encrypted) replay too.
-	keys, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte("e2e-sealing-key-0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// test's (testkit's), so histories recorded again (encrypted) replay too.
+	keys := testkit.Keyring
 	codec, err := payloadcodec.DataConverter(keys)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,11 @@ package testkit
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"sync"
+
+	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
 // SyncBuffer is a bytes.Buffer safe for a writer and a reader in different goroutines
@@ -26,3 +30,19 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// SealingKey is the sealing key (generation 1) of every test that does not test keys
+// themselves: stores, workers, codecs and agents of one test read each other's values.
+const SealingKey = "ilinkflow-test-sealing-key-01234"
+
+// KeySpec is SealingKey as ILINKFLOW_SEALING_KEYS writes it, for a worker process.
+var KeySpec = "1:" + base64.StdEncoding.EncodeToString([]byte(SealingKey))
+
+// Keyring is the keyring of SealingKey.
+var Keyring = func() *sealing.Keyring {
+	k, err := sealing.NewKeyring(1, map[int32][]byte{1: []byte(SealingKey)})
+	if err != nil {
+		panic(fmt.Sprintf("testkit: keyring: %v", err)) // a constant key of the right size
+	}
+	return k
+}()
