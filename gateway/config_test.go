@@ -226,7 +226,7 @@ func TestConfigNeverEchoesTheDatabaseURL(t *testing.T) {
 	if strings.Contains(logged, "hunter2") || !strings.Contains(logged, "app@db.internal:5432/ilinkflow") {
 		t.Fatalf("config log value %s", logged)
 	}
-	if strings.Contains(logged, base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))) {
+	if strings.Contains(logged, base64.StdEncoding.EncodeToString([]byte(testkit.SealingKey))) {
 		t.Fatalf("config log value shows key material: %s", logged)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -56,7 +57,7 @@ func TestKeyRotationKeepsOldRowsReadableAndSealsNewOnesWithNewGeneration(t *test
 	e := newEnv(t)
 	old := e.register()
 	k2, err := sealing.NewKeyring(2, map[int32][]byte{
-		1: []byte("0123456789abcdef0123456789abcdef"),
+		1: []byte(testkit.SealingKey),
 		2: []byte("fedcba9876543210fedcba9876543210"),
 	})
 	if err != nil {
