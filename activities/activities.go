@@ -17,6 +17,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -131,8 +132,8 @@ type testHooks struct {
 const (
 	DefaultPollSession     = 10 * time.Minute
 	DefaultHeartbeatEvery  = 10 * time.Second
-	DefaultSendGap         = 2 * time.Second
-	DefaultThrottlePenalty = 60 * time.Minute
+	DefaultSendGap         = vocab.DefaultSendGap
+	DefaultThrottlePenalty = vocab.DefaultThrottlePenalty
 	DefaultMaxAccounts     = 1000
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func textMessage(from, text string, createMs int64) ilink.Message {
@@ -231,7 +232,7 @@ func TestInboundMediaIsSummarizedAndImagesCanBeDownloadedLater(t *testing.T) {
 	// Each message is handled before the next arrives, so that none is merged.
 	handled := func(key string) {
 		t.Helper()
-		if _, err := h.store.FinishMessage(h.ctx, time.Now(), key, store.MessageHandled, ""); err != nil {
+		if _, err := h.store.FinishMessage(h.ctx, time.Now(), key, vocab.MessageHandled, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // maxLocalTokens is how many bot tokens get_bot_qrcode's local_token_list carries.
@@ -93,7 +94,7 @@ func (a *Activities) confirm(ctx context.Context, t time.Time, offerID string, s
 	switch acct, err := a.Store.GetAccount(ctx, key); {
 	case err == nil:
 		current = acct.Generation
-	case store.CodeOf(err) != store.CodeAccountNotFound:
+	case store.CodeOf(err) != vocab.CodeAccountNotFound:
 		return nil, storeErr("read account", err)
 	}
 	baseURL := st.BaseURL
@@ -109,7 +110,7 @@ func (a *Activities) confirm(ctx context.Context, t time.Time, offerID string, s
 		BotToken: sealing.NewSecret(st.BotToken.Reveal()),
 	}
 	res, err := a.Store.ConfirmEnrollment(ctx, t, in)
-	if err != nil && current > 0 && store.CodeOf(err) == store.CodeInvalidInput {
+	if err != nil && current > 0 && store.CodeOf(err) == vocab.CodeInvalidInput {
 		// A retry after a committed confirmation: the account is already at the
 		// generation this offer confirmed, and the audit row says so. Asking for that
 		// generation writes nothing unless the audit matches (then it returns the stored

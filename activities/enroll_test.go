@@ -8,6 +8,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T) {
@@ -65,11 +66,11 @@ func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T)
 		t.Fatal("the activity result carries the bot token")
 	}
 	acct, err := h.store.GetAccountWithSecret(h.ctx, wantKey)
-	if err != nil || acct.BotToken.Reveal() != info.Bot.Token || acct.Status != store.AccountActive ||
+	if err != nil || acct.BotToken.Reveal() != info.Bot.Token || acct.Status != vocab.AccountActive ||
 		acct.BaseURL != h.srv.URL+"/" || acct.OwnerPeerID != h.bot.Owner {
 		t.Fatalf("registered account %+v %v", acct.Account, err)
 	}
-	if old := h.account(); old.Status != store.AccountReplaced {
+	if old := h.account(); old.Status != vocab.AccountReplaced {
 		t.Fatalf("the owner's previous bot is %s, want replaced", old.Status)
 	}
 
@@ -153,7 +154,7 @@ func TestAConfirmationForAnOfferThatIsGoneIsNotRetried(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "invalid_input") {
 		t.Fatalf("confirm without an offer: %v", err)
 	}
-	wantNonRetryable(t, err, string(store.CodeInvalidInput))
+	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
 }
 
 func TestCloseOfferIsIdempotent(t *testing.T) {
@@ -172,7 +173,7 @@ func TestCloseOfferIsIdempotent(t *testing.T) {
 		t.Fatalf("%d offers left", n)
 	}
 	err := runErr(h, h.acts.CreateOffer, OfferInput{OfferID: "bad id", ExpiresAt: now.Add(time.Minute), Now: now})
-	wantNonRetryable(t, err, string(store.CodeInvalidInput))
+	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
 }
 
 // ilinkConfirmed is a confirmed QR status without a base URL (the configured one applies).

@@ -8,13 +8,14 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Error types of the non-retryable application errors the activities raise besides the
 // store codes (which are used as they are).
 const (
 	// ErrTypeInvalidInput: an activity input that can never succeed.
-	ErrTypeInvalidInput = "invalid_input"
+	ErrTypeInvalidInput = string(vocab.CodeInvalidInput)
 	// ErrTypeUpstream: an iLink call failed in a way a retry cannot fix.
 	ErrTypeUpstream = "upstream"
 )
@@ -58,7 +59,7 @@ func upstreamErr(op string, err error) error {
 // generation can no longer poll", or "".
 func pollStopCode(err error) string {
 	switch c := store.CodeOf(err); c {
-	case store.CodeAccountNotActive, store.CodeGenerationConflict, store.CodeAccountNotFound:
+	case vocab.CodeAccountNotActive, vocab.CodeGenerationConflict, vocab.CodeAccountNotFound:
 		return string(c)
 	}
 	return ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // ErrTypeHandOffFailed is the type of the non-retryable error HandOff returns when the
@@ -85,7 +86,7 @@ func (a *Activities) failHandOff(ctx context.Context, in HandOffInput, sess stor
 	if reason == "" {
 		reason = "the agent hand-off failed permanently"
 	}
-	_, err := a.Store.FinishMessage(ctx, now(), sess.SourceMessageKey, store.MessageFailed, reason)
+	_, err := a.Store.FinishMessage(ctx, now(), sess.SourceMessageKey, vocab.MessageFailed, reason)
 	switch {
 	case err == nil:
 		a.log().Warn("hand-off failed permanently; message marked failed", "message", sess.SourceMessageKey,

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // answerFunc is a handler answering with a function of the delivery.
@@ -62,7 +62,7 @@ func TestPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 	_, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
 	wantNonRetryable(t, err, ErrTypeHandOffFailed)
 	m, gerr := h.store.GetMessage(h.ctx, w.MessageKey)
-	if gerr != nil || m.Status != store.MessageFailed || m.FailureReason != "webhook answered 400: bad token [REDACTED]" {
+	if gerr != nil || m.Status != vocab.MessageFailed || m.FailureReason != "webhook answered 400: bad token [REDACTED]" {
 		t.Fatalf("message %+v %v, want failed with the redacted reason", m, gerr)
 	}
 	if !strings.Contains(err.Error(), "webhook answered 400: bad token [REDACTED]") {
@@ -73,22 +73,22 @@ func TestPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 	}
 	// Offering the failed message again is refused.
 	_, err = run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 2})
-	wantNonRetryable(t, err, string(store.CodeAttemptConflict))
+	wantNonRetryable(t, err, string(vocab.CodeAttemptConflict))
 }
 
 func TestFinishMessageRecordsTheVerdictOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	w, _ := h.deliver("hello")
-	out, err := run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: store.MessageHandled})
-	if err != nil || out.Status != store.MessageHandled {
+	out, err := run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageHandled})
+	if err != nil || out.Status != vocab.MessageHandled {
 		t.Fatalf("finish: %+v %v", out, err)
 	}
-	if out, err := run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: store.MessageHandled}); err != nil || out.Status != store.MessageHandled {
+	if out, err := run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageHandled}); err != nil || out.Status != vocab.MessageHandled {
 		t.Fatalf("finish again: %+v %v", out, err)
 	}
-	_, err = run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: store.MessageFailed, Reason: "no"})
-	wantNonRetryable(t, err, string(store.CodeAttemptConflict))
+	_, err = run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageFailed, Reason: "no"})
+	wantNonRetryable(t, err, string(vocab.CodeAttemptConflict))
 	_, err = run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: "processing"})
-	wantNonRetryable(t, err, string(store.CodeInvalidInput))
+	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
 }

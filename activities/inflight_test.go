@@ -8,6 +8,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // A page iLink handed out is stored whatever an operator did to the account while it was
@@ -38,9 +39,9 @@ func TestAPageInFlightIsStoredWhenTheAccountIsPausedOrRemovedMeanwhile(t *testin
 			if err != nil {
 				t.Fatalf("poll: %v", err)
 			}
-			wantStop := store.CodeAccountNotActive
+			wantStop := vocab.CodeAccountNotActive
 			if op == "rotate" {
-				wantStop = store.CodeGenerationConflict // the new generation's poller takes over
+				wantStop = vocab.CodeGenerationConflict // the new generation's poller takes over
 			}
 			if res.Stopped != string(wantStop) || res.Messages != 1 {
 				t.Fatalf("poll %+v: want the page stored, then the poll stopped (%s)", res, wantStop)

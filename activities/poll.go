@@ -13,6 +13,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -126,9 +127,9 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 	}
 	switch {
 	case acct.Generation != in.Generation:
-		return PollResult{Stopped: string(store.CodeGenerationConflict)}, nil
-	case acct.Status != store.AccountActive:
-		return PollResult{Stopped: string(store.CodeAccountNotActive)}, nil
+		return PollResult{Stopped: string(vocab.CodeGenerationConflict)}, nil
+	case acct.Status != vocab.AccountActive:
+		return PollResult{Stopped: string(vocab.CodeAccountNotActive)}, nil
 	}
 	cl, err := a.botClient(acct)
 	if err != nil {
@@ -276,16 +277,16 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	}
 	// A pause or a removal that landed while the page was in flight takes effect now that
 	// the page is stored: this poll ends.
-	stop := res.AccountStatus != "" && res.AccountStatus != store.AccountActive
+	stop := res.AccountStatus != "" && res.AccountStatus != vocab.AccountActive
 	switch {
 	case res.Generation > p.in.Generation:
 		// A rotation landed while the page was in flight: its poller takes over.
 		stop = true
 		p.log.Info("page stored after the account was rotated; the poll stops", "messages", res.Inserted, "generation", res.Generation)
-		p.res.Stopped = string(store.CodeGenerationConflict)
+		p.res.Stopped = string(vocab.CodeGenerationConflict)
 	case stop:
 		p.log.Info("page stored after the account became "+res.AccountStatus+"; the poll stops", "messages", res.Inserted)
-		p.res.Stopped = string(store.CodeAccountNotActive)
+		p.res.Stopped = string(vocab.CodeAccountNotActive)
 	}
 	if p.windows != nil {
 		p.windows.add(ctx, opened, res.RetiredWindowIDs)
@@ -378,7 +379,7 @@ func (p *poller) storeFailure(op string, err error) (bool, error) {
 		p.res.Stopped = code
 		return true, nil
 	}
-	if store.CodeOf(err) == store.CodeCursorConflict {
+	if store.CodeOf(err) == vocab.CodeCursorConflict {
 		return true, fmt.Errorf("%s: %w", op, err)
 	}
 	return true, storeErr(op, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestFetchedPageIsCommittedBeforeReturnAndTheInboxHoldsTheMessageOnce(t *testing.T) {
@@ -269,11 +270,11 @@ func TestPollOfAnInactiveOrRotatedAccountStops(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	res, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 2})
-	if err != nil || res.Stopped != string(store.CodeGenerationConflict) {
+	if err != nil || res.Stopped != string(vocab.CodeGenerationConflict) {
 		t.Fatalf("wrong generation: %+v %v", res, err)
 	}
 	res, err = run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1})
-	if err != nil || res.Stopped != string(store.CodeAccountNotFound) {
+	if err != nil || res.Stopped != string(vocab.CodeAccountNotFound) {
 		t.Fatalf("unknown account: %+v %v", res, err)
 	}
 	now := time.Now()
@@ -282,7 +283,7 @@ func TestPollOfAnInactiveOrRotatedAccountStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = h.poll(false)
-	if err != nil || res.Stopped != string(store.CodeAccountNotActive) {
+	if err != nil || res.Stopped != string(vocab.CodeAccountNotActive) {
 		t.Fatalf("paused account: %+v %v", res, err)
 	}
 	if n := h.requests("getupdates"); n != 0 {

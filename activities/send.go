@@ -12,15 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
-)
-
-// iLink outcomes reported in SendOutput.ErrorCode (besides the store codes).
-const (
-	SendThrottled      = "throttled"
-	SendRejected       = "rejected"
-	SendStaleToken     = "stale_token"
-	SendNotSent        = "not_sent"
-	SendOutcomeUnknown = "outcome_unknown"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Bounds of the completion fields (the store refuses longer ones).
@@ -69,28 +61,28 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	log := a.log().With("account", att.AccountKey, "attempt", att.AttemptID, "reply_window_id", att.ReplyWindowID)
 	switch {
 	case prep.Started != nil:
-	case att.Status == store.AttemptSending:
+	case att.Status == vocab.AttemptSending:
 		// Started by an earlier execution that never recorded the outcome: the request
 		// may have reached iLink, so it is never sent again.
 		log.Warn("attempt found sending after a retry; outcome unknown")
-		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: store.AttemptUnknown,
-			ErrorCode: SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
-	case att.Status != store.AttemptPending:
+		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptUnknown,
+			ErrorCode: vocab.SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
+	case att.Status != vocab.AttemptPending:
 		return a.output(prep.Window, att, prep.BlockedUntil), nil
 	default:
 		if prep, err = a.awaitStart(ctx, ref, prep, pacing); err != nil {
 			return a.releaseOr(ctx, att, "start reply", err)
 		}
 		if prep.Started == nil { // the breaker is open
-			return a.release(ctx, att, SendThrottled, prep.BlockedUntil)
+			return a.release(ctx, att, vocab.SendThrottled, prep.BlockedUntil)
 		}
 	}
 	st := prep.Started
 	cl, err := a.botClient(st.Account)
 	if err != nil {
 		log.Error("no iLink client for the account", "error", err)
-		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: store.AttemptFailed,
-			FailType: store.FailTransport, ErrorCode: SendNotSent, ErrorMessage: "no iLink client for the account"})
+		return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptFailed,
+			FailType: vocab.FailTransport, ErrorCode: vocab.SendNotSent, ErrorMessage: "no iLink client for the account"})
 	}
 
 	// From here on the request may leave: the outcome is recorded, never retried.
@@ -150,7 +142,7 @@ func (a *Activities) awaitStart(ctx context.Context, ref store.SessionRef, prep 
 func (a *Activities) classify(started store.Window, err error, res *ilink.SendResult, at time.Time) (c store.Completion, throttled bool) {
 	c = store.Completion{}
 	if err == nil {
-		c.Status = store.AttemptSent
+		c.Status = vocab.AttemptSent
 		if res != nil && res.MessageID != 0 {
 			c.ProviderMessageID = res.MessageID.String()
 		}
@@ -161,22 +153,22 @@ func (a *Activities) classify(started store.Window, err error, res *ilink.SendRe
 	errors.As(err, &ie)
 	switch code := ilink.CodeOf(err); {
 	case code == ilink.CodeRejected:
-		c.Status = store.AttemptFailed
+		c.Status = vocab.AttemptFailed
 		if store.ClassifyRejection(started, at) == store.RejectionWindow {
-			c.FailType, c.ErrorCode = store.FailRejected, SendRejected
+			c.FailType, c.ErrorCode = vocab.FailRejected, vocab.SendRejected
 			return c, false
 		}
-		c.FailType, c.ErrorCode = store.FailThrottled, SendThrottled
+		c.FailType, c.ErrorCode = vocab.FailThrottled, vocab.SendThrottled
 		return c, true
 	case code == ilink.CodeStaleToken:
-		c.Status, c.FailType, c.ErrorCode = store.AttemptFailed, store.FailStaleToken, SendStaleToken
+		c.Status, c.FailType, c.ErrorCode = vocab.AttemptFailed, vocab.FailStaleToken, vocab.SendStaleToken
 	case code == ilink.CodeNotSent:
-		c.Status, c.FailType, c.ErrorCode = store.AttemptFailed, store.FailTransport, SendNotSent
+		c.Status, c.FailType, c.ErrorCode = vocab.AttemptFailed, vocab.FailTransport, vocab.SendNotSent
 	case code == ilink.CodeOutcomeUnknown, ilink.MayHaveTakenEffect(err),
 		code == ilink.CodeHTTPStatus && ie != nil && ie.Status >= 500:
-		c.Status, c.ErrorCode = store.AttemptUnknown, SendOutcomeUnknown
+		c.Status, c.ErrorCode = vocab.AttemptUnknown, vocab.SendOutcomeUnknown
 	default:
-		c.Status, c.FailType, c.ErrorCode = store.AttemptFailed, store.FailRejected, SendRejected
+		c.Status, c.FailType, c.ErrorCode = vocab.AttemptFailed, vocab.FailRejected, vocab.SendRejected
 	}
 	return c, false
 }
@@ -200,7 +192,7 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 		}
 		_ = wait(context.WithoutCancel(ctx), time.Duration(try+1)*200*time.Millisecond)
 	}
-	if store.CodeOf(err) == store.CodeAttemptConflict {
+	if store.CodeOf(err) == vocab.CodeAttemptConflict {
 		if att, gerr := a.Store.GetAttempt(ctx, c.AttemptID); gerr == nil {
 			w, _ := a.Store.GetWindow(ctx, att.ReplyWindowID)
 			return a.output(w, att, nil), nil
@@ -235,7 +227,7 @@ func (a *Activities) releaseOr(ctx context.Context, att store.Attempt, op string
 func (a *Activities) refusal(op string, err error) (SendOutput, error) {
 	if store.IsRuleViolation(err) {
 		a.Metrics.Send(metrics.SendRefused)
-		return SendOutput{Status: store.AttemptFailed, ErrorCode: string(store.CodeOf(err))}, nil
+		return SendOutput{Status: vocab.AttemptFailed, ErrorCode: string(store.CodeOf(err))}, nil
 	}
 	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
@@ -247,7 +239,7 @@ func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Tim
 		AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID, Status: att.Status,
 		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: w.SendsLeft(),
 	}
-	if att.ErrorCode == SendThrottled && blocked != nil {
+	if att.ErrorCode == vocab.SendThrottled && blocked != nil {
 		out.RetryAfter = *blocked
 	}
 	return out

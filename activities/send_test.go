@@ -9,6 +9,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestSendTransmitsOnceWithTheWindowsContextTokenAndClientID(t *testing.T) {
@@ -19,7 +20,7 @@ func TestSendTransmitsOnceWithTheWindowsContextTokenAndClientID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != store.AttemptSent || out.ProviderMessageID == "" || out.ErrorCode != "" || out.SendsLeft != 9 {
+	if out.Status != vocab.AttemptSent || out.ProviderMessageID == "" || out.ErrorCode != "" || out.SendsLeft != 9 {
 		t.Fatalf("output %+v", out)
 	}
 	sent := h.sent()
@@ -28,7 +29,7 @@ func TestSendTransmitsOnceWithTheWindowsContextTokenAndClientID(t *testing.T) {
 		t.Fatalf("simulator saw %+v", sent)
 	}
 	att, err := h.store.GetAttempt(h.ctx, out.AttemptID)
-	if err != nil || att.Status != store.AttemptSent || att.ProviderMessageID != out.ProviderMessageID {
+	if err != nil || att.Status != vocab.AttemptSent || att.ProviderMessageID != out.ProviderMessageID {
 		t.Fatalf("attempt %+v %v", att, err)
 	}
 }
@@ -39,7 +40,7 @@ func TestTenSendsThenTheQuotaAnswersWithoutCallingIlink(t *testing.T) {
 	_, ho := h.deliver("hello")
 	for i := 0; i < 10; i++ {
 		out, err := h.send(ho.SessionID, fmt.Sprintf("r%d", i), fmt.Sprintf("reply %d", i))
-		if err != nil || out.Status != store.AttemptSent || out.SendsLeft != int32(9-i) {
+		if err != nil || out.Status != vocab.AttemptSent || out.SendsLeft != int32(9-i) {
 			t.Fatalf("send %d: %+v %v", i, out, err)
 		}
 	}
@@ -47,7 +48,7 @@ func TestTenSendsThenTheQuotaAnswersWithoutCallingIlink(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a quota refusal is an answer, not an error: %v", err)
 	}
-	if out.ErrorCode != string(store.CodeReplyQuotaExhausted) || out.Status != store.AttemptFailed {
+	if out.ErrorCode != string(vocab.CodeReplyQuotaExhausted) || out.Status != vocab.AttemptFailed {
 		t.Fatalf("output %+v", out)
 	}
 	if n := len(h.sent()); n != 10 {
@@ -92,11 +93,11 @@ func TestADroppedConnectionAfterTheRequestWasReadIsUnknownAndNeverResent(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != store.AttemptUnknown || out.ErrorCode != SendOutcomeUnknown {
+	if out.Status != vocab.AttemptUnknown || out.ErrorCode != vocab.SendOutcomeUnknown {
 		t.Fatalf("output %+v, want unknown", out)
 	}
 	again, err := h.send(ho.SessionID, "r1", "lost in transit")
-	if err != nil || again.Status != store.AttemptUnknown || again.AttemptID != out.AttemptID {
+	if err != nil || again.Status != vocab.AttemptUnknown || again.AttemptID != out.AttemptID {
 		t.Fatalf("retry %+v %v", again, err)
 	}
 	if n := h.requests("sendmessage"); n != 1 {
@@ -118,7 +119,7 @@ func TestARetryThatFindsItsAttemptSendingCompletesItUnknownWithoutSending(t *tes
 		t.Fatal(err)
 	}
 	out, err := h.send(ho.SessionID, "r1", "crashed mid-send")
-	if err != nil || out.Status != store.AttemptUnknown || out.AttemptID != att.AttemptID {
+	if err != nil || out.Status != vocab.AttemptUnknown || out.AttemptID != att.AttemptID {
 		t.Fatalf("output %+v %v", out, err)
 	}
 	if n := h.requests("sendmessage"); n != 0 {
@@ -132,7 +133,7 @@ func TestAThrottleRejectionFailsTheSendAndBlocksTheBot(t *testing.T) {
 		o.sim = func(c *ilinksim.Config) { c.ThrottleBurst = 2 } // the second send in a row is throttled
 	})
 	_, ho := h.deliver("hello")
-	if out, err := h.send(ho.SessionID, "r1", "first"); err != nil || out.Status != store.AttemptSent {
+	if out, err := h.send(ho.SessionID, "r1", "first"); err != nil || out.Status != vocab.AttemptSent {
 		t.Fatalf("first send %+v %v", out, err)
 	}
 	before := time.Now()
@@ -140,11 +141,11 @@ func TestAThrottleRejectionFailsTheSendAndBlocksTheBot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != store.AttemptFailed || out.ErrorCode != SendThrottled || out.RetryAfter.Before(before.Add(59*time.Minute)) {
+	if out.Status != vocab.AttemptFailed || out.ErrorCode != vocab.SendThrottled || out.RetryAfter.Before(before.Add(59*time.Minute)) {
 		t.Fatalf("output %+v, want failed/throttled with a retry-after one penalty away", out)
 	}
 	att, _ := h.store.GetAttempt(h.ctx, out.AttemptID)
-	if att.FailType != store.FailThrottled {
+	if att.FailType != vocab.FailThrottled {
 		t.Fatalf("fail type %q", att.FailType)
 	}
 	acct := h.account()
@@ -154,7 +155,7 @@ func TestAThrottleRejectionFailsTheSendAndBlocksTheBot(t *testing.T) {
 	// The next send is answered by the breaker, without a call to iLink.
 	requests := h.requests("sendmessage")
 	next, err := h.send(ho.SessionID, "r3", "third")
-	if err != nil || next.Status != store.AttemptFailed || next.ErrorCode != SendThrottled || !next.RetryAfter.Equal(out.RetryAfter) {
+	if err != nil || next.Status != vocab.AttemptFailed || next.ErrorCode != vocab.SendThrottled || !next.RetryAfter.Equal(out.RetryAfter) {
 		t.Fatalf("next send %+v %v", next, err)
 	}
 	if n := h.requests("sendmessage"); n != requests {
@@ -197,7 +198,7 @@ func TestAStaleTokenOnSendFailsTheAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := h.send(ho.SessionID, "r1", "too late")
-	if err != nil || out.Status != store.AttemptFailed || out.ErrorCode != SendStaleToken {
+	if err != nil || out.Status != vocab.AttemptFailed || out.ErrorCode != vocab.SendStaleToken {
 		t.Fatalf("output %+v %v", out, err)
 	}
 }
@@ -210,7 +211,7 @@ func TestAnHTTP5xxOnSendIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := h.send(ho.SessionID, "r1", "maybe")
-	if err != nil || out.Status != store.AttemptUnknown {
+	if err != nil || out.Status != vocab.AttemptUnknown {
 		t.Fatalf("output %+v %v", out, err)
 	}
 }
@@ -224,11 +225,11 @@ func TestARequestThatNeverLeftFailsAsTransportAndGivesTheQuotaBack(t *testing.T)
 		t.Fatal(err)
 	}
 	out, err := h.send(ho.SessionID, "r1", "never left")
-	if err != nil || out.Status != store.AttemptFailed || out.ErrorCode != SendNotSent || out.SendsLeft != 10 {
+	if err != nil || out.Status != vocab.AttemptFailed || out.ErrorCode != vocab.SendNotSent || out.SendsLeft != 10 {
 		t.Fatalf("output %+v %v", out, err)
 	}
 	att, _ := h.store.GetAttempt(h.ctx, out.AttemptID)
-	if att.FailType != store.FailTransport {
+	if att.FailType != vocab.FailTransport {
 		t.Fatalf("fail type %q", att.FailType)
 	}
 }
@@ -238,11 +239,11 @@ func TestSendRefusalsAreAnswersNotErrors(t *testing.T) {
 	h := newHarness(t)
 	_, ho := h.deliver("hello")
 	out, err := h.send("00000000-0000-0000-0000-000000000000", "r1", "who am I")
-	if err != nil || out.ErrorCode != string(store.CodeInvalidAgentSession) {
+	if err != nil || out.ErrorCode != string(vocab.CodeInvalidAgentSession) {
 		t.Fatalf("unknown session: %+v %v", out, err)
 	}
 	out, err = h.send(ho.SessionID, "r2", strings.Repeat("x", 16*1024+1))
-	if err != nil || out.ErrorCode != string(store.CodeInvalidInput) {
+	if err != nil || out.ErrorCode != string(vocab.CodeInvalidInput) {
 		t.Fatalf("text too long: %+v %v", out, err)
 	}
 	// A superseded window refuses: a newer message took the conversation.
@@ -251,7 +252,7 @@ func TestSendRefusalsAreAnswersNotErrors(t *testing.T) {
 		t.Fatalf("poll %+v %v", res, err)
 	}
 	out, err = h.send(ho.SessionID, "r3", "to the old window")
-	if err != nil || out.ErrorCode != string(store.CodeReplyWindowInactive) {
+	if err != nil || out.ErrorCode != string(vocab.CodeReplyWindowInactive) {
 		t.Fatalf("superseded window: %+v %v", out, err)
 	}
 	if n := h.requests("sendmessage"); n != 0 {
@@ -272,7 +273,7 @@ func TestHandOffOpensASessionAndDeliversItsTokenToTheHandlerOnly(t *testing.T) {
 		t.Fatalf("hand-off %+v %v", ho, err)
 	}
 	if len(got) != 1 || got[0].SessionID != ho.SessionID || got[0].Message.Payload.Summary != "hello agent" ||
-		got[0].Message.Status != store.MessageProcessing || got[0].Window.ReplyWindowID != w.ReplyWindowID {
+		got[0].Message.Status != vocab.MessageProcessing || got[0].Window.ReplyWindowID != w.ReplyWindowID {
 		t.Fatalf("delivery %+v", got)
 	}
 	tok := got[0].SessionToken
@@ -309,7 +310,7 @@ func TestHandOffHandlerFailureIsRetryableAndRefusalsAreNot(t *testing.T) {
 		t.Fatalf("without a handler: %+v %v", ho, err)
 	}
 	_, err = run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: 999999, Attempt: 1})
-	wantNonRetryable(t, err, string(store.CodeReplyWindowNotFound))
+	wantNonRetryable(t, err, string(vocab.CodeReplyWindowNotFound))
 }
 
 type handlerFunc func(Delivery) error
@@ -323,7 +324,7 @@ func TestASendWithoutRequestIDIsIdempotentPerScheduledActivity(t *testing.T) {
 	// Two fresh test environments present the same workflow run and activity id, as a
 	// retry of one scheduled activity does.
 	first, err := h.send(ho.SessionID, "", "no request id")
-	if err != nil || first.Status != store.AttemptSent {
+	if err != nil || first.Status != vocab.AttemptSent {
 		t.Fatalf("first %+v %v", first, err)
 	}
 	again, err := h.send(ho.SessionID, "", "no request id")
@@ -343,7 +344,7 @@ func TestASendUnderTheSessionOfAnotherWindowIsRefusedBeforeAnythingIsWritten(t *
 	in := SendInput{SessionID: ho2.SessionID, RequestID: "r1", Content: store.Content{Type: "text", Text: "hi"},
 		ReplyWindowID: w1.ReplyWindowID}
 	out, err := run[SendOutput](h, h.acts.Send, in)
-	if err != nil || out.ErrorCode != string(store.CodeInvalidAgentSession) || out.AttemptID != "" {
+	if err != nil || out.ErrorCode != string(vocab.CodeInvalidAgentSession) || out.AttemptID != "" {
 		t.Fatalf("session of window %d sent through window %d: %+v %v, want an invalid_agent_session refusal",
 			w2.ReplyWindowID, w1.ReplyWindowID, out, err)
 	}
@@ -351,7 +352,7 @@ func TestASendUnderTheSessionOfAnotherWindowIsRefusedBeforeAnythingIsWritten(t *
 		t.Fatalf("%d attempts, %d sendmessage calls: a refused send writes and sends nothing", n, h.requests("sendmessage"))
 	}
 	in.ReplyWindowID = w2.ReplyWindowID
-	if out, err := run[SendOutput](h, h.acts.Send, in); err != nil || out.Status != store.AttemptSent {
+	if out, err := run[SendOutput](h, h.acts.Send, in); err != nil || out.Status != vocab.AttemptSent {
 		t.Fatalf("session of its own window: %+v %v, want sent", out, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -24,24 +25,24 @@ func TestAccountStatusActivitiesUseTheWorkflowsTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	acct := h.account()
-	if acct.Status != store.AccountPaused || !acct.PauseUntil.Equal(until) || !acct.UpdatedAt.Equal(wfNow) {
+	if acct.Status != vocab.AccountPaused || !acct.PauseUntil.Equal(until) || !acct.UpdatedAt.Equal(wfNow) {
 		t.Fatalf("paused account %+v", acct)
 	}
 	if err := runErr(h, h.acts.ResumeAccount, StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow}); err != nil {
 		t.Fatal(err)
 	}
-	if acct := h.account(); acct.Status != store.AccountActive {
+	if acct := h.account(); acct.Status != vocab.AccountActive {
 		t.Fatalf("resumed account %+v", acct)
 	}
 	out, err := run[StatusOutput](h, h.acts.MarkNeedsRelogin, StatusInput{AccountKey: h.key, Generation: 1, Reason: "-14 twice", Now: wfNow})
-	if err != nil || out.Status != store.AccountNeedsRelogin || len(out.CancelledWindowIDs) != 1 {
+	if err != nil || out.Status != vocab.AccountNeedsRelogin || len(out.CancelledWindowIDs) != 1 {
 		t.Fatalf("needs relogin %+v %v", out, err)
 	}
 	// Rule violations are not retried.
 	err = runErr(h, h.acts.PauseAccount, PauseInput{AccountKey: h.key, Generation: 1, Until: wfNow.Add(-time.Second), Now: wfNow})
-	wantNonRetryable(t, err, string(store.CodeInvalidInput))
+	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
 	err = runErr(h, h.acts.ResumeAccount, StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow})
-	wantNonRetryable(t, err, string(store.CodeAccountNotActive))
+	wantNonRetryable(t, err, string(vocab.CodeAccountNotActive))
 }
 
 func TestWindowStateAndExpiry(t *testing.T) {
@@ -49,19 +50,19 @@ func TestWindowStateAndExpiry(t *testing.T) {
 	h := newHarness(t)
 	w, _ := h.deliver("hello")
 	st, err := run[WindowState](h, h.acts.GetWindowState, w.ReplyWindowID)
-	if err != nil || st.State != store.WindowOpen || st.SendsLeft != 10 || !st.ExpiresAt.Equal(w.ExpiresAt) {
+	if err != nil || st.State != vocab.WindowOpen || st.SendsLeft != 10 || !st.ExpiresAt.Equal(w.ExpiresAt) {
 		t.Fatalf("state %+v %v", st, err)
 	}
 	_, err = run[WindowState](h, h.acts.ExpireWindow, ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: time.Now()})
-	wantNonRetryable(t, err, string(store.CodeInvalidInput)) // not yet
+	wantNonRetryable(t, err, string(vocab.CodeInvalidInput)) // not yet
 	for i := 0; i < 2; i++ {
 		st, err = run[WindowState](h, h.acts.ExpireWindow, ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: w.ExpiresAt})
-		if err != nil || st.State != store.WindowExpired || st.SendsLeft != 0 {
+		if err != nil || st.State != vocab.WindowExpired || st.SendsLeft != 0 {
 			t.Fatalf("expire #%d: %+v %v", i, st, err)
 		}
 	}
 	_, err = run[WindowState](h, h.acts.GetWindowState, int64(987654))
-	wantNonRetryable(t, err, string(store.CodeReplyWindowNotFound))
+	wantNonRetryable(t, err, string(vocab.CodeReplyWindowNotFound))
 }
 
 func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {

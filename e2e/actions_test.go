@@ -11,6 +11,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // TestActionsPerInboundMessageWithOneReplyAreAtMostSix measures what one more inbound
@@ -50,15 +51,15 @@ func measureActions(t *testing.T, viaUpdate bool) {
 		}
 		var w store.Window
 		s.eventually("window handed off", 30*time.Second, func() (bool, error) {
-			open, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: acct.AccountKey, State: store.WindowOpen})
+			open, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: acct.AccountKey, State: vocab.WindowOpen})
 			if err != nil || len(open) != 1 || (len(windows) > 0 && open[0].ReplyWindowID == windows[len(windows)-1]) {
 				return false, err
 			}
 			w = open[0]
 			m, err := s.store.GetMessage(s.ctx, w.SourceMessageKey)
-			want := store.MessageProcessing
+			want := vocab.MessageProcessing
 			if !viaUpdate {
-				want = store.MessageHandled // the echo's reply is sent, then the message handled
+				want = vocab.MessageHandled // the echo's reply is sent, then the message handled
 			}
 			return err == nil && m.Status == want && s.running(s.windowWF(w.ReplyWindowID)), err
 		})
@@ -66,7 +67,7 @@ func measureActions(t *testing.T, viaUpdate bool) {
 		if !viaUpdate {
 			return
 		}
-		if res, err := s.send(w.ReplyWindowID, fmt.Sprintf("reply %d", i)); err != nil || res.Status != store.AttemptSent {
+		if res, err := s.send(w.ReplyWindowID, fmt.Sprintf("reply %d", i)); err != nil || res.Status != vocab.AttemptSent {
 			t.Fatalf("reply %d: %+v %v", i, res, err)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 const codecToken = "e2e-codec-endpoint-token-5b1d0c"
@@ -73,20 +74,20 @@ func TestNoUserTextReplyOrAttachmentNameIsInHistoryOnlyInEncryptedPayloads(t *te
 		t.Fatal(err)
 	}
 	w1 := s.storedWindow(accountKey)
-	s.messageReaches(w1.SourceMessageKey, store.MessageHandled, time.Minute)
+	s.messageReaches(w1.SourceMessageKey, vocab.MessageHandled, time.Minute)
 	if _, err := s.ctl.Inject(s.ctx, bot.BotID, ilinksim.InjectRequest{Kind: ilinksim.KindFile, FileName: fileName}); err != nil {
 		t.Fatal(err)
 	}
 	var w2 store.Window
 	s.eventually("the file message's window", time.Minute, func() (bool, error) {
-		ws, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey, State: store.WindowOpen})
+		ws, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey, State: vocab.WindowOpen})
 		if err != nil || len(ws) != 1 || ws[0].ReplyWindowID == w1.ReplyWindowID {
 			return false, err
 		}
 		w2 = ws[0]
 		return true, nil
 	})
-	s.messageReaches(w2.SourceMessageKey, store.MessageHandled, time.Minute)
+	s.messageReaches(w2.SourceMessageKey, vocab.MessageHandled, time.Minute)
 	// The agent answered both through the send Update.
 	texts := s.sentTexts(bot.BotID, 2)
 	if !strings.Contains(strings.Join(texts, "\n"), codecReply+" re: "+userText) {

@@ -27,6 +27,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/loadtest"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -192,7 +193,7 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	unknown := 0
 	for _, a := range attempts {
 		attemptStatus[a.status]++
-		if a.status == store.AttemptUnknown {
+		if a.status == vocab.AttemptUnknown {
 			unknown++
 		}
 	}
@@ -206,7 +207,7 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 		len(msgs), len(inbox), byStatus(inbox), len(excused))
 	t.Logf("windows: %d %v; the agent answered %d windows %v", len(windows), windowStates, len(agent.outcomes()), agent.summary())
 	t.Logf("replies: %d attempts %v, %d sent; simulator got %d sendmessage calls (%d accepted); %d unknown attempts",
-		len(attempts), attemptStatus, attemptStatus[store.AttemptSent], len(sent), accepted, unknown)
+		len(attempts), attemptStatus, attemptStatus[vocab.AttemptSent], len(sent), accepted, unknown)
 	t.Logf("kills: %d SIGKILLs, %d worker processes; getupdates: %d requests, %d non-empty pages; quiet: %v", kills, w.processes(),
 		tap.requests(), tap.nonEmptyPages(), quiet)
 	t.Logf("timings: build+setup %v, stream %v, quiet after %v, total %v", ready.Sub(began).Round(time.Millisecond),
@@ -760,7 +761,7 @@ func (a *crashAgent) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		open, err := a.st.ListWindows(ctx, store.WindowFilter{AccountKey: a.account, State: store.WindowOpen})
+		open, err := a.st.ListWindows(ctx, store.WindowFilter{AccountKey: a.account, State: vocab.WindowOpen})
 		if err != nil {
 			continue
 		}
@@ -959,7 +960,7 @@ func crashCheckQuiet(ctx context.Context, ctl *ilinksim.Control, pool *pgxpool.P
 	if len(busy) > 0 {
 		return q, fmt.Errorf("attempts still in flight: %v", busy)
 	}
-	open, err := st.ListWindows(ctx, store.WindowFilter{AccountKey: account, State: store.WindowOpen})
+	open, err := st.ListWindows(ctx, store.WindowFilter{AccountKey: account, State: vocab.WindowOpen})
 	if err != nil {
 		return q, err
 	}
@@ -1163,18 +1164,18 @@ func crashAssertClientIDs(t *testing.T, sent []ilinksim.SentMessage, attempts []
 		switch {
 		case !ok:
 			t.Errorf("client message id %q reached the simulator but no attempt of the store has it", id)
-		case a.status == store.AttemptPending || a.status == store.AttemptSending:
+		case a.status == vocab.AttemptPending || a.status == vocab.AttemptSending:
 			// Reported by crashAssertNothingInFlight.
-		case a.status == store.AttemptFailed && (a.failType == store.FailReleased || a.failType == store.FailRetired ||
-			a.failType == store.FailRefused || a.failType == store.FailTransport):
+		case a.status == vocab.AttemptFailed && (a.failType == vocab.FailReleased || a.failType == vocab.FailRetired ||
+			a.failType == vocab.FailRefused || a.failType == vocab.FailTransport):
 			t.Errorf("attempt %s reached the simulator (%s) but is recorded as failed/%s (%s): its quota was given back or it was declared never sent",
 				a.id, ms[0].Outcome, a.failType, a.errorCode)
-		case ms[0].Outcome == ilinksim.OutcomeAccepted && a.status != store.AttemptSent && a.status != store.AttemptUnknown:
+		case ms[0].Outcome == ilinksim.OutcomeAccepted && a.status != vocab.AttemptSent && a.status != vocab.AttemptUnknown:
 			t.Errorf("attempt %s was accepted by the simulator but is recorded as %s/%s", a.id, a.status, a.failType)
 		}
 	}
 	for _, a := range attempts {
-		if a.status != store.AttemptSent {
+		if a.status != vocab.AttemptSent {
 			continue
 		}
 		if ms := calls[a.clientID]; len(ms) == 0 || ms[0].Outcome != ilinksim.OutcomeAccepted {
@@ -1195,7 +1196,7 @@ func crashAssertQuota(t *testing.T, windows []crashWindow, attempts []crashAttem
 	}
 	used := map[int64]int32{}
 	for _, a := range attempts {
-		if a.status == store.AttemptSent || a.status == store.AttemptUnknown {
+		if a.status == vocab.AttemptSent || a.status == vocab.AttemptUnknown {
 			used[a.window]++
 		}
 	}
@@ -1224,7 +1225,7 @@ func crashAssertQuota(t *testing.T, windows []crashWindow, attempts []crashAttem
 func crashAssertNothingInFlight(t *testing.T, attempts []crashAttempt) {
 	t.Helper()
 	for _, a := range attempts {
-		if a.status == store.AttemptPending || a.status == store.AttemptSending {
+		if a.status == vocab.AttemptPending || a.status == vocab.AttemptSending {
 			t.Errorf("attempt %s (window %d) is left %s", a.id, a.window, a.status)
 		}
 	}

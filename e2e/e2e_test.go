@@ -28,6 +28,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -272,7 +273,7 @@ func (s *system) openWindow(accountKey string, not int64) (store.Window, wfapi.W
 	var w store.Window
 	var ws wfapi.WindowState
 	s.eventually("an open window with a workflow and a session", time.Minute, func() (bool, error) {
-		ws2, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey, State: store.WindowOpen})
+		ws2, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey, State: vocab.WindowOpen})
 		if err != nil || len(ws2) != 1 || ws2[0].ReplyWindowID == not {
 			return false, err
 		}
@@ -343,11 +344,11 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 	// Ten sends are accepted; the eleventh is refused by the validator without a call.
 	for i := 1; i <= 10; i++ {
 		res, err := s.send(w1.ReplyWindowID, fmt.Sprintf("reply %d", i))
-		if err != nil || res.Status != store.AttemptSent {
+		if err != nil || res.Status != vocab.AttemptSent {
 			t.Fatalf("send %d: %+v %v", i, res, err)
 		}
 	}
-	if _, err := s.send(w1.ReplyWindowID, "eleventh"); refusalCode(err) != string(store.CodeReplyQuotaExhausted) {
+	if _, err := s.send(w1.ReplyWindowID, "eleventh"); refusalCode(err) != string(vocab.CodeReplyQuotaExhausted) {
 		t.Fatalf("eleventh send: %v, want a reply_quota_exhausted refusal", err)
 	}
 	sent, err := s.ctl.Sent(s.ctx, bot.BotID)
@@ -363,16 +364,16 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 	}
 	w2, _ := s.openWindow(first.AccountKey, w1.ReplyWindowID)
 	s.waitClosed(s.windowWF(w1.ReplyWindowID), 30*time.Second)
-	if got, _ := s.store.GetWindow(s.ctx, w1.ReplyWindowID); got.State != store.WindowSuperseded {
+	if got, _ := s.store.GetWindow(s.ctx, w1.ReplyWindowID); got.State != vocab.WindowSuperseded {
 		t.Fatalf("first window is %s, want superseded", got.State)
 	}
-	if res, err := s.send(w2.ReplyWindowID, "one reply in the new window"); err != nil || res.Status != store.AttemptSent {
+	if res, err := s.send(w2.ReplyWindowID, "one reply in the new window"); err != nil || res.Status != vocab.AttemptSent {
 		t.Fatalf("send in the new window: %+v %v", res, err)
 	}
 
 	// The new window expires on its timer.
 	s.waitClosed(s.windowWF(w2.ReplyWindowID), limits.WindowLifetime+time.Minute)
-	if got, _ := s.store.GetWindow(s.ctx, w2.ReplyWindowID); got.State != store.WindowExpired {
+	if got, _ := s.store.GetWindow(s.ctx, w2.ReplyWindowID); got.State != vocab.WindowExpired {
 		t.Fatalf("second window is %s, want expired", got.State)
 	}
 
@@ -388,7 +389,7 @@ func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
 	}
 	s.waitClosed(s.pollerWF(first.AccountKey), time.Minute)
 	old, _ := s.store.GetAccount(s.ctx, first.AccountKey)
-	if old.Status != store.AccountReplaced {
+	if old.Status != vocab.AccountReplaced {
 		t.Fatalf("first account is %s, want replaced", old.Status)
 	}
 	s.eventually("new poller running", 30*time.Second, func() (bool, error) { return s.running(s.pollerWF(second.AccountKey)), nil })

@@ -25,6 +25,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -167,7 +168,7 @@ func (s *system) storedWindow(accountKey string) store.Window {
 	s.t.Helper()
 	var w store.Window
 	s.eventually("an open window", time.Minute, func() (bool, error) {
-		ws, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey, State: store.WindowOpen})
+		ws, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: accountKey, State: vocab.WindowOpen})
 		if err != nil || len(ws) != 1 {
 			return false, err
 		}
@@ -290,15 +291,15 @@ func TestHandOffWebhookSignedDeliveryRepliesAndHandles(t *testing.T) {
 	if strings.Join(texts, "|") != "webhook got: hello webhook|and a second reply" {
 		t.Fatalf("simulator received %q", texts)
 	}
-	s.messageReaches(w.SourceMessageKey, store.MessageHandled, 30*time.Second)
+	s.messageReaches(w.SourceMessageKey, vocab.MessageHandled, 30*time.Second)
 	// The delivered token is a real session's (an unknown token is "not valid"), and the
 	// handled message closed it.
 	sess, err := s.store.ValidateSession(s.ctx, time.Now(), store.ByToken(sealing.NewSecret(d.SessionToken)))
-	if store.CodeOf(err) != store.CodeInvalidAgentSession || !strings.Contains(err.Error(), "not active") {
+	if store.CodeOf(err) != vocab.CodeInvalidAgentSession || !strings.Contains(err.Error(), "not active") {
 		t.Fatalf("session of a handled message: %+v %v, want invalid_agent_session (not active)", sess, err)
 	}
 	s.eventually("window verdict", 30*time.Second, func() (bool, error) {
-		return s.windowState(w.ReplyWindowID).Verdict == store.MessageHandled, nil
+		return s.windowState(w.ReplyWindowID).Verdict == vocab.MessageHandled, nil
 	})
 	if got := len(rcv.all()); got != 1 {
 		t.Fatalf("%d deliveries, want 1", got)
@@ -353,13 +354,13 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
 	var status string
-	if err := s.tc.GetWorkflow(ctx, agentID, "").Get(ctx, &status); err != nil || status != store.AttemptSent {
+	if err := s.tc.GetWorkflow(ctx, agentID, "").Get(ctx, &status); err != nil || status != vocab.AttemptSent {
 		t.Fatalf("agent workflow: %q %v, want its reply sent", status, err)
 	}
 	if texts := s.sentTexts(bot.BotID, 1); len(texts) != 1 || texts[0] != "agent workflow got: hello agent workflow" {
 		t.Fatalf("simulator received %q", texts)
 	}
-	s.messageReaches(w.SourceMessageKey, store.MessageHandled, 30*time.Second)
+	s.messageReaches(w.SourceMessageKey, vocab.MessageHandled, 30*time.Second)
 
 	// The agent workflow's input names the window and the session, never a token.
 	hist := s.tc.GetWorkflowHistory(s.ctx, agentID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -385,16 +386,16 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 	}
 
 	// Once finished, the window refuses further replies and another verdict, with codes.
-	if _, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "too late", "late-1"); agent.Code(err) != string(store.CodeInvalidAgentSession) {
+	if _, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "too late", "late-1"); agent.Code(err) != string(vocab.CodeInvalidAgentSession) {
 		t.Fatalf("reply after the verdict: %v (code %q)", err, agent.Code(err))
 	}
-	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), false, "changed my mind"); agent.Code(err) != string(store.CodeAttemptConflict) {
+	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), false, "changed my mind"); agent.Code(err) != string(vocab.CodeAttemptConflict) {
 		t.Fatalf("another verdict: %v (code %q)", err, agent.Code(err))
 	}
 	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), true, ""); err != nil {
 		t.Fatalf("the same verdict again: %v", err)
 	}
-	if ws := s.windowState(w.ReplyWindowID); ws.Offers != 1 || ws.Verdict != store.MessageHandled {
+	if ws := s.windowState(w.ReplyWindowID); ws.Offers != 1 || ws.Verdict != vocab.MessageHandled {
 		t.Fatalf("window state %+v", ws)
 	}
 	s.replayGateway()
@@ -413,7 +414,7 @@ func TestHandOffEchoRoundTrip(t *testing.T) {
 		t.Fatalf("simulator received %q, want the echo", texts)
 	}
 	w := s.storedWindow(accountKey)
-	s.messageReaches(w.SourceMessageKey, store.MessageHandled, 30*time.Second)
+	s.messageReaches(w.SourceMessageKey, vocab.MessageHandled, 30*time.Second)
 	s.replayGateway()
 }
 
@@ -440,7 +441,7 @@ func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := s.storedWindow(accountKey)
-	m := s.messageReaches(w.SourceMessageKey, store.MessageFailed, time.Minute)
+	m := s.messageReaches(w.SourceMessageKey, vocab.MessageFailed, time.Minute)
 	if !strings.Contains(m.FailureReason, "webhook answered 400") || !strings.Contains(m.FailureReason, "unknown bot") ||
 		!strings.Contains(m.FailureReason, sealing.Redacted) {
 		t.Fatalf("failure reason %q: want the status and the answer, with the token redacted", m.FailureReason)
@@ -513,7 +514,7 @@ func TestHandOffUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	}
 	// The agent replies with the re-offer's session and marks the message handled: the
 	// re-offers end.
-	if res, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "sorry for the wait", "reoffer-reply-1"); err != nil || res.Status != store.AttemptSent {
+	if res, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "sorry for the wait", "reoffer-reply-1"); err != nil || res.Status != vocab.AttemptSent {
 		t.Fatalf("reply: %+v %v", res, err)
 	}
 	if err := agent.Finish(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), true, ""); err != nil {
@@ -524,7 +525,7 @@ func TestHandOffUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	if got := len(rcv.all()); got != 2 {
 		t.Fatalf("%d deliveries, want 2: the agent's verdict ends the re-offers", got)
 	}
-	if m, err := s.store.GetMessage(s.ctx, w.SourceMessageKey); err != nil || m.Status != store.MessageHandled {
+	if m, err := s.store.GetMessage(s.ctx, w.SourceMessageKey); err != nil || m.Status != vocab.MessageHandled {
 		t.Fatalf("message %+v %v, want handled", m, err)
 	}
 	if texts := s.sentTexts(bot.BotID, 1); len(texts) != 1 || texts[0] != "sorry for the wait" {

@@ -20,6 +20,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -83,13 +84,13 @@ func TestTwoInstallationsShareANamespaceWithoutTouchingEachOthersWorkflows(t *te
 			t.Fatalf("installation %s delivered %s %+v to %s", name, d.Message.MessageKey, d.Message.Payload, d.WindowWorkflowID)
 		}
 		res, err := agent.Reply(s.ctx, s.tc, d.WindowWorkflowID, "answer of installation "+name, "answer-"+name)
-		if err != nil || res.Status != store.AttemptSent {
+		if err != nil || res.Status != vocab.AttemptSent {
 			t.Fatalf("installation %s reply: %+v %v", name, res, err)
 		}
 		if err := agent.Finish(s.ctx, s.tc, d.WindowWorkflowID, true, ""); err != nil {
 			t.Fatalf("installation %s finish: %v", name, err)
 		}
-		s.messageReaches(d.Message.MessageKey, store.MessageHandled, 30*time.Second)
+		s.messageReaches(d.Message.MessageKey, vocab.MessageHandled, 30*time.Second)
 	}
 	for name, s := range sys {
 		sent, err := s.ctl.Sent(s.ctx, bots[name])
@@ -202,7 +203,7 @@ func TestALegacyWindowIsRepliedToFinishedAndReconciledUnderItsLegacyID(t *testin
 	if code, body := post("/v1/reply", replyapi.ReplyRequest{Type: "text", Text: "through the reply API"}); code != http.StatusOK {
 		t.Fatalf("reply API: %d %s", code, body)
 	}
-	if res, err := agent.Reply(s.ctx, s.tc, d.WindowWorkflowID, "through the agent package", "legacy-2"); err != nil || res.Status != store.AttemptSent {
+	if res, err := agent.Reply(s.ctx, s.tc, d.WindowWorkflowID, "through the agent package", "legacy-2"); err != nil || res.Status != vocab.AttemptSent {
 		t.Fatalf("agent reply: %+v %v", res, err)
 	}
 	sent, err := s.ctl.Sent(s.ctx, bot.BotID)
@@ -221,11 +222,11 @@ func TestALegacyWindowIsRepliedToFinishedAndReconciledUnderItsLegacyID(t *testin
 	}
 
 	// The verdict through the reply API reaches the legacy window too.
-	if code, body := post("/v1/done", replyapi.DoneRequest{Status: store.MessageHandled}); code != http.StatusOK {
+	if code, body := post("/v1/done", replyapi.DoneRequest{Status: vocab.MessageHandled}); code != http.StatusOK {
 		t.Fatalf("done: %d %s", code, body)
 	}
-	s.messageReaches(w.SourceMessageKey, store.MessageHandled, 30*time.Second)
-	if v := s.windowState(w.ReplyWindowID).Verdict; v != store.MessageHandled {
+	s.messageReaches(w.SourceMessageKey, vocab.MessageHandled, 30*time.Second)
+	if v := s.windowState(w.ReplyWindowID).Verdict; v != vocab.MessageHandled {
 		t.Fatalf("legacy window's verdict %q, want handled", v)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // apiSystem is a running gateway that serves its HTTP endpoints (reply API, /metrics,
@@ -343,7 +344,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 		t.Fatalf("reply: %d %s", got.status, got.body)
 	}
 	got.json(t, &r1)
-	if r1.Status != store.AttemptSent || r1.AttemptID == "" || r1.ClientMessageID == "" || r1.ProviderMessageID == "" ||
+	if r1.Status != vocab.AttemptSent || r1.AttemptID == "" || r1.ClientMessageID == "" || r1.ProviderMessageID == "" ||
 		r1.SendsLeft != 2 || r1.RequestID != "key-1" {
 		t.Fatalf("reply answer %+v", r1)
 	}
@@ -357,7 +358,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 	} else {
 		got.json(t, &again)
 	}
-	if again.AttemptID != r1.AttemptID || again.Status != store.AttemptSent || len(a.sentTexts(bot.BotID)) != 1 || a.digest() != before {
+	if again.AttemptID != r1.AttemptID || again.Status != vocab.AttemptSent || len(a.sentTexts(bot.BotID)) != 1 || a.digest() != before {
 		t.Fatalf("a repeated Idempotency-Key sent again: %+v", again)
 	}
 	// The same key with another text is a conflict, and nothing is sent.
@@ -377,10 +378,10 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 		t.Fatalf("dropped send: %d %s", got.status, got.body)
 	}
 	got.json(t, &unknown)
-	if unknown.Status != store.AttemptUnknown || unknown.AttemptID == "" || unknown.SendsLeft != 1 || unknown.RequestID == "" {
+	if unknown.Status != vocab.AttemptUnknown || unknown.AttemptID == "" || unknown.SendsLeft != 1 || unknown.RequestID == "" {
 		t.Fatalf("dropped send answer %+v", unknown)
 	}
-	if att, err := a.store.GetAttempt(a.ctx, unknown.AttemptID); err != nil || att.Status != store.AttemptUnknown {
+	if att, err := a.store.GetAttempt(a.ctx, unknown.AttemptID); err != nil || att.Status != vocab.AttemptUnknown {
 		t.Fatalf("attempt of the dropped send: %+v %v", att, err)
 	}
 
@@ -399,7 +400,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 	} else {
 		got.json(t, &done)
 	}
-	if m, err := a.store.GetMessage(a.ctx, w1.SourceMessageKey); err != nil || m.Status != store.MessageHandled || done.Status != store.MessageHandled {
+	if m, err := a.store.GetMessage(a.ctx, w1.SourceMessageKey); err != nil || m.Status != vocab.MessageHandled || done.Status != vocab.MessageHandled {
 		t.Fatalf("message after done: %+v %v (answer %+v)", m, err, done)
 	}
 
@@ -410,7 +411,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 	w2, _ := a.openWindow(acct.AccountKey, w1.ReplyWindowID)
 	a.eventually("first window superseded", 30*time.Second, func() (bool, error) {
 		w, err := a.store.GetWindow(a.ctx, w1.ReplyWindowID)
-		return w.State == store.WindowSuperseded, err
+		return w.State == vocab.WindowSuperseded, err
 	})
 	a.refused("superseded window", http.StatusConflict, replyapi.CodeWindowInactive, bot.BotID, func() answer {
 		return a.reply(tok1, "too late", "")
@@ -462,7 +463,7 @@ func assertThrottled(t *testing.T, got answer) replyapi.ReplyResponse {
 	}
 	var body replyapi.ErrorBody
 	got.json(t, &body)
-	if body.Error.Attempt == nil || body.Error.Attempt.AttemptID == "" || body.Error.Attempt.Status != store.AttemptFailed ||
+	if body.Error.Attempt == nil || body.Error.Attempt.AttemptID == "" || body.Error.Attempt.Status != vocab.AttemptFailed ||
 		body.Error.RetryAfterSeconds != int64(secs) {
 		t.Fatalf("throttled answer without its attempt: %s", got.body)
 	}
@@ -489,7 +490,7 @@ func TestReplyAPIExpiredWindowIsGone(t *testing.T) {
 	}
 	a.eventually("window expired", time.Minute, func() (bool, error) {
 		got, err := a.store.GetWindow(a.ctx, w.ReplyWindowID)
-		return got.State == store.WindowExpired, err
+		return got.State == vocab.WindowExpired, err
 	})
 	a.refused("expired window", http.StatusGone, replyapi.CodeWindowExpired, bot.BotID, func() answer {
 		return a.reply(tok, "too late", "late-key")
@@ -501,7 +502,7 @@ func TestReplyAPIExpiredWindowIsGone(t *testing.T) {
 	} else {
 		got.json(t, &again)
 	}
-	if again.AttemptID != first.AttemptID || again.Status != store.AttemptSent || len(a.sentTexts(bot.BotID)) != 1 {
+	if again.AttemptID != first.AttemptID || again.Status != vocab.AttemptSent || len(a.sentTexts(bot.BotID)) != 1 {
 		t.Fatalf("repeat after expiry answered %+v (first %+v)", again, first)
 	}
 	a.refused("done on an expired window", http.StatusGone, replyapi.CodeWindowExpired, bot.BotID, func() answer {
@@ -604,7 +605,7 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 	a.openWindow(acct.AccountKey, w1.ReplyWindowID)
 	a.eventually("first window superseded", 30*time.Second, func() (bool, error) {
 		w, err := a.store.GetWindow(a.ctx, w1.ReplyWindowID)
-		return w.State == store.WindowSuperseded, err
+		return w.State == vocab.WindowSuperseded, err
 	})
 
 	fams := a.scrape()

@@ -13,17 +13,19 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // DefaultDatabaseURL is the database used when DATABASE_URL is unset (the local test
 // server of the README).
-const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+const DefaultDatabaseURL = vocab.DefaultDatabaseURL
 
 // Config is the configuration of a worker process. Build it with [ConfigFromEnv] or start
 // from [DefaultConfig]; [Run] validates it.
@@ -140,13 +142,13 @@ func DefaultConfig() Config {
 		ILinkBaseURL:      ilink.DefaultBaseURL,
 		ILinkCDNBaseURL:   ilink.DefaultCDNBaseURL,
 		Limits:            store.DefaultLimits(),
-		SendGap:           2 * time.Second,
-		ThrottlePenalty:   60 * time.Minute,
-		StalePause:        time.Hour,
+		SendGap:           vocab.DefaultSendGap,
+		ThrottlePenalty:   vocab.DefaultThrottlePenalty,
+		StalePause:        vocab.DefaultStalePause,
 		PollLeaseTTL:      30 * time.Second,
 		DBMaxConns:        DefaultDBMaxConns,
-		PollSession:       10 * time.Minute,
-		MaxAccounts:       1000,
+		PollSession:       activities.DefaultPollSession,
+		MaxAccounts:       activities.DefaultMaxAccounts,
 		SessionTTL:        0,
 		Heartbeat:         10 * time.Second,
 		ShutdownGrace:     30 * time.Second,

@@ -13,6 +13,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -50,7 +51,7 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 		t.Fatal(err)
 	}
 	pending, err := stA.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: "on my way"}})
-	if err != nil || pending.Status != store.AttemptPending {
+	if err != nil || pending.Status != vocab.AttemptPending {
 		t.Fatalf("reserve: %+v %v", pending, err)
 	}
 	if _, err := poolA.Exec(ctx, "UPDATE installation SET legacy_windows_through = $1, legacy_pollers = true", legacyWindow); err != nil {
@@ -142,7 +143,7 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 	if !equalReports(rep, want) {
 		t.Fatalf("A's report\n got %+v\nwant %+v", rep, want)
 	}
-	if att, err := stA.GetAttempt(ctx, pending.AttemptID); err != nil || att.Status != store.AttemptPending {
+	if att, err := stA.GetAttempt(ctx, pending.AttemptID); err != nil || att.Status != vocab.AttemptPending {
 		t.Fatalf("pending reply of the running legacy window: %+v %v, want left pending", att, err)
 	}
 	untouched(legacyWindowWF, legacyWindowRun, 0)

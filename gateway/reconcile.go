@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -154,7 +155,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		logger.Warn("released pending attempts orphaned by a crash", "attempts", n)
 	}
 
-	active, err := st.ListAccounts(ctx, store.AccountActive)
+	active, err := st.ListAccounts(ctx, vocab.AccountActive)
 	if err != nil {
 		return rep, errors.Join(append(errs, fmt.Errorf("list active accounts: %w", err))...)
 	}
@@ -176,7 +177,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		}
 	}
 
-	paused, err := st.ListAccounts(ctx, store.AccountPaused)
+	paused, err := st.ListAccounts(ctx, vocab.AccountPaused)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list paused accounts: %w", err))
 	}

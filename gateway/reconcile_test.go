@@ -16,6 +16,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -54,7 +55,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: "on my way"}})
-	if err != nil || pending.Status != store.AttemptPending {
+	if err != nil || pending.Status != vocab.AttemptPending {
 		t.Fatalf("reserve: %+v %v", pending, err)
 	}
 	// Account B: active, idle. Account C: paused, so it gets no poller.
@@ -130,7 +131,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if att.Status != store.AttemptFailed || att.ErrorCode != "abandoned_before_transmit" || att.FailType != store.FailReleased {
+	if att.Status != vocab.AttemptFailed || att.ErrorCode != "abandoned_before_transmit" || att.FailType != vocab.FailReleased {
 		t.Fatalf("attempt after reconcile %+v", att)
 	}
 	if stored.Reserved != 0 || stored.SendsLeft() != limits.MaxSends {
@@ -142,7 +143,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	reserve := func(text string) store.Attempt {
 		t.Helper()
 		att, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: text}})
-		if err != nil || att.Status != store.AttemptPending {
+		if err != nil || att.Status != vocab.AttemptPending {
 			t.Fatalf("reserve: %+v %v", att, err)
 		}
 		return att
@@ -155,7 +156,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	want = gateway.ReconcileReport{
 		PendingLeft: 1, Accounts: 2, PollersSignalled: 2, PausedWithoutPoller: []string{c.key}, Windows: 1, WindowsRunning: 1,
 	}
-	if att, _ := st.GetAttempt(ctx, owned.AttemptID); att.Status != store.AttemptPending {
+	if att, _ := st.GetAttempt(ctx, owned.AttemptID); att.Status != vocab.AttemptPending {
 		t.Fatalf("attempt of a running window workflow is %s after reconcile, want pending", att.Status)
 	}
 	if !equalReports(rep, want) {
@@ -196,7 +197,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		RecoveredAttempts: 1, Accounts: 2, PollersStarted: 1, PollersSignalled: 1, PausedWithoutPoller: []string{c.key},
 		Windows: 1, WindowsClosed: []int64{open},
 	}
-	if att, _ := st.GetAttempt(ctx, orphan.AttemptID); att.Status != store.AttemptFailed || att.ErrorCode != "abandoned_before_transmit" {
+	if att, _ := st.GetAttempt(ctx, orphan.AttemptID); att.Status != vocab.AttemptFailed || att.ErrorCode != "abandoned_before_transmit" {
 		t.Fatalf("attempt of a terminated window workflow: %+v, want recovered", att)
 	}
 	if !equalReports(rep, want) {

@@ -21,6 +21,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -146,10 +147,10 @@ func TestNewBuildsEachKind(t *testing.T) {
 
 func delivery() activities.Delivery {
 	w := store.Window{ReplyWindowID: 42, AccountKey: "acct-1", PeerID: "peer@im.wechat", SourceMessageKey: "msg-1",
-		ExpiresAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), MaxSends: 10, Reserved: 1, Transmitted: 2, State: store.WindowOpen}
+		ExpiresAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), MaxSends: 10, Reserved: 1, Transmitted: 2, State: vocab.WindowOpen}
 	return activities.Delivery{
 		Message: store.Message{MessageKey: "msg-1", AccountKey: "acct-1", PeerID: "peer@im.wechat",
-			SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Status: store.MessageProcessing,
+			SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Status: vocab.MessageProcessing,
 			Payload: &store.Payload{Summary: "hello agent", Attachments: []store.Attachment{{Kind: "voice", Text: "transcript"}}}},
 		SessionID: "6f1c2e1a-0000-4000-8000-000000000001", SessionToken: sealing.NewSecret(token), Window: w,
 		WindowWorkflowID: "ilink-window/0123456789ab/42", AgentWorkflowID: "ilink-agent/0123456789ab/msg-1",

@@ -46,6 +46,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // ProtocolLongPollHold is how long iLink holds an empty getupdates (the simulator's
@@ -495,7 +496,7 @@ func (r *run) enrollOne(ctx context.Context, i int) (bot, error) {
 	if err != nil {
 		return bot{}, err
 	}
-	if !res.Registered || res.Account.Status != store.AccountActive {
+	if !res.Registered || res.Account.Status != vocab.AccountActive {
 		return bot{}, fmt.Errorf("enrollment of %s ended %+v", sb.BotID, res)
 	}
 	return bot{id: sb.BotID, owner: sb.Owner, accountKey: res.Account.AccountKey}, nil

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Health answers GET /healthz: 200 when every active account completed a getupdates
@@ -46,7 +46,7 @@ type StaleAccount struct {
 // Check evaluates the health at now.
 func (h *Health) Check(ctx context.Context, now time.Time) HealthReport {
 	rep := HealthReport{Status: "ok", WindowSeconds: h.Window.Seconds()}
-	accts, err := h.Source.ListAccounts(ctx, store.AccountActive)
+	accts, err := h.Source.ListAccounts(ctx, vocab.AccountActive)
 	if err != nil {
 		log := h.Logger
 		if log == nil {

@@ -11,35 +11,34 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Outcomes of a getupdates round trip (besides the ilink error codes).
 const (
 	PollOK         = "ok"
-	PollStaleToken = "stale_token"
+	PollStaleToken = vocab.SendStaleToken
 )
 
 // Outcomes of inbound messages.
 const (
-	MessageInserted    = "inserted"    // new in the inbox
-	MessageDuplicate   = "duplicate"   // already in the inbox (iLink delivered it again)
-	MessageAbsorbed    = "absorbed"    // merged into the deliverable message of its peer
-	MessageDeferred    = "deferred"    // stored, not dispatched (backlog)
-	MessageDeliverable = "deliverable" // opened a window and goes to the agent
-	MessageDropped     = "dropped"     // not storable (no context token, not from the owner)
+	MessageInserted    = "inserted"            // new in the inbox
+	MessageDuplicate   = "duplicate"           // already in the inbox (iLink delivered it again)
+	MessageAbsorbed    = vocab.MessageAbsorbed // merged into the deliverable message of its peer
+	MessageDeferred    = "deferred"            // stored, not dispatched (backlog)
+	MessageDeliverable = "deliverable"         // opened a window and goes to the agent
+	MessageDropped     = "dropped"             // not storable (no context token, not from the owner)
 )
 
 // Outcomes of sends.
 const (
-	SendSent      = "sent"
-	SendFailed    = "failed"
-	SendUnknown   = "unknown"
-	SendRefused   = "refused"   // refused by our bookkeeping before anything left
-	SendThrottled = "throttled" // iLink's throttle, or the bot's open breaker
+	SendSent      = vocab.AttemptSent
+	SendFailed    = vocab.AttemptFailed
+	SendUnknown   = vocab.AttemptUnknown
+	SendRefused   = vocab.FailRefused   // refused by our bookkeeping before anything left
+	SendThrottled = vocab.SendThrottled // iLink's throttle, or the bot's open breaker
 )
-
-// throttledCode is the activities' error code of a throttled send.
-const throttledCode = "throttled"
 
 // Product records the product's counters (polls, pages, messages by outcome, sends by
 // outcome, reply API requests). Gauges read from the store at scrape time (windows by
@@ -167,7 +166,7 @@ func (p *Product) ReplyRequest(route, code string) {
 // otherwise the attempt's status (sent, failed, unknown).
 func SendOutcome(status, errorCode string) string {
 	switch {
-	case errorCode == throttledCode:
+	case errorCode == vocab.SendThrottled:
 		return SendThrottled
 	case status == "":
 		return SendRefused
@@ -180,10 +179,10 @@ func SendOutcome(status, errorCode string) string {
 // storeRefusal reports whether an attempt's error code is a store rule's (a released
 // reservation) rather than iLink's answer or a transport failure.
 func storeRefusal(code string) bool {
-	switch code {
-	case "invalid_input", "account_not_found", "account_not_active", "generation_conflict",
-		"reply_window_not_found", "reply_window_inactive", "reply_window_expired",
-		"reply_quota_exhausted", "send_in_progress", "attempt_conflict", "invalid_agent_session":
+	switch vocab.Code(code) {
+	case vocab.CodeInvalidInput, vocab.CodeAccountNotFound, vocab.CodeAccountNotActive, vocab.CodeGenerationConflict,
+		vocab.CodeReplyWindowNotFound, vocab.CodeReplyWindowInactive, vocab.CodeReplyWindowExpired,
+		vocab.CodeReplyQuotaExhausted, vocab.CodeSendInProgress, vocab.CodeAttemptConflict, vocab.CodeInvalidAgentSession:
 		return true
 	}
 	return false

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // The end-to-end test (e2e/replyapi_test.go) scrapes a running gateway; these pin the
@@ -98,13 +99,13 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 	defer reg.Close(context.Background())
 	src := &fakeSource{
 		accounts: []store.Account{
-			{AccountKey: "ilk_fresh", Status: store.AccountActive, LastPollAt: at(-10 * time.Second), UpdatedAt: now.Add(-time.Hour),
+			{AccountKey: "ilk_fresh", Status: vocab.AccountActive, LastPollAt: at(-10 * time.Second), UpdatedAt: now.Add(-time.Hour),
 				SendsBlockedUntil: at(time.Minute)},
-			{AccountKey: "ilk_never", Status: store.AccountActive, UpdatedAt: now.Add(-30 * time.Second)},
-			{AccountKey: "ilk_paused", Status: store.AccountPaused, SendsBlockedUntil: at(-time.Minute)},
-			{AccountKey: "ilk_gone", Status: store.AccountReplaced, SendsBlockedUntil: at(time.Minute)},
+			{AccountKey: "ilk_never", Status: vocab.AccountActive, UpdatedAt: now.Add(-30 * time.Second)},
+			{AccountKey: "ilk_paused", Status: vocab.AccountPaused, SendsBlockedUntil: at(-time.Minute)},
+			{AccountKey: "ilk_gone", Status: vocab.AccountReplaced, SendsBlockedUntil: at(time.Minute)},
 		},
-		windows: []store.Window{{State: store.WindowOpen}, {State: store.WindowOpen}, {State: store.WindowExpired}},
+		windows: []store.Window{{State: vocab.WindowOpen}, {State: vocab.WindowOpen}, {State: vocab.WindowExpired}},
 	}
 	if err := reg.WatchStore(src, metrics.StoreOptions{Now: func() time.Time { return now }}); err != nil {
 		t.Fatal(err)
@@ -194,10 +195,10 @@ func TestStoreFailureLeavesTheRestOfTheScrape(t *testing.T) {
 func TestHealth(t *testing.T) {
 	t.Parallel()
 	src := &fakeSource{accounts: []store.Account{
-		{AccountKey: "ilk_ok", Status: store.AccountActive, LastPollAt: at(-10 * time.Second)},
-		{AccountKey: "ilk_stale", Status: store.AccountActive, LastPollAt: at(-2 * time.Minute), UpdatedAt: now.Add(-time.Hour)},
-		{AccountKey: "ilk_resumed", Status: store.AccountActive, LastPollAt: at(-2 * time.Hour), UpdatedAt: now.Add(-5 * time.Second)},
-		{AccountKey: "ilk_paused", Status: store.AccountPaused, LastPollAt: at(-2 * time.Hour)},
+		{AccountKey: "ilk_ok", Status: vocab.AccountActive, LastPollAt: at(-10 * time.Second)},
+		{AccountKey: "ilk_stale", Status: vocab.AccountActive, LastPollAt: at(-2 * time.Minute), UpdatedAt: now.Add(-time.Hour)},
+		{AccountKey: "ilk_resumed", Status: vocab.AccountActive, LastPollAt: at(-2 * time.Hour), UpdatedAt: now.Add(-5 * time.Second)},
+		{AccountKey: "ilk_paused", Status: vocab.AccountPaused, LastPollAt: at(-2 * time.Hour)},
 	}}
 	h := &metrics.Health{Source: src, Window: 105 * time.Second, Now: func() time.Time { return now }, Logger: quiet()}
 	get := func() (int, metrics.HealthReport) {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Source is what the store gauges and the health check read (a *store.Store).
@@ -27,8 +28,8 @@ type StoreOptions struct {
 const maxOpenWindows = 10000
 
 // accountStatuses are the statuses the accounts gauge always reports.
-var accountStatuses = []string{store.AccountActive, store.AccountPaused, store.AccountNeedsRelogin,
-	store.AccountReplaced, store.AccountDisabled}
+var accountStatuses = []string{vocab.AccountActive, vocab.AccountPaused, vocab.AccountNeedsRelogin,
+	vocab.AccountReplaced, vocab.AccountDisabled}
 
 // LastGoodPoll is the reference time of an account's poll health: its last successful
 // getupdates round trip, or its last change of state (enrollment, rotation, resume) when
@@ -95,11 +96,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		open := 0
 		for _, a := range accts {
 			byStatus[a.Status]++
-			if (a.Status == store.AccountActive || a.Status == store.AccountPaused) &&
+			if (a.Status == vocab.AccountActive || a.Status == vocab.AccountPaused) &&
 				a.SendsBlockedUntil != nil && now.Before(*a.SendsBlockedUntil) {
 				open++
 			}
-			if a.Status == store.AccountActive {
+			if a.Status == vocab.AccountActive {
 				ch <- prometheus.MustNewConstMetric(c.sinceLastPoll, prometheus.GaugeValue,
 					now.Sub(LastGoodPoll(a)).Seconds(), a.AccountKey)
 			}
@@ -110,11 +111,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.breakers, prometheus.GaugeValue, float64(open))
 	}
 
-	if ws, err := c.src.ListWindows(ctx, store.WindowFilter{State: store.WindowOpen, Limit: maxOpenWindows}); err != nil {
+	if ws, err := c.src.ListWindows(ctx, store.WindowFilter{State: vocab.WindowOpen, Limit: maxOpenWindows}); err != nil {
 		up = 0
 		ch <- prometheus.NewInvalidMetric(c.windows, err)
 	} else {
-		ch <- prometheus.MustNewConstMetric(c.windows, prometheus.GaugeValue, float64(len(ws)), store.WindowOpen)
+		ch <- prometheus.MustNewConstMetric(c.windows, prometheus.GaugeValue, float64(len(ws)), vocab.WindowOpen)
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 }

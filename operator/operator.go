@@ -15,6 +15,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -40,7 +41,7 @@ func Accounts(ctx context.Context, st *store.Store, status string) ([]Account, e
 	if err != nil {
 		return nil, err
 	}
-	open, err := st.ListWindows(ctx, store.WindowFilter{State: store.WindowOpen, Limit: 10000})
+	open, err := st.ListWindows(ctx, store.WindowFilter{State: vocab.WindowOpen, Limit: 10000})
 	if err != nil {
 		return nil, err
 	}

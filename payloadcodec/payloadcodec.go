@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 const (
@@ -62,7 +63,7 @@ const (
 	// CodeEncryptFailed: a payload could not be encrypted.
 	CodeEncryptFailed = "payload_codec_encrypt_failed"
 	// CodeInvalidInput: a caller passed an invalid argument (nil keyring, ...).
-	CodeInvalidInput = "invalid_input"
+	CodeInvalidInput = string(vocab.CodeInvalidInput)
 )
 
 // Error is the error type of this package. Code is stable and one of the Code*

@@ -40,19 +40,18 @@ import (
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // Defaults of [Config].
 const (
 	DefaultMaxBodyBytes  = 64 << 10
-	DefaultMaxTextBytes  = 16 << 10
+	DefaultMaxTextBytes  = vocab.MaxTextBytes
 	DefaultReplyTimeout  = time.Minute
 	DefaultThrottleRetry = time.Minute
 	// MaxIdempotencyKey bounds the Idempotency-Key header (visible ASCII).
 	MaxIdempotencyKey = 200
-	// maxReasonBytes is the store's bound of a failure reason.
-	maxReasonBytes = 2048
 )
 
 // Error codes of the API (the "code" of an error body). The store's and the window's
@@ -66,23 +65,23 @@ const (
 	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
 	CodeInvalidStatus         = "invalid_status"
 	CodeInvalidReason         = "invalid_reason"
-	CodeInvalidInput          = string(store.CodeInvalidInput)
-	CodeInvalidSession        = string(store.CodeInvalidAgentSession)
-	CodeWindowExpired         = string(store.CodeReplyWindowExpired)
-	CodeWindowInactive        = string(store.CodeReplyWindowInactive)
-	CodeQuotaExhausted        = string(store.CodeReplyQuotaExhausted)
-	CodeAccountNotActive      = string(store.CodeAccountNotActive)
-	CodeGenerationConflict    = string(store.CodeGenerationConflict)
-	CodeAttemptConflict       = string(store.CodeAttemptConflict)
-	CodeSendInProgress        = string(store.CodeSendInProgress)
-	CodeThrottled             = "throttled"
-	CodeRejected              = "rejected"
-	CodeStaleToken            = "stale_token"
-	CodeNotSent               = "not_sent"
+	CodeInvalidInput          = string(vocab.CodeInvalidInput)
+	CodeInvalidSession        = string(vocab.CodeInvalidAgentSession)
+	CodeWindowExpired         = string(vocab.CodeReplyWindowExpired)
+	CodeWindowInactive        = string(vocab.CodeReplyWindowInactive)
+	CodeQuotaExhausted        = string(vocab.CodeReplyQuotaExhausted)
+	CodeAccountNotActive      = string(vocab.CodeAccountNotActive)
+	CodeGenerationConflict    = string(vocab.CodeGenerationConflict)
+	CodeAttemptConflict       = string(vocab.CodeAttemptConflict)
+	CodeSendInProgress        = string(vocab.CodeSendInProgress)
+	CodeThrottled             = vocab.SendThrottled
+	CodeRejected              = vocab.SendRejected
+	CodeStaleToken            = vocab.SendStaleToken
+	CodeNotSent               = vocab.SendNotSent
 	CodeWindowUnavailable     = "window_unavailable"
 	CodeTemporalUnavailable   = "temporal_unavailable"
-	CodeStoreUnavailable      = string(store.CodeUnavailable)
-	CodeInternal              = "internal"
+	CodeStoreUnavailable      = string(vocab.CodeUnavailable)
+	CodeInternal              = string(vocab.CodeInternal)
 	CodeNotFound              = "not_found"
 	CodeMethodNotAllowed      = "method_not_allowed"
 )
@@ -274,7 +273,7 @@ func (a *API) post(route string, h func(r *http.Request, body []byte, token seal
 			return
 		}
 		code := "ok"
-		if rr, ok := out.(ReplyResponse); ok && rr.Status == store.AttemptUnknown {
+		if rr, ok := out.(ReplyResponse); ok && rr.Status == vocab.AttemptUnknown {
 			code = "unknown"
 		}
 		a.cfg.Metrics.ReplyRequest(route, code)
@@ -498,10 +497,10 @@ func (a *API) answer(log *slog.Logger, key string, res wfapi.SendResult) (int, a
 	out := ReplyResponse{AttemptID: res.AttemptID, ClientMessageID: res.ClientMessageID, Status: res.Status,
 		ProviderMessageID: res.ProviderMessageID, SendsLeft: res.SendsLeft, RequestID: key}
 	switch res.Status {
-	case store.AttemptSent:
+	case vocab.AttemptSent:
 		log.Info("reply sent", "attempt", res.AttemptID)
 		return http.StatusOK, out, nil
-	case store.AttemptUnknown:
+	case vocab.AttemptUnknown:
 		log.Warn("reply outcome unknown", "attempt", res.AttemptID)
 		return http.StatusAccepted, out, nil
 	}
@@ -522,7 +521,7 @@ func (a *API) answer(log *slog.Logger, key string, res wfapi.SendResult) (int, a
 // window whose workflow is gone answers with the window's stored state; a timeout is an
 // unknown outcome (202); Temporal being unreachable is 503.
 func (a *API) updateFailure(ctx context.Context, log *slog.Logger, sess store.Session, key string, err error) (int, any, *apiError) {
-	unknown := ReplyResponse{Status: store.AttemptUnknown, RequestID: key}
+	unknown := ReplyResponse{Status: vocab.AttemptUnknown, RequestID: key}
 	var act *temporal.ActivityError
 	var app *temporal.ApplicationError
 	var nf *serviceerror.NotFound
@@ -553,9 +552,9 @@ func (a *API) updateFailure(ctx context.Context, log *slog.Logger, sess store.Se
 		// The window's workflow completed (expired, retired) or is not started yet.
 		w, werr := a.cfg.Store.GetWindow(context.WithoutCancel(ctx), sess.ReplyWindowID)
 		switch {
-		case werr == nil && w.State == store.WindowExpired:
+		case werr == nil && w.State == vocab.WindowExpired:
 			return 0, nil, &apiError{code: CodeWindowExpired, msg: failureMessage(CodeWindowExpired)}
-		case werr == nil && w.State != store.WindowOpen:
+		case werr == nil && w.State != vocab.WindowOpen:
 			return 0, nil, &apiError{code: CodeWindowInactive, msg: failureMessage(CodeWindowInactive)}
 		}
 		log.Warn("window workflow not found", "error", err)
@@ -613,7 +612,7 @@ func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.S
 		return id, nil
 	}
 	code := CodeInternal
-	if store.CodeOf(err) == store.CodeUnavailable {
+	if store.CodeOf(err) == vocab.CodeUnavailable {
 		code = CodeStoreUnavailable
 	} else {
 		log.Error("reading the window's workflow id failed", "error", err)
@@ -630,10 +629,10 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 		return 0, nil, err
 	}
 	switch {
-	case req.Status != store.MessageHandled && req.Status != store.MessageFailed:
+	case req.Status != vocab.MessageHandled && req.Status != vocab.MessageFailed:
 		return 0, nil, &apiError{code: CodeInvalidStatus, msg: `status must be "handled" or "failed"`}
-	case len(req.Reason) > maxReasonBytes || !utf8.ValidString(req.Reason):
-		return 0, nil, &apiError{code: CodeInvalidReason, msg: fmt.Sprintf("reason must be at most %d bytes of UTF-8", maxReasonBytes)}
+	case len(req.Reason) > vocab.MaxReasonBytes || !utf8.ValidString(req.Reason):
+		return 0, nil, &apiError{code: CodeInvalidReason, msg: fmt.Sprintf("reason must be at most %d bytes of UTF-8", vocab.MaxReasonBytes)}
 	}
 	sess, aerr := a.session(r.Context(), token)
 	if aerr != nil {
@@ -656,7 +655,7 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 		UpdateID:     "done-api/" + uuid.NewString(),
 		WorkflowID:   workflowID,
 		UpdateName:   wfapi.UpdateFinish,
-		Args:         []any{wfapi.FinishRequest{Handled: req.Status == store.MessageHandled, Reason: req.Reason}},
+		Args:         []any{wfapi.FinishRequest{Handled: req.Status == vocab.MessageHandled, Reason: req.Reason}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -665,7 +664,7 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 	if err != nil {
 		status, out, e := a.updateFailure(ctx, log, sess, "", err)
 		if status == http.StatusAccepted {
-			out = DoneResponse{Status: store.AttemptUnknown} // the verdict may still be recorded
+			out = DoneResponse{Status: vocab.AttemptUnknown} // the verdict may still be recorded
 		}
 		return status, out, e
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -89,9 +90,9 @@ func (f *fakeUpdater) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowO
 	if f.err != nil {
 		return nil, f.err
 	}
-	finished := store.MessageFailed
+	finished := vocab.MessageFailed
 	if req, ok := o.Args[0].(wfapi.FinishRequest); ok && req.Handled {
-		finished = store.MessageHandled
+		finished = vocab.MessageHandled
 	}
 	return handle{res: f.res, finished: finished, err: f.get}, nil
 }
@@ -159,7 +160,7 @@ func code(t *testing.T, w *httptest.ResponseRecorder) string {
 func TestSentReplyExecutesTheWindowsUpdate(t *testing.T) {
 	t.Parallel()
 	r := newRig()
-	r.up.res = wfapi.SendResult{AttemptID: "sa_1", ClientMessageID: "c-1", Status: store.AttemptSent, ProviderMessageID: "42", SendsLeft: 9}
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", ClientMessageID: "c-1", Status: vocab.AttemptSent, ProviderMessageID: "42", SendsLeft: 9}
 	w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`, "Idempotency-Key", "k-1")
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
@@ -189,7 +190,7 @@ func TestSentReplyExecutesTheWindowsUpdate(t *testing.T) {
 func TestWithoutAKeyEachRequestGetsItsOwnUpdate(t *testing.T) {
 	t.Parallel()
 	r := newRig()
-	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: store.AttemptSent}
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: vocab.AttemptSent}
 	for i := 0; i < 2; i++ {
 		if w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`); w.Code != http.StatusOK {
 			t.Fatalf("%d %s", w.Code, w.Body)
@@ -288,11 +289,11 @@ func TestUpdateOutcomes(t *testing.T) {
 		{name: "activity failed", get: fmt.Errorf("update: %w", &temporal.ActivityError{}), status: 202},
 		{name: "deadline", err: serviceerror.NewDeadlineExceeded("slow"), status: 202},
 		{name: "temporal down", err: serviceerror.NewUnavailable("down"), status: 503, code: replyapi.CodeTemporalUnavailable},
-		{name: "workflow gone, window expired", err: serviceerror.NewNotFound("gone"), window: store.Window{State: store.WindowExpired},
+		{name: "workflow gone, window expired", err: serviceerror.NewNotFound("gone"), window: store.Window{State: vocab.WindowExpired},
 			status: 410, code: replyapi.CodeWindowExpired},
-		{name: "workflow gone, window superseded", err: serviceerror.NewNotFound("gone"), window: store.Window{State: store.WindowSuperseded},
+		{name: "workflow gone, window superseded", err: serviceerror.NewNotFound("gone"), window: store.Window{State: vocab.WindowSuperseded},
 			status: 409, code: replyapi.CodeWindowInactive},
-		{name: "workflow not started", err: serviceerror.NewNotFound("gone"), window: store.Window{State: store.WindowOpen},
+		{name: "workflow not started", err: serviceerror.NewNotFound("gone"), window: store.Window{State: vocab.WindowOpen},
 			status: 503, code: replyapi.CodeWindowUnavailable},
 	} {
 		r := newRig()
@@ -307,7 +308,7 @@ func TestUpdateOutcomes(t *testing.T) {
 		}
 		if c.status == http.StatusAccepted {
 			var got replyapi.ReplyResponse
-			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Status != store.AttemptUnknown || got.RequestID == "" {
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Status != vocab.AttemptUnknown || got.RequestID == "" {
 				t.Errorf("%s: %s", c.name, w.Body)
 			}
 		}
@@ -332,7 +333,7 @@ func TestDoneGoesThroughTheWindowsFinishUpdate(t *testing.T) {
 		c.Args[0] != (wfapi.FinishRequest{Handled: false, Reason: "could not answer"}) {
 		t.Fatalf("update %+v", c)
 	}
-	r.up.err = temporal.NewApplicationError("message is already failed", string(store.CodeAttemptConflict))
+	r.up.err = temporal.NewApplicationError("message is already failed", string(vocab.CodeAttemptConflict))
 	if w := r.post(t, "/v1/done", `{"status":"handled"}`); w.Code != http.StatusConflict || code(t, w) != replyapi.CodeAttemptConflict {
 		t.Fatalf("conflicting verdict: %d %s", w.Code, w.Body)
 	}
@@ -370,7 +371,7 @@ func TestTextThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
 		}
 	}
 	r := newRig()
-	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: store.AttemptSent}
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: vocab.AttemptSent}
 	if w := r.post(t, "/v1/reply", `{"type":"text","text":"smile \ud83d\ude00 and \\ud800 as text"}`); w.Code != http.StatusOK {
 		t.Fatalf("a surrogate pair and an escaped backslash: %d %s", w.Code, w.Body.String())
 	}
@@ -381,9 +382,9 @@ func TestTextThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
 
 func TestAnIdempotencyKeyReusedForOtherTextIsAConflict(t *testing.T) {
 	r := newRig()
-	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: store.AttemptSent}
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: vocab.AttemptSent}
 	r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {
-		Attempt: store.Attempt{AttemptID: "sa_1", Status: store.AttemptSent, Content: store.Content{Type: "text", Text: "first"}}}}
+		Attempt: store.Attempt{AttemptID: "sa_1", Status: vocab.AttemptSent, Content: store.Content{Type: "text", Text: "first"}}}}
 	if w := r.post(t, "/v1/reply", `{"type":"text","text":"first"}`, "Idempotency-Key", "k1"); w.Code != http.StatusOK {
 		t.Fatalf("the same reply again: %d %s", w.Code, w.Body.String())
 	}
@@ -394,15 +395,15 @@ func TestAnIdempotencyKeyReusedForOtherTextIsAConflict(t *testing.T) {
 }
 
 func TestARepeatAfterTheWindowEndedAnswersTheFirstOutcome(t *testing.T) {
-	for _, refusal := range []store.Code{store.CodeReplyWindowExpired, store.CodeReplyWindowInactive, store.CodeInvalidAgentSession} {
+	for _, refusal := range []vocab.Code{vocab.CodeReplyWindowExpired, vocab.CodeReplyWindowInactive, vocab.CodeInvalidAgentSession} {
 		r := newRig()
 		r.st.validate = &store.Error{Code: refusal, Msg: "window ended"}
 		r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {
-			Attempt: store.Attempt{AttemptID: "sa_1", ClientMessageID: "c1", Status: store.AttemptSent, ProviderMessageID: "p1",
+			Attempt: store.Attempt{AttemptID: "sa_1", ClientMessageID: "c1", Status: vocab.AttemptSent, ProviderMessageID: "p1",
 				Content: store.Content{Type: "text", Text: "answer"}}}}
 		w := r.post(t, "/v1/reply", `{"type":"text","text":"answer"}`, "Idempotency-Key", "k1")
 		var out replyapi.ReplyResponse
-		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &out) != nil || out.AttemptID != "sa_1" || out.Status != store.AttemptSent {
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &out) != nil || out.AttemptID != "sa_1" || out.Status != vocab.AttemptSent {
 			t.Errorf("%s: %d %s, want the first outcome", refusal, w.Code, w.Body.String())
 		}
 		// Without a key (or with one that made nothing) the refusal stands.

@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Redacted is what a [Secret] prints, logs and marshals instead of its value.
@@ -39,7 +41,7 @@ const (
 	CodeNoKey        = "sealing_no_key"
 	CodeMalformedKey = "sealing_malformed_key"
 	CodeKeyFile      = "sealing_key_file"
-	CodeInvalidInput = "invalid_input"
+	CodeInvalidInput = string(vocab.CodeInvalidInput)
 )
 
 // Error is the error type of this package. Code is stable and one of the Code*

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/operator"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // accountRow is one line of `starter accounts` (operator.Accounts).
@@ -117,8 +118,8 @@ func timeOrDash(t *time.Time) string {
 }
 
 var (
-	accountStatuses = []string{store.AccountActive, store.AccountPaused, store.AccountNeedsRelogin, store.AccountReplaced, store.AccountDisabled}
-	windowStates    = []string{store.WindowOpen, store.WindowSuperseded, store.WindowCancelled, store.WindowExpired}
+	accountStatuses = []string{vocab.AccountActive, vocab.AccountPaused, vocab.AccountNeedsRelogin, vocab.AccountReplaced, vocab.AccountDisabled}
+	windowStates    = []string{vocab.WindowOpen, vocab.WindowSuperseded, vocab.WindowCancelled, vocab.WindowExpired}
 )
 
 func idOrDash(id int64) string {
@@ -178,7 +179,7 @@ func steerCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		return printJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "%s is now %s", out.AccountKey, out.Status)
-	if out.Status == store.AccountPaused && out.PauseUntil != nil {
+	if out.Status == vocab.AccountPaused && out.PauseUntil != nil {
 		fmt.Fprintf(stdout, " until %s (in %s)", out.PauseUntil.UTC().Format(time.RFC3339), time.Until(*out.PauseUntil).Round(time.Second))
 	}
 	if !out.PollerSignalled {

@@ -23,6 +23,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -277,7 +278,7 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 			return "", err
 		}
 		for _, q := range sessions {
-			if q.Status == "wait" {
+			if q.Status == vocab.EnrollmentWaiting {
 				qrcode = q.QRCode
 			}
 		}
@@ -299,7 +300,7 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 	if err := run.Get(ctx, &st); err != nil {
 		return "", fmt.Errorf("demo enrollment: %w", err)
 	}
-	if st.Status != "confirmed" {
+	if st.Status != vocab.EnrollmentConfirmed {
 		return "", fmt.Errorf("demo enrollment ended %s %s", st.Status, st.Error)
 	}
 	bots, err := d.ctl.Bots(ctx)
@@ -349,8 +350,8 @@ func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer)
 		if text == "" {
 			continue
 		}
-		if len(text) > iLinkMaxTextBytes {
-			fmt.Fprintf(stdout, "(your message is %d bytes; one iLink message carries at most %d, so the echo is cut and says so)\n", len(text), iLinkMaxTextBytes)
+		if len(text) > vocab.MaxTextBytes {
+			fmt.Fprintf(stdout, "(your message is %d bytes; one iLink message carries at most %d, so the echo is cut and says so)\n", len(text), vocab.MaxTextBytes)
 		}
 		if _, err := d.ctl.InjectText(ctx, d.botID, "", text); err != nil {
 			return err

@@ -17,9 +17,6 @@ import (
 // demoOwner is the WeChat user who owns the `starter dev` demo bot, the same on every run.
 const demoOwner = "o9cq8demo-newcomer@im.wechat"
 
-// iLinkMaxTextBytes is the most text one iLink message carries (ilinksim's MaxTextBytes).
-const iLinkMaxTextBytes = 16384
-
 // defaultDevKeyFile is where `starter dev` keeps its sealing key between runs:
 // <user config dir>/ilinkflow/dev-sealing-key, or .ilinkflow-dev-key in the working
 // directory when there is no user config dir.

@@ -14,6 +14,7 @@ import (
 	qrcode "github.com/skip2/go-qrcode"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -94,7 +95,7 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				Replaced: final.Replaced, Error: final.Error}, doneText(final)); err != nil {
 				return err
 			}
-			if final.Status != "confirmed" {
+			if final.Status != vocab.EnrollmentConfirmed {
 				return fmt.Errorf("enrollment ended %s", final.Status)
 			}
 			return nil
@@ -123,7 +124,7 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				return err
 			}
 		}
-		if st.Status != lastStatus && st.Status != "starting" {
+		if st.Status != lastStatus && st.Status != vocab.EnrollmentStarting {
 			lastStatus = st.Status
 			if err := emit(enrollEvent{Event: "status", Status: st.Status}, "status: "+st.Status); err != nil {
 				return err
@@ -162,7 +163,7 @@ func renderQR(content string) string {
 }
 
 func doneText(st wfapi.EnrollmentState) string {
-	if st.Status != "confirmed" {
+	if st.Status != vocab.EnrollmentConfirmed {
 		msg := "enrollment ended: " + st.Status
 		if st.Error != "" {
 			msg += " (" + st.Error + ")"

@@ -18,6 +18,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode runs `starter enroll --json`
@@ -112,7 +113,7 @@ func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := st.GetAccount(ctx, last.AccountKey); err != nil || a.Status != store.AccountActive {
+	if a, err := st.GetAccount(ctx, last.AccountKey); err != nil || a.Status != vocab.AccountActive {
 		t.Fatalf("enrolled account: %+v %v", a, err)
 	}
 
@@ -144,7 +145,7 @@ func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
 		Status          string `json:"status"`
 		PollerSignalled bool   `json:"poller_signalled"`
 	}
-	for _, step := range []struct{ verb, want string }{{"pause", store.AccountPaused}, {"resume", store.AccountActive}, {"remove", store.AccountDisabled}} {
+	for _, step := range []struct{ verb, want string }{{"pause", vocab.AccountPaused}, {"resume", vocab.AccountActive}, {"remove", vocab.AccountDisabled}} {
 		if err := json.Unmarshal(starter(step.verb, "--account", last.AccountKey), &steered); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 const usage = `usage: starter <command> [flags]
@@ -91,7 +92,7 @@ func databaseURL(getenv func(string) string) string {
 			return u
 		}
 	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	return vocab.DefaultDatabaseURL
 }
 
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // RegisterInput registers a bot account outside enrollment.
@@ -33,7 +34,7 @@ func validateAccountInput(provider, owner, baseURL string, token sealing.Secret)
 		return accountInput{}, err
 	}
 	if token.IsZero() || len(token.Reveal()) > 4096 {
-		return accountInput{}, fail(CodeInvalidInput, "bot token is missing or too long")
+		return accountInput{}, fail(vocab.CodeInvalidInput, "bot token is missing or too long")
 	}
 	u, err := NormalizeBaseURL(baseURL)
 	if err != nil {
@@ -63,7 +64,7 @@ func (s *Store) RegisterAccount(ctx context.Context, now time.Time, in RegisterI
 			return err
 		}
 		if len(live) > 0 {
-			return fail(CodeOwnerConflict, "owner already has a live account")
+			return fail(vocab.CodeOwnerConflict, "owner already has a live account")
 		}
 		out, err = s.register(ctx, q, now, a)
 		return err
@@ -73,7 +74,7 @@ func (s *Store) RegisterAccount(ctx context.Context, now time.Time, in RegisterI
 
 func (s *Store) register(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput) (Account, error) {
 	if _, err := q.GetAccount(ctx, a.key); err == nil {
-		return Account{}, fail(CodeAccountExists, "account is already registered")
+		return Account{}, fail(vocab.CodeAccountExists, "account is already registered")
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return Account{}, err
 	}
@@ -92,7 +93,7 @@ func (s *Store) register(ctx context.Context, q *dbq.Queries, now time.Time, a a
 func (s *Store) sealBotToken(ctx context.Context, q *dbq.Queries, now time.Time, key string, generation int32, token sealing.Secret) error {
 	sealed, err := s.keys.Seal(sealing.PurposeBotToken, botTokenBinding(key, generation), token)
 	if err != nil {
-		return &Error{Code: CodeInternal, Msg: "seal bot token", Err: err}
+		return &Error{Code: vocab.CodeInternal, Msg: "seal bot token", Err: err}
 	}
 	return q.UpsertAccountSecret(ctx, dbq.UpsertAccountSecretParams{
 		AccountKey: key, AccountGeneration: generation, KeyGeneration: sealed.KeyGeneration,
@@ -129,14 +130,14 @@ func (s *Store) RotateAccount(ctx context.Context, now time.Time, in RotateInput
 		return RotateResult{}, err
 	}
 	if in.ExpectedGeneration < 1 {
-		return RotateResult{}, fail(CodeInvalidInput, "expected generation must be positive")
+		return RotateResult{}, fail(vocab.CodeInvalidInput, "expected generation must be positive")
 	}
 	a, err := validateAccountInput(in.ProviderAccountID, in.OwnerPeerID, in.BaseURL, in.BotToken)
 	if err != nil {
 		return RotateResult{}, err
 	}
 	if a.key != in.AccountKey {
-		return RotateResult{}, fail(CodePairMismatch, "provider account does not match the account key")
+		return RotateResult{}, fail(vocab.CodePairMismatch, "provider account does not match the account key")
 	}
 	var out RotateResult
 	err = s.inTx(ctx, "rotate account", func(q *dbq.Queries) error {
@@ -149,13 +150,13 @@ func (s *Store) RotateAccount(ctx context.Context, now time.Time, in RotateInput
 func (s *Store) rotate(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput, expected int32) (RotateResult, error) {
 	cur, err := lockAccount(ctx, q, a.key)
 	if err != nil {
-		return RotateResult{}, notFound(err, CodeAccountNotFound, "unknown account")
+		return RotateResult{}, notFound(err, vocab.CodeAccountNotFound, "unknown account")
 	}
 	if cur.Generation != expected {
-		return RotateResult{}, fail(CodeGenerationConflict, "account generation changed")
+		return RotateResult{}, fail(vocab.CodeGenerationConflict, "account generation changed")
 	}
 	if cur.ProviderAccountID != a.provider || cur.OwnerPeerID != a.owner {
-		return RotateResult{}, fail(CodePairMismatch, "account binding cannot change during rotation")
+		return RotateResult{}, fail(vocab.CodePairMismatch, "account binding cannot change during rotation")
 	}
 	cancelled, err := s.cancelOpenWindows(ctx, q, now, a.key, "account_generation_changed")
 	if err != nil {
@@ -168,7 +169,7 @@ func (s *Store) rotate(ctx context.Context, q *dbq.Queries, now time.Time, a acc
 		return RotateResult{}, err
 	}
 	if n != 1 {
-		return RotateResult{}, fail(CodeGenerationConflict, "account generation changed")
+		return RotateResult{}, fail(vocab.CodeGenerationConflict, "account generation changed")
 	}
 	if err := s.sealBotToken(ctx, q, now, a.key, expected+1, a.token); err != nil {
 		return RotateResult{}, err
@@ -186,7 +187,7 @@ func (s *Store) cancelOpenWindows(ctx context.Context, q *dbq.Queries, now time.
 	if len(ids) == 0 {
 		return ids, nil
 	}
-	_, err = retireWindows(ctx, q, now, ids, WindowCancelled, reason)
+	_, err = retireWindows(ctx, q, now, ids, vocab.WindowCancelled, reason)
 	return ids, err
 }
 
@@ -202,28 +203,28 @@ type StatusChange struct {
 // the user's reply windows.
 func (s *Store) PauseAccount(ctx context.Context, now time.Time, accountKey string, generation int32, until time.Time, reason string) (Account, error) {
 	if !until.After(now) {
-		return Account{}, fail(CodeInvalidInput, "pause must end in the future")
+		return Account{}, fail(vocab.CodeInvalidInput, "pause must end in the future")
 	}
-	r, err := s.setStatus(ctx, now, accountKey, generation, AccountPaused, reason, &until, []string{AccountActive, AccountPaused}, false)
+	r, err := s.setStatus(ctx, now, accountKey, generation, vocab.AccountPaused, reason, &until, []string{vocab.AccountActive, vocab.AccountPaused}, false)
 	return r.Account, err
 }
 
 // ResumeAccount makes a paused account active again.
 func (s *Store) ResumeAccount(ctx context.Context, now time.Time, accountKey string, generation int32) (Account, error) {
-	r, err := s.setStatus(ctx, now, accountKey, generation, AccountActive, "", nil, []string{AccountPaused, AccountActive}, false)
+	r, err := s.setStatus(ctx, now, accountKey, generation, vocab.AccountActive, "", nil, []string{vocab.AccountPaused, vocab.AccountActive}, false)
 	return r.Account, err
 }
 
 // MarkNeedsRelogin records that the bot token is dead (a second -14 after the pause).
 // The account stops; its open windows are cancelled because no send can use them.
 func (s *Store) MarkNeedsRelogin(ctx context.Context, now time.Time, accountKey string, generation int32, reason string) (StatusChange, error) {
-	return s.setStatus(ctx, now, accountKey, generation, AccountNeedsRelogin, reason, nil, []string{AccountActive, AccountPaused, AccountNeedsRelogin}, true)
+	return s.setStatus(ctx, now, accountKey, generation, vocab.AccountNeedsRelogin, reason, nil, []string{vocab.AccountActive, vocab.AccountPaused, vocab.AccountNeedsRelogin}, true)
 }
 
 // DisableAccount disables an account (operator removal); its open windows are cancelled.
 func (s *Store) DisableAccount(ctx context.Context, now time.Time, accountKey string, generation int32, reason string) (StatusChange, error) {
-	return s.setStatus(ctx, now, accountKey, generation, AccountDisabled, reason,
-		nil, []string{AccountActive, AccountPaused, AccountNeedsRelogin, AccountReplaced, AccountDisabled}, true)
+	return s.setStatus(ctx, now, accountKey, generation, vocab.AccountDisabled, reason,
+		nil, []string{vocab.AccountActive, vocab.AccountPaused, vocab.AccountNeedsRelogin, vocab.AccountReplaced, vocab.AccountDisabled}, true)
 }
 
 func (s *Store) setStatus(ctx context.Context, now time.Time, accountKey string, generation int32, status, reason string,
@@ -235,19 +236,19 @@ func (s *Store) setStatus(ctx context.Context, now time.Time, accountKey string,
 		return StatusChange{}, err
 	}
 	if len(reason) > 512 {
-		return StatusChange{}, fail(CodeInvalidInput, "reason is too long")
+		return StatusChange{}, fail(vocab.CodeInvalidInput, "reason is too long")
 	}
 	var out StatusChange
 	err := s.inTx(ctx, "set account status", func(q *dbq.Queries) error {
 		cur, err := lockAccount(ctx, q, accountKey)
 		if err != nil {
-			return notFound(err, CodeAccountNotFound, "unknown account")
+			return notFound(err, vocab.CodeAccountNotFound, "unknown account")
 		}
 		if cur.Generation != generation {
-			return fail(CodeGenerationConflict, "account generation changed")
+			return fail(vocab.CodeGenerationConflict, "account generation changed")
 		}
 		if !contains(from, cur.Status) {
-			return fail(CodeAccountNotActive, "account is %s", cur.Status)
+			return fail(vocab.CodeAccountNotActive, "account is %s", cur.Status)
 		}
 		if cancelWindows {
 			if out.CancelledWindowIDs, err = s.cancelOpenWindows(ctx, q, now, accountKey, "account_"+status); err != nil {
@@ -285,7 +286,7 @@ func (s *Store) GetAccount(ctx context.Context, accountKey string) (Account, err
 	err := s.read(ctx, "get account", func(q *dbq.Queries) error {
 		row, err := q.GetAccount(ctx, accountKey)
 		if err != nil {
-			return notFound(err, CodeAccountNotFound, "unknown account")
+			return notFound(err, vocab.CodeAccountNotFound, "unknown account")
 		}
 		out = accountFrom(row)
 		return nil
@@ -322,7 +323,7 @@ func (s *Store) GetAccountWithSecret(ctx context.Context, accountKey string) (Ac
 	err := s.inTx(ctx, "get account secret", func(q *dbq.Queries) error {
 		row, err := q.GetAccount(ctx, accountKey)
 		if err != nil {
-			return notFound(err, CodeAccountNotFound, "unknown account")
+			return notFound(err, vocab.CodeAccountNotFound, "unknown account")
 		}
 		out, err = s.openAccount(ctx, q, row)
 		return err
@@ -334,7 +335,7 @@ func (s *Store) GetAccountWithSecret(ctx context.Context, accountKey string) (Ac
 func (s *Store) ListActiveAccountsWithSecrets(ctx context.Context) ([]AccountWithSecret, error) {
 	var out []AccountWithSecret
 	err := s.inTx(ctx, "list account secrets", func(q *dbq.Queries) error {
-		rows, err := q.ListAccountsByStatus(ctx, AccountActive)
+		rows, err := q.ListAccountsByStatus(ctx, vocab.AccountActive)
 		if err != nil {
 			return err
 		}
@@ -353,7 +354,7 @@ func (s *Store) ListActiveAccountsWithSecrets(ctx context.Context) ([]AccountWit
 func (s *Store) openAccount(ctx context.Context, q *dbq.Queries, row dbq.Account) (AccountWithSecret, error) {
 	sec, err := batchRow[dbq.AccountSecret](q.GetAccountSecret(ctx, []string{row.AccountKey}))
 	if err != nil {
-		return AccountWithSecret{}, notFound(err, CodeAccountNotFound, "account has no secret")
+		return AccountWithSecret{}, notFound(err, vocab.CodeAccountNotFound, "account has no secret")
 	}
 	return s.openAccountSecret(row, sec)
 }
@@ -361,12 +362,12 @@ func (s *Store) openAccount(ctx context.Context, q *dbq.Queries, row dbq.Account
 // openAccountSecret opens the bot token of an account's current generation.
 func (s *Store) openAccountSecret(row dbq.Account, sec dbq.AccountSecret) (AccountWithSecret, error) {
 	if sec.AccountGeneration != row.Generation {
-		return AccountWithSecret{}, fail(CodeGenerationConflict, "account secret generation is stale")
+		return AccountWithSecret{}, fail(vocab.CodeGenerationConflict, "account secret generation is stale")
 	}
 	token, err := s.keys.Open(sealing.PurposeBotToken, botTokenBinding(row.AccountKey, row.Generation),
 		sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
 	if err != nil {
-		return AccountWithSecret{}, &Error{Code: CodeInternal, Msg: "open bot token", Err: err}
+		return AccountWithSecret{}, &Error{Code: vocab.CodeInternal, Msg: "open bot token", Err: err}
 	}
 	return AccountWithSecret{Account: accountFrom(row), BotToken: token}, nil
 }
@@ -424,7 +425,7 @@ func (s *Store) CompareAndSetCursor(ctx context.Context, now time.Time, accountK
 func cursorFailure(ctx context.Context, q *dbq.Queries, accountKey string, generation int32, expected string) error {
 	a, err := q.GetAccount(ctx, accountKey)
 	if err != nil {
-		return notFound(err, CodeAccountNotFound, "unknown account")
+		return notFound(err, vocab.CodeAccountNotFound, "unknown account")
 	}
 	return checkPollable(a, generation, expected)
 }
@@ -438,11 +439,11 @@ func cursorFailure(ctx context.Context, q *dbq.Queries, accountKey string, gener
 func checkPollable(a dbq.Account, generation int32, expected string) error {
 	switch {
 	case a.Generation < generation:
-		return fail(CodeGenerationConflict, "account generation is older than the poller's")
+		return fail(vocab.CodeGenerationConflict, "account generation is older than the poller's")
 	case a.Cursor != expected && a.Generation != generation:
-		return fail(CodeGenerationConflict, "account generation changed and its poller moved the cursor")
+		return fail(vocab.CodeGenerationConflict, "account generation changed and its poller moved the cursor")
 	case a.Cursor != expected:
-		return fail(CodeCursorConflict, "cursor changed")
+		return fail(vocab.CodeCursorConflict, "cursor changed")
 	}
 	return nil
 }
@@ -463,7 +464,7 @@ func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string
 		if n != 1 {
 			a, err := q.GetAccount(ctx, accountKey)
 			if err != nil {
-				return notFound(err, CodeAccountNotFound, "unknown account")
+				return notFound(err, vocab.CodeAccountNotFound, "unknown account")
 			}
 			return checkPollable(a, generation, a.Cursor)
 		}

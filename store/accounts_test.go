@@ -9,6 +9,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func registerInput(provider, owner string) store.RegisterInput {
@@ -25,7 +26,7 @@ func TestRegistrationSealsTokenAndNormalisesBaseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.BaseURL != "https://ilinkai.weixin.qq.com/" || a.Generation != 1 || a.Status != store.AccountActive {
+	if a.BaseURL != "https://ilinkai.weixin.qq.com/" || a.Generation != 1 || a.Status != vocab.AccountActive {
 		t.Fatalf("unexpected account %+v", a)
 	}
 	if a.AccountKey != store.AccountKey(in.ProviderAccountID) || !strings.HasPrefix(a.AccountKey, "ilk_") {
@@ -55,7 +56,7 @@ func TestRegistrationRefusesPlainHTTPExceptLoopback(t *testing.T) {
 		in.BaseURL = u
 		before := e.digest()
 		_, err := e.store.RegisterAccount(e.ctx, t0, in)
-		wantCode(t, err, store.CodeInvalidInput)
+		wantCode(t, err, vocab.CodeInvalidInput)
 		e.unchanged(before)
 	}
 	in.BaseURL = "http://127.0.0.1:8089"
@@ -76,9 +77,9 @@ func TestRegistrationRefusesSecondLiveAccountOfOwner(t *testing.T) {
 	}
 	before := e.digest()
 	_, err := e.store.RegisterAccount(e.ctx, t0, registerInput("dddddddddddd@im.bot", "o9cq8-owner-c@im.wechat"))
-	wantCode(t, err, store.CodeOwnerConflict)
+	wantCode(t, err, vocab.CodeOwnerConflict)
 	_, err = e.store.RegisterAccount(e.ctx, t0, registerInput("cccccccccccc@im.bot", "o9cq8-owner-other@im.wechat"))
-	wantCode(t, err, store.CodeAccountExists)
+	wantCode(t, err, vocab.CodeAccountExists)
 	e.unchanged(before)
 }
 
@@ -97,15 +98,15 @@ func TestRotationIsCompareAndSetOnGeneration(t *testing.T) {
 	}
 	before := e.digest()
 	_, err = e.store.RotateAccount(e.ctx, t0, rot) // stale expected generation
-	wantCode(t, err, store.CodeGenerationConflict)
+	wantCode(t, err, vocab.CodeGenerationConflict)
 	rot.ExpectedGeneration = 2
 	rot.OwnerPeerID = "o9cq8-someone-else@im.wechat"
 	_, err = e.store.RotateAccount(e.ctx, t0, rot)
-	wantCode(t, err, store.CodePairMismatch)
+	wantCode(t, err, vocab.CodePairMismatch)
 	rot.OwnerPeerID = b.owner
 	rot.ProviderAccountID = "ffffffffffff@im.bot"
 	_, err = e.store.RotateAccount(e.ctx, t0, rot)
-	wantCode(t, err, store.CodePairMismatch)
+	wantCode(t, err, vocab.CodePairMismatch)
 	e.unchanged(before)
 	got, err := e.store.GetAccountWithSecret(e.ctx, b.key)
 	if err != nil {
@@ -134,9 +135,9 @@ func TestRotationCancelsOpenWindowsFailsPendingClosesSessionsDeletesSecrets(t *t
 	if len(r.CancelledWindowIDs) != 1 || r.CancelledWindowIDs[0] != w {
 		t.Fatalf("cancelled windows %v, want [%d]", r.CancelledWindowIDs, w)
 	}
-	assertRetired(t, e, w, store.WindowCancelled)
+	assertRetired(t, e, w, vocab.WindowCancelled)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "after rotation"))
-	wantCode(t, err, store.CodeReplyWindowInactive)
+	wantCode(t, err, vocab.CodeReplyWindowInactive)
 }
 
 // assertRetired checks everything retirement promises for a window.
@@ -158,7 +159,7 @@ func assertRetired(t *testing.T, e *env, windowID int64, state string) {
 	if n := e.count("SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1 AND closed_at IS NULL", windowID); n != 0 {
 		t.Fatal("retired window kept open agent sessions")
 	}
-	if _, err := e.store.GetWindowSecret(e.ctx, windowID); store.CodeOf(err) != store.CodeReplyWindowInactive {
+	if _, err := e.store.GetWindowSecret(e.ctx, windowID); store.CodeOf(err) != vocab.CodeReplyWindowInactive {
 		t.Fatalf("secret of retired window: %v", err)
 	}
 }
@@ -171,19 +172,19 @@ func TestPauseStopsPollingAndResumeRestartsIt(t *testing.T) {
 	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0.Add(time.Hour), "stale token (-14)"); err != nil {
 		t.Fatal(err)
 	}
-	if w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID); w.State != store.WindowOpen {
+	if w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID); w.State != vocab.WindowOpen {
 		t.Fatal("a pause must not retire the user's reply window")
 	}
 	// The page that was in flight when the pause landed is stored; the result tells the
 	// poller to stop, and its message waits (nobody is handed it while paused).
 	held, err := e.tryCommit(b, t0, b.msg("in flight at the pause", t0))
-	if err != nil || held.Inserted != 1 || held.AccountStatus != store.AccountPaused || held.Deliverable == nil {
+	if err != nil || held.Inserted != 1 || held.AccountStatus != vocab.AccountPaused || held.Deliverable == nil {
 		t.Fatalf("page in flight at the pause: %+v %v", held, err)
 	}
 	_, _, err = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: held.Deliverable.ReplyWindowID,
 		Token: sealing.NewSecret("token-while-paused-0123456789")})
-	wantCode(t, err, store.CodeAccountNotActive)
-	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0, "ends now"); store.CodeOf(err) != store.CodeInvalidInput {
+	wantCode(t, err, vocab.CodeAccountNotActive)
+	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0, "ends now"); store.CodeOf(err) != vocab.CodeInvalidInput {
 		t.Fatalf("a pause that does not end in the future: %v", err)
 	}
 	if _, err := e.store.ResumeAccount(e.ctx, t0, b.key, 1); err != nil {
@@ -192,7 +193,7 @@ func TestPauseStopsPollingAndResumeRestartsIt(t *testing.T) {
 	// After the resume the held message reaches the agent with the next delivery.
 	next := e.commit(b, t0.Add(time.Second), b.msg("after resume", t0.Add(time.Second)))
 	m, err := e.store.GetMessage(e.ctx, next.Deliverable.MessageKey)
-	if err != nil || !strings.Contains(m.Payload.Summary, "in flight at the pause") || next.AccountStatus != store.AccountActive {
+	if err != nil || !strings.Contains(m.Payload.Summary, "in flight at the pause") || next.AccountStatus != vocab.AccountActive {
 		t.Fatalf("delivery after the resume %+v: %+v %v", next, m.Payload, err)
 	}
 }
@@ -206,14 +207,14 @@ func TestNeedsReloginStopsAccountAndCancelsWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch.Account.Status != store.AccountNeedsRelogin || len(ch.CancelledWindowIDs) != 1 {
+	if ch.Account.Status != vocab.AccountNeedsRelogin || len(ch.CancelledWindowIDs) != 1 {
 		t.Fatalf("unexpected %+v", ch)
 	}
-	assertRetired(t, e, res.Deliverable.ReplyWindowID, store.WindowCancelled)
+	assertRetired(t, e, res.Deliverable.ReplyWindowID, vocab.WindowCancelled)
 	_, err = e.store.ResumeAccount(e.ctx, t0, b.key, 1)
-	wantCode(t, err, store.CodeAccountNotActive)
+	wantCode(t, err, vocab.CodeAccountNotActive)
 	_, err = e.store.MarkNeedsRelogin(e.ctx, t0, b.key, 2, "wrong generation")
-	wantCode(t, err, store.CodeGenerationConflict)
+	wantCode(t, err, vocab.CodeGenerationConflict)
 }
 
 func TestDisableAccountCancelsWindows(t *testing.T) {
@@ -225,10 +226,10 @@ func TestDisableAccountCancelsWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch.Account.Status != store.AccountDisabled {
+	if ch.Account.Status != vocab.AccountDisabled {
 		t.Fatalf("status %s", ch.Account.Status)
 	}
-	assertRetired(t, e, res.Deliverable.ReplyWindowID, store.WindowCancelled)
+	assertRetired(t, e, res.Deliverable.ReplyWindowID, vocab.WindowCancelled)
 	// A disabled owner may register a new bot: only live accounts conflict.
 	if _, err := e.store.RegisterAccount(e.ctx, t0, registerInput("eeeeeeeeeeee@im.bot", b.owner)); err != nil {
 		t.Fatal(err)

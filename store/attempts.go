@@ -14,6 +14,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // ReplyInput is an agent's reply: one item sent through the window of its session.
@@ -34,7 +35,7 @@ type ReplyInput struct {
 type Reservation struct {
 	Attempt Attempt
 	// Refused is reply_window_expired or reply_quota_exhausted when the reply was refused.
-	Refused Code
+	Refused vocab.Code
 }
 
 type preparedContent struct {
@@ -48,35 +49,35 @@ func (s *Store) validateContent(c Content, metadata map[string]any) (preparedCon
 	switch c.Type {
 	case "text":
 		if c.Text == "" || c.Media != nil {
-			return preparedContent{}, fail(CodeInvalidInput, "a text item needs text and no media")
+			return preparedContent{}, fail(vocab.CodeInvalidInput, "a text item needs text and no media")
 		}
 		if len(c.Text) > s.limits.MaxTextBytes {
-			return preparedContent{}, fail(CodeInvalidInput, "text is %d bytes, the limit is %d", len(c.Text), s.limits.MaxTextBytes)
+			return preparedContent{}, fail(vocab.CodeInvalidInput, "text is %d bytes, the limit is %d", len(c.Text), s.limits.MaxTextBytes)
 		}
 		if !utf8.ValidString(c.Text) {
-			return preparedContent{}, fail(CodeInvalidInput, "text is not UTF-8")
+			return preparedContent{}, fail(vocab.CodeInvalidInput, "text is not UTF-8")
 		}
 	case "image", "file", "video":
 		if c.Media == nil || c.Media.EncryptQueryParam == "" || len(c.Media.EncryptQueryParam) > 4096 ||
 			len(c.Media.FileName) > 1024 || c.Media.Size < 0 || c.Text != "" {
-			return preparedContent{}, fail(CodeInvalidInput, "a %s item needs a valid media reference", c.Type)
+			return preparedContent{}, fail(vocab.CodeInvalidInput, "a %s item needs a valid media reference", c.Type)
 		}
 		if c.Type == "file" && c.Media.FileName == "" {
-			return preparedContent{}, fail(CodeInvalidInput, "a file item needs a file name")
+			return preparedContent{}, fail(vocab.CodeInvalidInput, "a file item needs a file name")
 		}
 	default:
-		return preparedContent{}, fail(CodeInvalidInput, "content type must be text, image, file or video")
+		return preparedContent{}, fail(vocab.CodeInvalidInput, "content type must be text, image, file or video")
 	}
 	payload, err := json.Marshal(c)
 	if err != nil {
-		return preparedContent{}, fail(CodeInvalidInput, "content does not encode")
+		return preparedContent{}, fail(vocab.CodeInvalidInput, "content does not encode")
 	}
 	if metadata == nil {
 		metadata = map[string]any{}
 	}
 	meta, err := json.Marshal(metadata) // map keys are sorted: canonical
 	if err != nil || len(meta) > maxMetadataBytes {
-		return preparedContent{}, fail(CodeInvalidInput, "metadata must be JSON of at most %d bytes", maxMetadataBytes)
+		return preparedContent{}, fail(vocab.CodeInvalidInput, "metadata must be JSON of at most %d bytes", maxMetadataBytes)
 	}
 	sum := sha256.Sum256(append(append([]byte(c.Type), 0), payload...))
 	return preparedContent{payload: payload, metadata: meta, fingerprint: hex.EncodeToString(sum[:])}, nil
@@ -148,7 +149,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		return PreparedSend{}, err
 	}
 	if len(in.RequestID) > 256 {
-		return PreparedSend{}, fail(CodeInvalidInput, "request id is too long")
+		return PreparedSend{}, fail(vocab.CodeInvalidInput, "request id is too long")
 	}
 	var requestID *string
 	if in.RequestID != "" {
@@ -162,7 +163,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		}
 		sess := row.AgentSession
 		if in.ReplyWindowID != 0 && sess.ReplyWindowID != in.ReplyWindowID {
-			return fail(CodeInvalidAgentSession, "the agent session belongs to another reply window")
+			return fail(vocab.CodeInvalidAgentSession, "the agent session belongs to another reply window")
 		}
 		// One round trip: the locks, the request's earlier attempt, the next send index
 		// and, when the send may start at once, what starting it needs.
@@ -180,11 +181,11 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			earlier, err := batchRow[dbq.SendAttempt](prior)
 			if err == nil {
 				if earlier.Fingerprint != pc.fingerprint {
-					return fail(CodeAttemptConflict, "request id was used for other content")
+					return fail(vocab.CodeAttemptConflict, "request id was used for other content")
 				}
 				out.Attempt, err = attemptFrom(earlier)
-				if earlier.FailType == FailRefused {
-					out.Refused = Code(earlier.ErrorCode)
+				if earlier.FailType == vocab.FailRefused {
+					out.Refused = vocab.Code(earlier.ErrorCode)
 				}
 				out.Window = windowFrom(w)
 				out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
@@ -199,21 +200,21 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			return err
 		}
 		index := reads.nextIndex
-		var refused Code
+		var refused vocab.Code
 		if lockErr != nil {
-			if !record || CodeOf(lockErr) != CodeReplyWindowExpired {
+			if !record || CodeOf(lockErr) != vocab.CodeReplyWindowExpired {
 				return lockErr
 			}
-			refused = CodeReplyWindowExpired
+			refused = vocab.CodeReplyWindowExpired
 		}
 		if refused == "" && w.Reserved+w.Transmitted >= w.MaxSends {
 			if !record {
-				return fail(CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+				return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 			}
-			refused = CodeReplyQuotaExhausted
+			refused = vocab.CodeReplyQuotaExhausted
 		}
 		if index >= maxSendIndex {
-			return fail(CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
+			return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
 		}
 		startNow := false
 		if pacing != nil {
@@ -224,15 +225,15 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 
 		// One round trip: the window's counters, the attempt and, when it starts, the
 		// bot's last send.
-		status, failType, message := AttemptPending, "", ""
+		status, failType, message := vocab.AttemptPending, "", ""
 		var counted *dbq.ReserveWindowSendBatchResults
 		var started *dbq.ReserveStartedWindowSendBatchResults
 		switch {
 		case refused != "":
-			status, failType = AttemptFailed, FailRefused
+			status, failType = vocab.AttemptFailed, vocab.FailRefused
 			message = "refused before transmission: " + string(refused)
 		case startNow:
-			status = AttemptSending
+			status = vocab.AttemptSending
 			started = q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
 				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
 		default:
@@ -262,7 +263,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 			w, err = batchRow[dbq.ReplyWindow](started)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fail(CodeAttemptConflict, "reservation lost its race")
+			return fail(vocab.CodeAttemptConflict, "reservation lost its race")
 		}
 		if err != nil {
 			return err
@@ -351,10 +352,10 @@ func (c sendContext) read() (startRead, error) {
 // sendStart opens what a started attempt's transmission needs.
 func (s *Store) sendStart(att Attempt, w dbq.ReplyWindow, a dbq.Account, reads startRead) (SendStart, error) {
 	if reads.windowSecret == nil {
-		return SendStart{}, fail(CodeReplyWindowInactive, "reply window holds no context token")
+		return SendStart{}, fail(vocab.CodeReplyWindowInactive, "reply window holds no context token")
 	}
 	if reads.accountSecret == nil {
-		return SendStart{}, fail(CodeAccountNotFound, "account has no secret")
+		return SendStart{}, fail(vocab.CodeAccountNotFound, "account has no secret")
 	}
 	token, err := s.openContextToken(w, *reads.windowSecret)
 	if err != nil {
@@ -387,7 +388,7 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref Sess
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return w, acct, a, reads, err
 	}
-	attemptErr := notFound(err, CodeAttemptConflict, "unknown attempt")
+	attemptErr := notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
 	if withStart {
 		if reads, err = context.read(); err != nil {
 			return w, acct, a, reads, err
@@ -398,8 +399,8 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref Sess
 		return w, acct, a, reads, lockErr
 	case attemptErr != nil:
 		return w, acct, a, reads, attemptErr
-	case a.Status != AttemptPending || a.ReplyWindowID != w.ReplyWindowID || a.AccountKey != w.AccountKey || a.PeerID != w.PeerID:
-		return w, acct, a, reads, fail(CodeAttemptConflict, "attempt is not a pending attempt of this session")
+	case a.Status != vocab.AttemptPending || a.ReplyWindowID != w.ReplyWindowID || a.AccountKey != w.AccountKey || a.PeerID != w.PeerID:
+		return w, acct, a, reads, fail(vocab.CodeAttemptConflict, "attempt is not a pending attempt of this session")
 	}
 	return w, acct, a, reads, nil
 }
@@ -460,19 +461,19 @@ func (s *Store) start(ctx context.Context, now time.Time, ref SessionRef, attemp
 				return nil
 			}
 		} else if reads.peerSending {
-			return fail(CodeSendInProgress, "another send to this peer is in progress")
+			return fail(vocab.CodeSendInProgress, "another send to this peer is in progress")
 		}
 		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
-			AttemptID: a.AttemptID, FromStatus: AttemptPending, Status: AttemptSending, Now: now,
+			AttemptID: a.AttemptID, FromStatus: vocab.AttemptPending, Status: vocab.AttemptSending, Now: now,
 		}})
 		counted := q.StartWindowSend(ctx, []dbq.StartWindowSendParams{{Now: now, ReplyWindowID: w.ReplyWindowID}})
 		touched := q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
 		row, err := batchRow[dbq.SendAttempt](set)
 		if err != nil {
-			return notFound(err, CodeAttemptConflict, "attempt start lost its race")
+			return notFound(err, vocab.CodeAttemptConflict, "attempt start lost its race")
 		}
 		if w, err = batchRow[dbq.ReplyWindow](counted); err != nil {
-			return notFound(err, CodeAttemptConflict, "window holds no reservation to start")
+			return notFound(err, vocab.CodeAttemptConflict, "window holds no reservation to start")
 		}
 		if err := batchExec(touched); err != nil {
 			return err
@@ -523,35 +524,35 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 		return SendOutcome{}, err
 	}
 	switch c.Status {
-	case AttemptSent:
+	case vocab.AttemptSent:
 		if c.FailType != "" {
-			return SendOutcome{}, fail(CodeInvalidInput, "a sent attempt has no fail type")
+			return SendOutcome{}, fail(vocab.CodeInvalidInput, "a sent attempt has no fail type")
 		}
-	case AttemptUnknown:
+	case vocab.AttemptUnknown:
 		if c.FailType != "" || c.ProviderMessageID != "" {
-			return SendOutcome{}, fail(CodeInvalidInput, "an unknown outcome has no fail type or provider id")
+			return SendOutcome{}, fail(vocab.CodeInvalidInput, "an unknown outcome has no fail type or provider id")
 		}
-	case AttemptFailed:
+	case vocab.AttemptFailed:
 		switch c.FailType {
-		case FailRejected, FailThrottled, FailStaleToken, FailTransport:
+		case vocab.FailRejected, vocab.FailThrottled, vocab.FailStaleToken, vocab.FailTransport:
 		default:
-			return SendOutcome{}, fail(CodeInvalidInput, "fail type must be rejected, throttled, stale_token or transport")
+			return SendOutcome{}, fail(vocab.CodeInvalidInput, "fail type must be rejected, throttled, stale_token or transport")
 		}
 	default:
-		return SendOutcome{}, fail(CodeInvalidInput, "status must be sent, failed or unknown")
+		return SendOutcome{}, fail(vocab.CodeInvalidInput, "status must be sent, failed or unknown")
 	}
 	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > 2048 {
-		return SendOutcome{}, fail(CodeInvalidInput, "completion fields are too long")
+		return SendOutcome{}, fail(vocab.CodeInvalidInput, "completion fields are too long")
 	}
 	var out SendOutcome
 	err := s.inPipeline(ctx, "complete attempt", func(p *pipeline, q *dbq.Queries) error {
 		// The common case in one round trip: the attempt is sending and moves on.
 		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
-			AttemptID: c.AttemptID, FromStatus: AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
+			AttemptID: c.AttemptID, FromStatus: vocab.AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
 			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
 		}})
 		window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
-		if c.FailType != FailTransport {
+		if c.FailType != vocab.FailTransport {
 			// Nothing is decided after the update: COMMIT travels with it (an attempt that
 			// is not sending is not updated, and the retry check below only reads).
 			p.commitQueued()
@@ -562,17 +563,17 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 			return setErr
 		}
 		if err != nil {
-			return notFound(err, CodeAttemptConflict, "unknown attempt")
+			return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
 		}
 		if errors.Is(setErr, pgx.ErrNoRows) {
 			// Not sending: a retry of the same completion finds it done.
 			if row, err = batchRow[dbq.SendAttempt](q.LockSendAttempt(ctx, []string{c.AttemptID})); err != nil {
-				return notFound(err, CodeAttemptConflict, "unknown attempt")
+				return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
 			}
 			if row.Status != c.Status || row.ProviderMessageID != c.ProviderMessageID || row.FailType != c.FailType {
-				return fail(CodeAttemptConflict, "attempt is %s, not sending", row.Status)
+				return fail(vocab.CodeAttemptConflict, "attempt is %s, not sending", row.Status)
 			}
-		} else if c.FailType == FailTransport {
+		} else if c.FailType == vocab.FailTransport {
 			// The request surely never left: the send is given back to the quota.
 			if w, err = batchRow[dbq.ReplyWindow](q.UnstartWindowSend(ctx, []dbq.UnstartWindowSendParams{{
 				Now: now, ReplyWindowID: row.ReplyWindowID}})); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -609,7 +610,7 @@ func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reaso
 		reason = "cancelled_before_transmit"
 	}
 	if len(reason) > 128 {
-		return Release{}, fail(CodeInvalidInput, "reason is too long")
+		return Release{}, fail(vocab.CodeInvalidInput, "reason is too long")
 	}
 	var out Release
 	err := s.inTx(ctx, "release attempt", func(q *dbq.Queries) error {
@@ -631,17 +632,17 @@ func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reaso
 			return err
 		}
 		out.Window = windowFrom(w)
-		if out.Attempt, err = attemptFrom(a); err != nil || a.Status != AttemptPending {
+		if out.Attempt, err = attemptFrom(a); err != nil || a.Status != vocab.AttemptPending {
 			return err
 		}
 		released := q.ReleaseWindowReservations(ctx, []dbq.ReleaseWindowReservationsParams{{
 			Released: 1, Now: now, ReplyWindowID: a.ReplyWindowID}})
 		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
-			AttemptID: attemptID, FromStatus: AttemptPending, Status: AttemptFailed, ErrorCode: reason,
-			ErrorMessage: "reservation released before transmission", FailType: FailReleased, Now: now,
+			AttemptID: attemptID, FromStatus: vocab.AttemptPending, Status: vocab.AttemptFailed, ErrorCode: reason,
+			ErrorMessage: "reservation released before transmission", FailType: vocab.FailReleased, Now: now,
 		}})
 		if w, err = batchRow[dbq.ReplyWindow](released); err != nil {
-			return notFound(err, CodeAttemptConflict, "window holds no reservation to release")
+			return notFound(err, vocab.CodeAttemptConflict, "window holds no reservation to release")
 		}
 		if a, err = batchRow[dbq.SendAttempt](set); err != nil {
 			return err
@@ -717,17 +718,17 @@ func (s *Store) recoverPending(ctx context.Context, now time.Time, only map[int6
 			}
 			failed, err := q.FailPendingAttemptsOfWindow(ctx, dbq.FailPendingAttemptsOfWindowParams{
 				ReplyWindowID: g.ReplyWindowID, ErrorCode: "abandoned_before_transmit",
-				ErrorMessage: "send stopped before network transmission", FailType: FailReleased, Now: now,
+				ErrorMessage: "send stopped before network transmission", FailType: vocab.FailReleased, Now: now,
 			})
 			if err != nil {
 				return err
 			}
 			if failed != int64(g.Pending) {
-				return fail(CodeAttemptConflict, "pending attempts of window %d changed during recovery", g.ReplyWindowID)
+				return fail(vocab.CodeAttemptConflict, "pending attempts of window %d changed during recovery", g.ReplyWindowID)
 			}
 			if _, err := batchRow[dbq.ReplyWindow](q.ReleaseWindowReservations(ctx, []dbq.ReleaseWindowReservationsParams{{
 				Released: g.Pending, Now: now, ReplyWindowID: g.ReplyWindowID}})); err != nil {
-				return notFound(err, CodeAttemptConflict, fmt.Sprintf("window %d holds fewer reservations than pending attempts", g.ReplyWindowID))
+				return notFound(err, vocab.CodeAttemptConflict, fmt.Sprintf("window %d holds fewer reservations than pending attempts", g.ReplyWindowID))
 			}
 			total += int(g.Pending)
 		}
@@ -760,7 +761,7 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 	err = s.inTx(ctx, "reserve system attempt", func(q *dbq.Queries) error {
 		ref, err := q.GetReplyWindowBySource(ctx, in.MessageKey)
 		if err != nil {
-			return notFound(err, CodeReplyWindowNotFound, "message has no reply window")
+			return notFound(err, vocab.CodeReplyWindowNotFound, "message has no reply window")
 		}
 		// One round trip: the locks (account, then window) and the reads.
 		account := q.LockAccount(ctx, []string{ref.AccountKey})
@@ -783,13 +784,13 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 			return err
 		}
 		if w.Reserved+w.Transmitted >= w.MaxSends {
-			return fail(CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+			return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 		}
 		if reads.peerSending {
-			return fail(CodeSendInProgress, "another send to this peer is in progress")
+			return fail(vocab.CodeSendInProgress, "another send to this peer is in progress")
 		}
 		if index >= maxSendIndex {
-			return fail(CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
+			return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
 		}
 		started := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
 			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
@@ -798,10 +799,10 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 			AttemptID: AttemptID(in.MessageKey, index), ClientMessageID: ClientMessageID(in.MessageKey, index),
 			SourceMessageKey: in.MessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
 			SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "system", ContentType: in.Content.Type,
-			Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: AttemptSending, Now: now,
+			Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: vocab.AttemptSending, Now: now,
 		}})
 		if _, err := batchRow[dbq.ReplyWindow](started); err != nil {
-			return notFound(err, CodeAttemptConflict, "system reservation lost its race")
+			return notFound(err, vocab.CodeAttemptConflict, "system reservation lost its race")
 		}
 		if err := batchExec(touched); err != nil {
 			return err
@@ -822,7 +823,7 @@ func (s *Store) GetAttempt(ctx context.Context, attemptID string) (Attempt, erro
 	err := s.read(ctx, "get attempt", func(q *dbq.Queries) error {
 		row, err := q.GetSendAttempt(ctx, attemptID)
 		if err != nil {
-			return notFound(err, CodeAttemptConflict, "unknown attempt")
+			return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
 		}
 		out, err = attemptFrom(row)
 		return err
@@ -869,7 +870,7 @@ func (s *Store) BlockSends(ctx context.Context, now time.Time, accountKey string
 			return err
 		}
 		if n != 1 {
-			return fail(CodeAccountNotFound, "unknown account")
+			return fail(vocab.CodeAccountNotFound, "unknown account")
 		}
 		row, err := q.GetAccount(ctx, accountKey)
 		out = accountFrom(row)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // startOne reserves and starts one reply.
@@ -26,7 +27,7 @@ func (e *env) startOne(tok sealing.Secret, body string) store.Attempt {
 func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
 	e.t.Helper()
 	a := e.startOne(tok, body)
-	done, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "18446744073709551615"})
+	done, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: vocab.AttemptSent, ProviderMessageID: "18446744073709551615"})
 	if err != nil {
 		e.t.Fatalf("complete: %v", err)
 	}
@@ -40,9 +41,9 @@ func TestReplyNeedsLiveAgentSession(t *testing.T) {
 	res, tok := e.deliver(b, "hello")
 	before := e.digest()
 	_, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("not-a-session-token")), Content: text("x")})
-	wantCode(t, err, store.CodeInvalidAgentSession)
+	wantCode(t, err, vocab.CodeInvalidAgentSession)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(sealing.Secret{}, "x"))
-	wantCode(t, err, store.CodeInvalidAgentSession)
+	wantCode(t, err, vocab.CodeInvalidAgentSession)
 	e.unchanged(before)
 
 	// A session with a short TTL expires before its window does.
@@ -51,14 +52,14 @@ func TestReplyNeedsLiveAgentSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.store.ReserveReply(e.ctx, t0.Add(time.Minute), storeReply(short, "late"))
-	wantCode(t, err, store.CodeInvalidAgentSession)
+	wantCode(t, err, vocab.CodeInvalidAgentSession)
 
 	// A handled message closes its sessions.
-	if _, err := e.store.FinishMessage(e.ctx, t0, res.Deliverable.MessageKey, store.MessageHandled, ""); err != nil {
+	if _, err := e.store.FinishMessage(e.ctx, t0, res.Deliverable.MessageKey, vocab.MessageHandled, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "after handled"))
-	wantCode(t, err, store.CodeInvalidAgentSession)
+	wantCode(t, err, vocab.CodeInvalidAgentSession)
 }
 
 func TestSessionNeverOutlivesItsWindow(t *testing.T) {
@@ -72,7 +73,7 @@ func TestSessionNeverOutlivesItsWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
-	if !s.ExpiresAt.Equal(w.ExpiresAt) || m.Status != store.MessageProcessing {
+	if !s.ExpiresAt.Equal(w.ExpiresAt) || m.Status != vocab.MessageProcessing {
 		t.Fatalf("session expires %v (window %v), message %s", s.ExpiresAt, w.ExpiresAt, m.Status)
 	}
 	var hash []byte
@@ -94,15 +95,15 @@ func TestEleventhReservationIsQuotaExhaustedAndPrepareRecordsIt(t *testing.T) {
 	}
 	before := e.digest()
 	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "eleventh"))
-	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	wantCode(t, err, vocab.CodeReplyQuotaExhausted)
 	e.unchanged(before)
 
 	r, err := e.store.PrepareReply(e.ctx, t0, storeReply(tok, "eleventh, recorded"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Refused != store.CodeReplyQuotaExhausted || r.Attempt.Status != store.AttemptFailed ||
-		r.Attempt.FailType != store.FailRefused || r.Attempt.ErrorCode != string(store.CodeReplyQuotaExhausted) {
+	if r.Refused != vocab.CodeReplyQuotaExhausted || r.Attempt.Status != vocab.AttemptFailed ||
+		r.Attempt.FailType != vocab.FailRefused || r.Attempt.ErrorCode != string(vocab.CodeReplyQuotaExhausted) {
 		t.Fatalf("recorded refusal %+v", r)
 	}
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
@@ -122,13 +123,13 @@ func TestExpiredWindowRefusesReplyAndPrepareRecordsIt(t *testing.T) {
 	}
 	before := e.digest()
 	_, err := e.store.ReserveReply(e.ctx, late, storeReply(tok, "too late"))
-	wantCode(t, err, store.CodeReplyWindowExpired)
+	wantCode(t, err, vocab.CodeReplyWindowExpired)
 	e.unchanged(before)
 	r, err := e.store.PrepareReply(e.ctx, late, storeReply(tok, "too late, recorded"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Refused != store.CodeReplyWindowExpired || r.Attempt.Status != store.AttemptFailed || r.Attempt.FailType != store.FailRefused {
+	if r.Refused != vocab.CodeReplyWindowExpired || r.Attempt.Status != vocab.AttemptFailed || r.Attempt.FailType != vocab.FailRefused {
 		t.Fatalf("recorded refusal %+v", r)
 	}
 	// Once the expiry timer retired the window, the agent still hears "expired".
@@ -136,7 +137,7 @@ func TestExpiredWindowRefusesReplyAndPrepareRecordsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.store.ReserveReply(e.ctx, late, storeReply(tok, "after retirement"))
-	wantCode(t, err, store.CodeReplyWindowExpired)
+	wantCode(t, err, vocab.CodeReplyWindowExpired)
 }
 
 func TestReservationDerivesStableIDsFromSendIndex(t *testing.T) {
@@ -179,14 +180,14 @@ func TestStartMovesReservationToTransmittedOneSendingPerPeer(t *testing.T) {
 		t.Fatalf("after reserve %+v", w)
 	}
 	started, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID)
-	if err != nil || started.Status != store.AttemptSending {
+	if err != nil || started.Status != vocab.AttemptSending {
 		t.Fatalf("start: %+v %v", started, err)
 	}
 	before := e.digest()
 	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), c.AttemptID)
-	wantCode(t, err, store.CodeSendInProgress)
+	wantCode(t, err, vocab.CodeSendInProgress)
 	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID)
-	wantCode(t, err, store.CodeAttemptConflict)
+	wantCode(t, err, vocab.CodeAttemptConflict)
 	e.unchanged(before)
 	w, _ = e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
 	if w.Reserved != 1 || w.Transmitted != 1 {
@@ -201,29 +202,29 @@ func TestCompletionOutcomesAndUnknownIsNeverResent(t *testing.T) {
 	res, tok := e.deliver(b, "hello")
 	start := func() store.Attempt { return e.startOne(tok, "x") }
 	unknown := start()
-	c := store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptUnknown, ErrorCode: "outcome_unknown"}
+	c := store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptUnknown, ErrorCode: "outcome_unknown"}
 	if _, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil || again.Status != store.AttemptUnknown {
+	if again, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil || again.Status != vocab.AttemptUnknown {
 		t.Fatalf("retried completion: %+v %v", again, err)
 	}
 	before := e.digest()
-	_, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptSent})
-	wantCode(t, err, store.CodeAttemptConflict)
+	_, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptSent})
+	wantCode(t, err, vocab.CodeAttemptConflict)
 	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), unknown.AttemptID)
-	wantCode(t, err, store.CodeAttemptConflict)
-	_, err = e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: store.AttemptFailed, FailType: "bogus"})
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeAttemptConflict)
+	_, err = e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptFailed, FailType: "bogus"})
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 
 	// A request that surely never left gives its quota back; a rejected one does not.
 	never := start()
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: never.AttemptID, Status: store.AttemptFailed, FailType: store.FailTransport}); err != nil {
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: never.AttemptID, Status: vocab.AttemptFailed, FailType: vocab.FailTransport}); err != nil {
 		t.Fatal(err)
 	}
 	rejected := start()
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: rejected.AttemptID, Status: store.AttemptFailed, FailType: store.FailRejected, ErrorCode: "ret_-2"}); err != nil {
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: rejected.AttemptID, Status: vocab.AttemptFailed, FailType: vocab.FailRejected, ErrorCode: "ret_-2"}); err != nil {
 		t.Fatal(err)
 	}
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
@@ -245,7 +246,7 @@ func TestReleaseAndRecoveryGiveTheQuotaBack(t *testing.T) {
 		t.Fatalf("second release must be a no-op: %v %v", ok, err)
 	}
 	got, _ := e.store.GetAttempt(e.ctx, a.AttemptID)
-	if got.Status != store.AttemptFailed || got.FailType != store.FailReleased || got.ErrorCode != "agent_cancelled" {
+	if got.Status != vocab.AttemptFailed || got.FailType != vocab.FailReleased || got.ErrorCode != "agent_cancelled" {
 		t.Fatalf("released attempt %+v", got)
 	}
 	for i := 0; i < 3; i++ {
@@ -270,7 +271,7 @@ func TestReleaseAndRecoveryGiveTheQuotaBack(t *testing.T) {
 	}
 	before := e.digest()
 	_, err = e.store.RecoverPendingAttempts(e.ctx, t0)
-	wantCode(t, err, store.CodeAttemptConflict)
+	wantCode(t, err, vocab.CodeAttemptConflict)
 	e.unchanged(before)
 }
 
@@ -317,17 +318,17 @@ func TestSystemMessageReservesAndStartsInOneStepAgainstTheSameQuota(t *testing.T
 		e.sendOne(tok, "reply")
 	}
 	sys, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("quota notice")})
-	if err != nil || sys.Status != store.AttemptSending || sys.Source != "system" {
+	if err != nil || sys.Status != vocab.AttemptSending || sys.Source != "system" {
 		t.Fatalf("system attempt %+v %v", sys, err)
 	}
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: sys.AttemptID, Status: store.AttemptSent}); err != nil {
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: sys.AttemptID, Status: vocab.AttemptSent}); err != nil {
 		t.Fatal(err)
 	}
 	before := e.digest()
 	_, err = e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("one more")})
-	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	wantCode(t, err, vocab.CodeReplyQuotaExhausted)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "agent too"))
-	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	wantCode(t, err, vocab.CodeReplyQuotaExhausted)
 	e.unchanged(before)
 }
 
@@ -341,7 +342,7 @@ func TestSystemSendRespectsOneSendingPerPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("notice")})
-	wantCode(t, err, store.CodeSendInProgress)
+	wantCode(t, err, vocab.CodeSendInProgress)
 }
 
 func TestExpiryRetiresTheWindowOnlyAtItsTime(t *testing.T) {
@@ -355,14 +356,14 @@ func TestExpiryRetiresTheWindowOnlyAtItsTime(t *testing.T) {
 	id := res.Deliverable.ReplyWindowID
 	before := e.digest()
 	_, err := e.store.ExpireWindow(e.ctx, t0.Add(24*time.Hour-time.Second), id)
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 	w, err := e.store.ExpireWindow(e.ctx, t0.Add(24*time.Hour), id)
-	if err != nil || w.State != store.WindowExpired {
+	if err != nil || w.State != vocab.WindowExpired {
 		t.Fatalf("expire: %+v %v", w, err)
 	}
-	assertRetired(t, e, id, store.WindowExpired)
-	if again, err := e.store.ExpireWindow(e.ctx, t0.Add(48*time.Hour), id); err != nil || again.State != store.WindowExpired {
+	assertRetired(t, e, id, vocab.WindowExpired)
+	if again, err := e.store.ExpireWindow(e.ctx, t0.Add(48*time.Hour), id); err != nil || again.State != vocab.WindowExpired {
 		t.Fatalf("expiring twice must be a no-op: %+v %v", again, err)
 	}
 }
@@ -374,11 +375,11 @@ func TestTextOver16KiBIsRefusedBeforeReservation(t *testing.T) {
 	_, tok := e.deliver(b, "hello")
 	before := e.digest()
 	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("字", 16*1024/3+1)))
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	_, err = e.store.PrepareReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024+1)))
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "voice"}})
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024))); err != nil {
 		t.Fatalf("exactly 16 KiB is allowed: %v", err)
@@ -391,14 +392,14 @@ func TestFinishMessageIsIdempotentPerVerdict(t *testing.T) {
 	b := e.register()
 	res, _ := e.deliver(b, "hello")
 	key := res.Deliverable.MessageKey
-	if _, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageFailed, "webhook gave up"); err != nil {
+	if _, err := e.store.FinishMessage(e.ctx, t0, key, vocab.MessageFailed, "webhook gave up"); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageFailed, "webhook gave up"); err != nil || m.FailureReason != "webhook gave up" {
+	if m, err := e.store.FinishMessage(e.ctx, t0, key, vocab.MessageFailed, "webhook gave up"); err != nil || m.FailureReason != "webhook gave up" {
 		t.Fatalf("retry: %+v %v", m, err)
 	}
-	_, err := e.store.FinishMessage(e.ctx, t0, key, store.MessageHandled, "")
-	wantCode(t, err, store.CodeAttemptConflict)
+	_, err := e.store.FinishMessage(e.ctx, t0, key, vocab.MessageHandled, "")
+	wantCode(t, err, vocab.CodeAttemptConflict)
 }
 
 func TestSessionByIDServesTheGatewayWithoutTheBearerToken(t *testing.T) {
@@ -423,7 +424,7 @@ func TestSessionByIDServesTheGatewayWithoutTheBearerToken(t *testing.T) {
 	}
 	for _, ref := range []store.SessionRef{store.BySessionID("not-a-uuid"), store.BySessionID("6f1c1f7e-0000-4000-8000-000000000000"), {}} {
 		_, err := e.store.ValidateSession(e.ctx, t0, ref)
-		wantCode(t, err, store.CodeInvalidAgentSession)
+		wantCode(t, err, vocab.CodeInvalidAgentSession)
 	}
 }
 
@@ -436,7 +437,7 @@ func TestBlockSendsRecordsTheThrottlePenalty(t *testing.T) {
 		t.Fatalf("block: %+v %v", a.SendsBlockedUntil, err)
 	}
 	_, err = e.store.BlockSends(e.ctx, t0, store.AccountKey("nobody@im.bot"), t0.Add(time.Hour))
-	wantCode(t, err, store.CodeAccountNotFound)
+	wantCode(t, err, vocab.CodeAccountNotFound)
 }
 
 func TestReservationWithRequestIDIsIdempotent(t *testing.T) {
@@ -457,7 +458,7 @@ func TestReservationWithRequestIDIsIdempotent(t *testing.T) {
 	e.unchanged(before)
 	in.Content = text("other content")
 	_, err = e.store.ReserveReply(e.ctx, t0, in)
-	wantCode(t, err, store.CodeAttemptConflict)
+	wantCode(t, err, vocab.CodeAttemptConflict)
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
 	if w.Reserved != 1 {
 		t.Fatalf("reserved %d, want 1", w.Reserved)

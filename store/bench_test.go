@@ -12,6 +12,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // benchAccounts are the concurrency levels: one poller, and sixteen accounts committing
@@ -264,7 +265,7 @@ func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, tok seali
 							return 0, err
 						}
 						if _, err := e.store.CompleteSend(e.ctx, now, store.Completion{
-							AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
+							AttemptID: a.AttemptID, Status: vocab.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
 						}); err != nil {
 							return 0, fmt.Errorf("complete: %w", err)
 						}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // ccRounds is how many independent races each concurrency test runs. Every round uses a
@@ -46,7 +47,7 @@ func ccSend(e *env, tok sealing.Secret, label string) {
 		e.t.Fatalf("start %s: %v", label, err)
 	}
 	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{
-		AttemptID: a.AttemptID, Status: store.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
+		AttemptID: a.AttemptID, Status: vocab.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
 	}); err != nil {
 		e.t.Fatalf("complete %s: %v", label, err)
 	}
@@ -78,12 +79,12 @@ func TestConcurrencyLastQuotaSlotHasExactlyOneWinner(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-				if attempts[i].Status != store.AttemptPending || attempts[i].ReplyWindowID != windowID {
+				if attempts[i].Status != vocab.AttemptPending || attempts[i].ReplyWindowID != windowID {
 					t.Fatalf("round %d: winner %d got %+v", round, i, attempts[i])
 				}
-			case store.CodeOf(err) == store.CodeReplyQuotaExhausted:
+			case store.CodeOf(err) == vocab.CodeReplyQuotaExhausted:
 			default:
-				t.Fatalf("round %d: racer %d: unexpected error %v (want nil or %s)", round, i, err, store.CodeReplyQuotaExhausted)
+				t.Fatalf("round %d: racer %d: unexpected error %v (want nil or %s)", round, i, err, vocab.CodeReplyQuotaExhausted)
 			}
 		}
 		if winners != 1 {
@@ -141,12 +142,12 @@ func TestConcurrencyTwoStartsForOnePeerOneSending(t *testing.T) {
 					t.Fatalf("round %d: both attempts started", round)
 				}
 				winner = i
-				if started[i].Status != store.AttemptSending {
+				if started[i].Status != vocab.AttemptSending {
 					t.Fatalf("round %d: started attempt is %s", round, started[i].Status)
 				}
-			case store.CodeOf(err) == store.CodeSendInProgress:
+			case store.CodeOf(err) == vocab.CodeSendInProgress:
 			default:
-				t.Fatalf("round %d: start %d: unexpected error %v (want nil or %s)", round, i, err, store.CodeSendInProgress)
+				t.Fatalf("round %d: start %d: unexpected error %v (want nil or %s)", round, i, err, vocab.CodeSendInProgress)
 			}
 		}
 		if winner < 0 {
@@ -200,9 +201,9 @@ func TestConcurrencyPageCommitsWithSameCursorOneWins(t *testing.T) {
 					t.Fatalf("round %d: both pages committed with the same cursor", round)
 				}
 				winner = i
-			case store.CodeOf(err) == store.CodeCursorConflict:
+			case store.CodeOf(err) == vocab.CodeCursorConflict:
 			default:
-				t.Fatalf("round %d: page %d: unexpected error %v (want nil or %s)", round, i, err, store.CodeCursorConflict)
+				t.Fatalf("round %d: page %d: unexpected error %v (want nil or %s)", round, i, err, vocab.CodeCursorConflict)
 			}
 		}
 		if winner < 0 {
@@ -286,7 +287,7 @@ func TestConcurrencyWindowRetirementDuringReplyDoesNotDeadlock(t *testing.T) {
 				_, replyErr = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "racing reply"))
 			}
 		})
-		if store.CodeOf(retireErr) == store.CodeUnavailable || store.CodeOf(replyErr) == store.CodeUnavailable {
+		if store.CodeOf(retireErr) == vocab.CodeUnavailable || store.CodeOf(replyErr) == vocab.CodeUnavailable {
 			deadlocks++
 			t.Errorf("round %d, %s: retirement err=%v; reply/session err=%v", round, kinds[kind], retireErr, replyErr)
 			continue
@@ -295,7 +296,7 @@ func TestConcurrencyWindowRetirementDuringReplyDoesNotDeadlock(t *testing.T) {
 			t.Fatalf("round %d, %s: retirement: %v", round, kinds[kind], retireErr)
 		}
 		switch store.CodeOf(replyErr) {
-		case "", store.CodeReplyWindowInactive, store.CodeInvalidAgentSession, store.CodeGenerationConflict:
+		case "", vocab.CodeReplyWindowInactive, vocab.CodeInvalidAgentSession, vocab.CodeGenerationConflict:
 		default:
 			t.Fatalf("round %d, %s: unexpected error %v", round, kinds[kind], replyErr)
 		}

@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/vocab"
+)
 
 // Limits are the observed iLink limits and the gateway's own bounds. iLink's limits are
 // not documented and have changed, so each one is configuration with the observed default.
@@ -20,11 +24,11 @@ type Limits struct {
 // DefaultLimits returns the defaults of design.md §3.
 func DefaultLimits() Limits {
 	return Limits{
-		WindowLifetime:        24 * time.Hour,
-		MaxSends:              10,
-		MaxMergedSummaryBytes: 16 * 1024,
-		MaxTextBytes:          16 * 1024,
-		MaxClockSkew:          5 * time.Minute,
+		WindowLifetime:        vocab.DefaultWindowLifetime,
+		MaxSends:              vocab.DefaultMaxSends,
+		MaxMergedSummaryBytes: vocab.DefaultMaxMergedSummaryBytes,
+		MaxTextBytes:          vocab.MaxTextBytes,
+		MaxClockSkew:          vocab.DefaultMaxClockSkew,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Login offer statuses.
@@ -40,10 +41,10 @@ func (s *Store) CreateLoginOffer(ctx context.Context, now time.Time, offerID, re
 		return Offer{}, err
 	}
 	if !expiresAt.After(now) || expiresAt.Sub(now) > 24*time.Hour {
-		return Offer{}, fail(CodeInvalidInput, "offer expiry must be within 24 hours in the future")
+		return Offer{}, fail(vocab.CodeInvalidInput, "offer expiry must be within 24 hours in the future")
 	}
 	if len(requestedBy) > 256 {
-		return Offer{}, fail(CodeInvalidInput, "requested-by is too long")
+		return Offer{}, fail(vocab.CodeInvalidInput, "requested-by is too long")
 	}
 	var out Offer
 	err := s.inTx(ctx, "create login offer", func(q *dbq.Queries) error {
@@ -54,7 +55,7 @@ func (s *Store) CreateLoginOffer(ctx context.Context, now time.Time, offerID, re
 			return err
 		}
 		if _, err := q.GetEnrollmentAudit(ctx, offerID); err == nil {
-			return fail(CodeInvalidInput, "login offer was already confirmed")
+			return fail(vocab.CodeInvalidInput, "login offer was already confirmed")
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -84,7 +85,7 @@ func (s *Store) MarkOfferScanned(ctx context.Context, now time.Time, offerID str
 			return err
 		}
 		if n != 1 {
-			return fail(CodeInvalidInput, "unknown or inactive login offer")
+			return fail(vocab.CodeInvalidInput, "unknown or inactive login offer")
 		}
 		return nil
 	})
@@ -162,7 +163,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 		return ConfirmResult{}, err
 	}
 	if in.AccountGeneration < 1 || in.MaxAccounts < 1 {
-		return ConfirmResult{}, fail(CodeInvalidInput, "account generation and max accounts must be positive")
+		return ConfirmResult{}, fail(vocab.CodeInvalidInput, "account generation and max accounts must be positive")
 	}
 	a, err := validateAccountInput(in.ProviderAccountID, in.OwnerPeerID, in.BaseURL, in.BotToken)
 	if err != nil {
@@ -172,7 +173,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 	err = s.inTx(ctx, "confirm enrollment", func(q *dbq.Queries) error {
 		if audit, err := q.GetEnrollmentAudit(ctx, in.OfferID); err == nil {
 			if audit.AccountKey != a.key || audit.AccountGeneration != in.AccountGeneration {
-				return fail(CodeInvalidInput, "login offer was confirmed for another account")
+				return fail(vocab.CodeInvalidInput, "login offer was confirmed for another account")
 			}
 			row, err := q.GetAccount(ctx, a.key)
 			out = ConfirmResult{Account: accountFrom(row), Registered: audit.Result == "registered",
@@ -183,7 +184,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 		}
 		offer, err := q.LockLiveLoginOffer(ctx, in.OfferID, now)
 		if err != nil {
-			return notFound(err, CodeInvalidInput, "unknown, expired or inactive login offer")
+			return notFound(err, vocab.CodeInvalidInput, "unknown, expired or inactive login offer")
 		}
 		existing, err := lockAccount(ctx, q, a.key)
 		exists := err == nil
@@ -195,7 +196,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 			current = existing.Generation
 		}
 		if in.AccountGeneration != current+1 {
-			return fail(CodeGenerationConflict, "enrollment generation changed")
+			return fail(vocab.CodeGenerationConflict, "enrollment generation changed")
 		}
 		// Retire the owner's other live bots: iLink killed them with this binding.
 		live, err := q.LiveAccountsOfOwner(ctx, a.owner)
@@ -211,7 +212,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 				return err
 			}
 			if _, err := q.SetAccountStatus(ctx, dbq.SetAccountStatusParams{
-				AccountKey: old.AccountKey, Generation: old.Generation, Status: AccountReplaced,
+				AccountKey: old.AccountKey, Generation: old.Generation, Status: vocab.AccountReplaced,
 				Reason: "replaced by a new binding of the owner", ReplacedBy: &a.key, Now: now,
 			}); err != nil {
 				return err
@@ -219,13 +220,13 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 			out.ReplacedAccountKeys = append(out.ReplacedAccountKeys, old.AccountKey)
 			out.CancelledWindowIDs = append(out.CancelledWindowIDs, ids...)
 		}
-		if !exists || existing.Status != AccountActive {
+		if !exists || existing.Status != vocab.AccountActive {
 			active, err := q.CountActiveAccounts(ctx)
 			if err != nil {
 				return err
 			}
 			if active >= int64(in.MaxAccounts) {
-				return fail(CodeAccountLimitReached, "the maximum of %d active accounts is reached", in.MaxAccounts)
+				return fail(vocab.CodeAccountLimitReached, "the maximum of %d active accounts is reached", in.MaxAccounts)
 			}
 		}
 		result := "registered"
@@ -258,7 +259,7 @@ func (s *Store) ConfirmEnrollment(ctx context.Context, now time.Time, in Confirm
 			return err
 		}
 		if n != 1 {
-			return fail(CodeAttemptConflict, "login offer changed during confirmation")
+			return fail(vocab.CodeAttemptConflict, "login offer changed during confirmation")
 		}
 		return nil
 	})

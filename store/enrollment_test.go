@@ -6,6 +6,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func confirmInput(offer, provider, owner string, generation int32) store.ConfirmInput {
@@ -26,7 +27,7 @@ func TestConfirmEnrollmentNeedsLiveOffer(t *testing.T) {
 	e := newEnv(t)
 	before := e.digest()
 	_, err := e.store.ConfirmEnrollment(e.ctx, t0, confirmInput("qo_missing", "a00000000001@im.bot", "o9-owner@im.wechat", 1))
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 
 	e.offer("qo_expiring")
@@ -35,7 +36,7 @@ func TestConfirmEnrollmentNeedsLiveOffer(t *testing.T) {
 	}
 	before = e.digest()
 	_, err = e.store.ConfirmEnrollment(e.ctx, t0.Add(5*time.Minute), confirmInput("qo_expiring", "a00000000001@im.bot", "o9-owner@im.wechat", 1))
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 	// A scanned, live offer confirms.
 	if _, err := e.store.ConfirmEnrollment(e.ctx, t0.Add(4*time.Minute), confirmInput("qo_expiring", "a00000000001@im.bot", "o9-owner@im.wechat", 1)); err != nil {
@@ -79,7 +80,7 @@ func TestConfirmEnrollmentExpectsNextGeneration(t *testing.T) {
 	e.offer("qo_gen")
 	before := e.digest()
 	_, err := e.store.ConfirmEnrollment(e.ctx, t0, confirmInput("qo_gen", "a00000000003@im.bot", "o9-owner3@im.wechat", 2))
-	wantCode(t, err, store.CodeGenerationConflict)
+	wantCode(t, err, vocab.CodeGenerationConflict)
 	e.unchanged(before)
 	if _, err := e.store.ConfirmEnrollment(e.ctx, t0, confirmInput("qo_gen", "a00000000003@im.bot", "o9-owner3@im.wechat", 1)); err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestConfirmEnrollmentRespectsMaxAccounts(t *testing.T) {
 	in.MaxAccounts = 2
 	before := e.digest()
 	_, err := e.store.ConfirmEnrollment(e.ctx, t0, in)
-	wantCode(t, err, store.CodeAccountLimitReached)
+	wantCode(t, err, vocab.CodeAccountLimitReached)
 	e.unchanged(before)
 	in.MaxAccounts = 3
 	if _, err := e.store.ConfirmEnrollment(e.ctx, t0, in); err != nil {
@@ -130,18 +131,18 @@ func TestConfirmingSecondBotForSameOwnerReplacesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.Status != store.AccountReplaced || old.ReplacedBy != r.Account.AccountKey {
+	if old.Status != vocab.AccountReplaced || old.ReplacedBy != r.Account.AccountKey {
 		t.Fatalf("old account %+v", old)
 	}
-	assertRetired(t, e, res.Deliverable.ReplyWindowID, store.WindowCancelled)
+	assertRetired(t, e, res.Deliverable.ReplyWindowID, vocab.WindowCancelled)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "to the dead bot"))
-	wantCode(t, err, store.CodeReplyWindowInactive)
+	wantCode(t, err, vocab.CodeReplyWindowInactive)
 	if n := e.count("SELECT count(*) FROM enrollment_audit WHERE $1 = ANY(replaced_account_keys)", first.key); n != 1 {
 		t.Fatal("audit row does not record the replaced account")
 	}
 	// A page the old bot's poller had in flight is stored; the result stops the poller.
 	late, err := e.tryCommit(first, t0, first.msg("late", t0))
-	if err != nil || late.Inserted != 1 || late.AccountStatus != store.AccountReplaced {
+	if err != nil || late.Inserted != 1 || late.AccountStatus != vocab.AccountReplaced {
 		t.Fatalf("late page of the replaced bot: %+v %v", late, err)
 	}
 }
@@ -150,9 +151,9 @@ func TestLoginOfferLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	_, err := e.store.CreateLoginOffer(e.ctx, t0, "bad id", "op", t0.Add(time.Minute))
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	_, err = e.store.CreateLoginOffer(e.ctx, t0, "qo_past", "op", t0)
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.offer("qo_life")
 	e.offer("qo_life") // idempotent
 	if n, err := e.store.ExpireLoginOffers(e.ctx, t0.Add(4*time.Minute)); err != nil || n != 0 {
@@ -162,7 +163,7 @@ func TestLoginOfferLifecycle(t *testing.T) {
 		t.Fatalf("expired %d, want 1 (%v)", n, err)
 	}
 	err = e.store.MarkOfferScanned(e.ctx, t0, "qo_life")
-	wantCode(t, err, store.CodeInvalidInput)
+	wantCode(t, err, vocab.CodeInvalidInput)
 	e.offer("qo_cancel")
 	if ok, err := e.store.CloseLoginOffer(e.ctx, t0, "qo_cancel"); !ok || err != nil {
 		t.Fatalf("close: %v %v", ok, err)

@@ -6,38 +6,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// Code is the stable identifier of a store failure (design.md §3). Callers branch on it;
-// the message beside it is for people.
-type Code string
-
-// The codes a store operation can fail with.
-const (
-	CodeInvalidInput        Code = "invalid_input"
-	CodeAccountExists       Code = "account_exists"
-	CodeOwnerConflict       Code = "owner_conflict"
-	CodeAccountNotFound     Code = "account_not_found"
-	CodeAccountNotActive    Code = "account_not_active"
-	CodeAccountLimitReached Code = "account_limit_reached"
-	CodeGenerationConflict  Code = "generation_conflict"
-	CodePairMismatch        Code = "pair_mismatch"
-	CodeCursorConflict      Code = "cursor_conflict"
-	CodeDedupeInvariant     Code = "dedupe_invariant"
-	CodeReplyWindowNotFound Code = "reply_window_not_found"
-	CodeReplyWindowInactive Code = "reply_window_inactive"
-	CodeReplyWindowExpired  Code = "reply_window_expired"
-	CodeReplyQuotaExhausted Code = "reply_quota_exhausted"
-	CodeSendInProgress      Code = "send_in_progress"
-	CodeAttemptConflict     Code = "attempt_conflict"
-	CodeInvalidAgentSession Code = "invalid_agent_session"
-	CodeUnavailable         Code = "store_unavailable"
-	CodeInternal            Code = "internal"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Error is the typed failure of a store operation. Its message never contains a secret.
 type Error struct {
-	Code Code
+	Code vocab.Code
 	Msg  string
 	Err  error
 }
@@ -65,28 +40,28 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is, one per code.
 var (
-	ErrInvalidInput        = &Error{Code: CodeInvalidInput}
-	ErrAccountExists       = &Error{Code: CodeAccountExists}
-	ErrOwnerConflict       = &Error{Code: CodeOwnerConflict}
-	ErrAccountNotFound     = &Error{Code: CodeAccountNotFound}
-	ErrAccountNotActive    = &Error{Code: CodeAccountNotActive}
-	ErrAccountLimitReached = &Error{Code: CodeAccountLimitReached}
-	ErrGenerationConflict  = &Error{Code: CodeGenerationConflict}
-	ErrPairMismatch        = &Error{Code: CodePairMismatch}
-	ErrCursorConflict      = &Error{Code: CodeCursorConflict}
-	ErrDedupeInvariant     = &Error{Code: CodeDedupeInvariant}
-	ErrReplyWindowNotFound = &Error{Code: CodeReplyWindowNotFound}
-	ErrReplyWindowInactive = &Error{Code: CodeReplyWindowInactive}
-	ErrReplyWindowExpired  = &Error{Code: CodeReplyWindowExpired}
-	ErrReplyQuotaExhausted = &Error{Code: CodeReplyQuotaExhausted}
-	ErrSendInProgress      = &Error{Code: CodeSendInProgress}
-	ErrAttemptConflict     = &Error{Code: CodeAttemptConflict}
-	ErrInvalidAgentSession = &Error{Code: CodeInvalidAgentSession}
-	ErrUnavailable         = &Error{Code: CodeUnavailable}
+	ErrInvalidInput        = &Error{Code: vocab.CodeInvalidInput}
+	ErrAccountExists       = &Error{Code: vocab.CodeAccountExists}
+	ErrOwnerConflict       = &Error{Code: vocab.CodeOwnerConflict}
+	ErrAccountNotFound     = &Error{Code: vocab.CodeAccountNotFound}
+	ErrAccountNotActive    = &Error{Code: vocab.CodeAccountNotActive}
+	ErrAccountLimitReached = &Error{Code: vocab.CodeAccountLimitReached}
+	ErrGenerationConflict  = &Error{Code: vocab.CodeGenerationConflict}
+	ErrPairMismatch        = &Error{Code: vocab.CodePairMismatch}
+	ErrCursorConflict      = &Error{Code: vocab.CodeCursorConflict}
+	ErrDedupeInvariant     = &Error{Code: vocab.CodeDedupeInvariant}
+	ErrReplyWindowNotFound = &Error{Code: vocab.CodeReplyWindowNotFound}
+	ErrReplyWindowInactive = &Error{Code: vocab.CodeReplyWindowInactive}
+	ErrReplyWindowExpired  = &Error{Code: vocab.CodeReplyWindowExpired}
+	ErrReplyQuotaExhausted = &Error{Code: vocab.CodeReplyQuotaExhausted}
+	ErrSendInProgress      = &Error{Code: vocab.CodeSendInProgress}
+	ErrAttemptConflict     = &Error{Code: vocab.CodeAttemptConflict}
+	ErrInvalidAgentSession = &Error{Code: vocab.CodeInvalidAgentSession}
+	ErrUnavailable         = &Error{Code: vocab.CodeUnavailable}
 )
 
 // CodeOf returns the store code carried by err, or "" when err is not a store error.
-func CodeOf(err error) Code {
+func CodeOf(err error) vocab.Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
@@ -98,29 +73,29 @@ func CodeOf(err error) Code {
 // infrastructure failure): retrying the same call cannot succeed.
 func IsRuleViolation(err error) bool {
 	switch CodeOf(err) {
-	case "", CodeUnavailable, CodeInternal:
+	case "", vocab.CodeUnavailable, vocab.CodeInternal:
 		return false
 	}
 	return true
 }
 
-func fail(code Code, format string, args ...any) error {
+func fail(code vocab.Code, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Constraint names of the schema that encode a rule; a violation of one of them is
 // reported with the rule's code, never as a raw driver error.
-var constraintCodes = map[string]Code{
-	"accounts_one_live_per_owner":                          CodeOwnerConflict,
-	"accounts_pkey":                                        CodeAccountExists,
-	"accounts_provider_account_id_key":                     CodeAccountExists,
-	"reply_windows_one_open":                               CodeReplyWindowInactive,
-	"send_attempts_one_sending":                            CodeSendInProgress,
-	"send_attempts_source_message_key_send_index_key":      CodeAttemptConflict,
-	"send_attempts_pkey":                                   CodeAttemptConflict,
-	"inbound_messages_account_key_provider_message_id_key": CodeDedupeInvariant,
-	"enrollment_audit_offer_id_key":                        CodeAttemptConflict,
-	"poll_leases_account_key_fkey":                         CodeAccountNotFound,
+var constraintCodes = map[string]vocab.Code{
+	"accounts_one_live_per_owner":                          vocab.CodeOwnerConflict,
+	"accounts_pkey":                                        vocab.CodeAccountExists,
+	"accounts_provider_account_id_key":                     vocab.CodeAccountExists,
+	"reply_windows_one_open":                               vocab.CodeReplyWindowInactive,
+	"send_attempts_one_sending":                            vocab.CodeSendInProgress,
+	"send_attempts_source_message_key_send_index_key":      vocab.CodeAttemptConflict,
+	"send_attempts_pkey":                                   vocab.CodeAttemptConflict,
+	"inbound_messages_account_key_provider_message_id_key": vocab.CodeDedupeInvariant,
+	"enrollment_audit_offer_id_key":                        vocab.CodeAttemptConflict,
+	"poll_leases_account_key_fkey":                         vocab.CodeAccountNotFound,
 }
 
 // wrapDB turns a database error into a store error. Rule constraints map to their code;
@@ -141,14 +116,14 @@ func wrapDB(op string, err error) error {
 		switch pgErr.Code {
 		case "23514", "23502", "22001", "22003", "22P02", "22021":
 			// check, not-null, too long, out of range, bad text representation, bad encoding
-			return &Error{Code: CodeInvalidInput, Msg: op + ": " + pgErr.ConstraintName, Err: err}
+			return &Error{Code: vocab.CodeInvalidInput, Msg: op + ": " + pgErr.ConstraintName, Err: err}
 		case "40001", "40P01":
-			return &Error{Code: CodeUnavailable, Msg: op + ": serialization conflict", Err: err}
+			return &Error{Code: vocab.CodeUnavailable, Msg: op + ": serialization conflict", Err: err}
 		}
-		return &Error{Code: CodeInternal, Msg: op, Err: err}
+		return &Error{Code: vocab.CodeInternal, Msg: op, Err: err}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return &Error{Code: CodeInternal, Msg: op + ": unexpected missing row", Err: err}
+		return &Error{Code: vocab.CodeInternal, Msg: op + ": unexpected missing row", Err: err}
 	}
-	return &Error{Code: CodeUnavailable, Msg: op, Err: err}
+	return &Error{Code: vocab.CodeUnavailable, Msg: op, Err: err}
 }

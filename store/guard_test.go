@@ -9,6 +9,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // A reservation and its attempt are written in one round trip with COMMIT, so the
@@ -40,16 +41,16 @@ func TestAnAttemptIsNotRecordedWithoutItsReservation(t *testing.T) {
 			AccountKey: a.AccountKey, PeerID: "guard-owner@im.wechat", ReplyWindowID: res.Deliverable.ReplyWindowID,
 			SendIndex: 0, WindowSendIndex: 0, Source: "agent", ContentType: "text", Payload: []byte(`{"type":"text","text":"x"}`),
 			Metadata: []byte(`{}`), Fingerprint: "0000000000000000000000000000000000000000000000000000000000000000",
-			Status: status, FailType: map[string]string{AttemptFailed: FailRefused}[status], Now: now,
+			Status: status, FailType: map[string]string{vocab.AttemptFailed: vocab.FailRefused}[status], Now: now,
 		}}))
 		return err
 	}
-	for _, status := range []string{AttemptPending, AttemptSending} {
+	for _, status := range []string{vocab.AttemptPending, vocab.AttemptSending} {
 		if err := insert(status); err == nil {
 			t.Fatalf("a %s attempt was recorded without its reservation", status)
 		}
 	}
-	if err := insert(AttemptFailed); err != nil {
+	if err := insert(vocab.AttemptFailed); err != nil {
 		t.Fatalf("a refused attempt needs no reservation: %v", err)
 	}
 }

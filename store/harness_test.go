@@ -14,6 +14,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // t0 is the fixed "now" of the tests: the store never reads the wall clock.
@@ -131,7 +132,7 @@ func (e *env) count(query string, args ...any) int {
 	return n
 }
 
-func wantCode(t testing.TB, err error, code store.Code) {
+func wantCode(t testing.TB, err error, code vocab.Code) {
 	t.Helper()
 	if store.CodeOf(err) != code {
 		t.Fatalf("got error %v, want code %s", err, code)

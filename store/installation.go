@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -29,7 +30,7 @@ func (s *Store) Installation(ctx context.Context) (wfapi.Installation, error) {
 		return wfapi.Installation{}, err
 	}
 	if !installationIDPattern.MatchString(row.InstallationID) {
-		return wfapi.Installation{}, fail(CodeInternal, "read installation: malformed installation id %q", row.InstallationID)
+		return wfapi.Installation{}, fail(vocab.CodeInternal, "read installation: malformed installation id %q", row.InstallationID)
 	}
 	in := wfapi.Installation{ID: row.InstallationID, LegacyWindowsThrough: row.LegacyWindowsThrough, LegacyPollers: row.LegacyPollers}
 	s.installation.Store(&in)

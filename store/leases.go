@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // PollLease names one poll activity's claim on a bot's lease: the worker that runs it
@@ -34,10 +35,10 @@ func validLease(l PollLease, ttl time.Duration) error {
 		return err
 	}
 	if l.Holder == "" || len(l.Holder) > 200 {
-		return fail(CodeInvalidInput, "lease holder is missing or too long")
+		return fail(vocab.CodeInvalidInput, "lease holder is missing or too long")
 	}
 	if ttl < time.Second || ttl > time.Hour {
-		return fail(CodeInvalidInput, "lease ttl must be between 1s and 1h")
+		return fail(vocab.CodeInvalidInput, "lease ttl must be between 1s and 1h")
 	}
 	return nil
 }
@@ -102,7 +103,7 @@ func (s *Store) ReleasePollLease(ctx context.Context, l PollLease) (bool, error)
 // to replace the dead poll activity.
 func (s *Store) ClaimExpiredPollLeases(ctx context.Context, grace time.Duration, max int) ([]PollLease, error) {
 	if max <= 0 || max > 10000 || grace < 0 {
-		return nil, fail(CodeInvalidInput, "claim of expired leases: max must be 1..10000 and grace not negative")
+		return nil, fail(vocab.CodeInvalidInput, "claim of expired leases: max must be 1..10000 and grace not negative")
 	}
 	var out []PollLease
 	err := s.read(ctx, "claim expired poll leases", func(q *dbq.Queries) error {

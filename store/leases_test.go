@@ -8,6 +8,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func leaseStore(t *testing.T) (*Store, string) {
@@ -119,11 +120,11 @@ func TestALeaseClaimWithBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	s, key := leaseStore(t)
 	for _, l := range []PollLease{{AccountKey: "nope", Holder: "w"}, {AccountKey: key}} {
-		if _, _, err := s.TakePollLease(ctx, l, time.Minute); CodeOf(err) != CodeInvalidInput {
+		if _, _, err := s.TakePollLease(ctx, l, time.Minute); CodeOf(err) != vocab.CodeInvalidInput {
 			t.Fatalf("take %+v: %v, want invalid_input", l, err)
 		}
 	}
-	if _, _, err := s.TakePollLease(ctx, PollLease{AccountKey: key, Holder: "w"}, time.Millisecond); CodeOf(err) != CodeInvalidInput {
+	if _, _, err := s.TakePollLease(ctx, PollLease{AccountKey: key, Holder: "w"}, time.Millisecond); CodeOf(err) != vocab.CodeInvalidInput {
 		t.Fatalf("ttl 1ms: %v", err)
 	}
 	if c, err := s.CountPollLeases(ctx); err != nil || c.Live+c.Expired != 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // PageInput is one getupdates page to commit with its cursor.
@@ -88,7 +89,7 @@ func (s *Store) validatePage(now time.Time, in PageInput) error {
 		return err
 	}
 	if in.Generation < 1 {
-		return fail(CodeInvalidInput, "generation must be positive")
+		return fail(vocab.CodeInvalidInput, "generation must be positive")
 	}
 	if err := validCursor(in.ExpectedCursor, "expected cursor"); err != nil {
 		return err
@@ -97,7 +98,7 @@ func (s *Store) validatePage(now time.Time, in PageInput) error {
 		return err
 	}
 	if len(in.Entries) > maxPageEntries {
-		return fail(CodeInvalidInput, "page has more than %d entries", maxPageEntries)
+		return fail(vocab.CodeInvalidInput, "page has more than %d entries", maxPageEntries)
 	}
 	for i := range in.Entries {
 		if err := s.validateEntry(now, in, &in.Entries[i]); err != nil {
@@ -119,56 +120,56 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 		return err
 	}
 	if e.Cursor != in.ExpectedCursor {
-		return fail(CodeCursorConflict, "message cursor does not match its page")
+		return fail(vocab.CodeCursorConflict, "message cursor does not match its page")
 	}
 	if e.ContextToken.IsZero() || len(e.ContextToken.Reveal()) > 8192 {
-		return fail(CodeInvalidInput, "context token is missing or too long")
+		return fail(vocab.CodeInvalidInput, "context token is missing or too long")
 	}
 	if e.ProviderSeq != nil && *e.ProviderSeq < 0 {
-		return fail(CodeInvalidInput, "provider sequence is negative")
+		return fail(vocab.CodeInvalidInput, "provider sequence is negative")
 	}
 	if e.SentAt.Year() < 2000 {
-		return fail(CodeInvalidInput, "sent-at is invalid")
+		return fail(vocab.CodeInvalidInput, "sent-at is invalid")
 	}
 	if e.SentAt.After(now.Add(s.limits.MaxClockSkew)) {
-		return fail(CodeInvalidInput, "sent-at is too far in the future")
+		return fail(vocab.CodeInvalidInput, "sent-at is too far in the future")
 	}
 	if len(e.Payload.Summary) > maxSummaryBytes || !utf8.ValidString(e.Payload.Summary) {
-		return fail(CodeInvalidInput, "summary is too long or not UTF-8")
+		return fail(vocab.CodeInvalidInput, "summary is too long or not UTF-8")
 	}
 	if len(e.Payload.Attachments) > maxAttachments {
-		return fail(CodeInvalidInput, "too many attachments")
+		return fail(vocab.CodeInvalidInput, "too many attachments")
 	}
 	imagePositions := map[int32]bool{}
 	for _, a := range e.Payload.Attachments {
 		switch a.Kind {
 		case "image":
 			if a.Position < 0 || a.Position >= maxSendIndex || imagePositions[int32(a.Position)] {
-				return fail(CodeInvalidInput, "image attachment positions are inconsistent")
+				return fail(vocab.CodeInvalidInput, "image attachment positions are inconsistent")
 			}
 			imagePositions[int32(a.Position)] = true
 		case "file", "voice", "video":
 			if a.Size < 0 {
-				return fail(CodeInvalidInput, "attachment size is negative")
+				return fail(vocab.CodeInvalidInput, "attachment size is negative")
 			}
 		default:
-			return fail(CodeInvalidInput, "attachment kind is invalid")
+			return fail(vocab.CodeInvalidInput, "attachment kind is invalid")
 		}
 		if len(a.Name) > 1024 || len(a.Text) > maxSummaryBytes || !utf8.ValidString(a.Name) || !utf8.ValidString(a.Text) {
-			return fail(CodeInvalidInput, "attachment descriptor is too long or not UTF-8")
+			return fail(vocab.CodeInvalidInput, "attachment descriptor is too long or not UTF-8")
 		}
 	}
 	if len(e.Images) != len(imagePositions) {
-		return fail(CodeInvalidInput, "image locator count is inconsistent with image attachments")
+		return fail(vocab.CodeInvalidInput, "image locator count is inconsistent with image attachments")
 	}
 	seen := map[int32]bool{}
 	for _, img := range e.Images {
 		if !imagePositions[img.Position] || seen[img.Position] {
-			return fail(CodeInvalidInput, "image locator position is inconsistent")
+			return fail(vocab.CodeInvalidInput, "image locator position is inconsistent")
 		}
 		seen[img.Position] = true
 		if img.Locator.IsZero() || len(img.Locator.Reveal()) > 8192 {
-			return fail(CodeInvalidInput, "image locator is missing or too long")
+			return fail(vocab.CodeInvalidInput, "image locator is missing or too long")
 		}
 	}
 	e.SentAt = e.SentAt.Truncate(time.Microsecond)
@@ -220,7 +221,7 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 			return cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
 		})
 		if err == nil { // the account changed back meanwhile: still a conflict
-			err = fail(CodeCursorConflict, "cursor changed")
+			err = fail(vocab.CodeCursorConflict, "cursor changed")
 		}
 	}
 	if err != nil {
@@ -256,7 +257,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	var retire *dbq.RetireWindowsBatchResults
 	if retireOpen {
 		retire = q.RetireWindows(ctx, []dbq.RetireWindowsParams{{ReplyWindowIds: []int64{rd.open.ReplyWindowID},
-			State: WindowSuperseded, Reason: reasonSuperseded, Now: now}})
+			State: vocab.WindowSuperseded, Reason: reasonSuperseded, Now: now}})
 		res.RetiredWindowIDs = []int64{rd.open.ReplyWindowID}
 	}
 	insert, err := s.insertParams(now, in.AccountKey, rd.account, news, deliverable, plan)
@@ -320,7 +321,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 		res.OpenedWindowID = d.windowID
 		res.Opened = &OpenedWindow{ReplyWindowID: d.windowID, AccountKey: in.AccountKey, MessageKey: d.key,
 			ExpiresAt: insert.ExpiresAts[slices.Index(insert.MessageKeys, d.key)], MaxSends: s.limits.MaxSends,
-			Deliverable: messageDeliverable(d.deferred, MessageReceived)}
+			Deliverable: messageDeliverable(d.deferred, vocab.MessageReceived)}
 		if res.Opened.Deliverable {
 			res.Deliverable = &Delivery{MessageKey: d.key, ReplyWindowID: d.windowID}
 		}
@@ -368,7 +369,7 @@ func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) 
 	}
 	for i := range in.Entries {
 		if in.Entries[i].PeerID != rd.account.OwnerPeerID {
-			return rd, fail(CodePairMismatch, "entry %d: message does not belong to the account's owner", i)
+			return rd, fail(vocab.CodePairMismatch, "entry %d: message does not belong to the account's owner", i)
 		}
 	}
 	w, err := batchRow[dbq.ReplyWindow](open)
@@ -403,7 +404,7 @@ func (rd *pageRead) keepAnswerable() {
 	handedOut := map[string]bool{}
 	backlog := rd.backlog[:0]
 	for _, b := range rd.backlog {
-		if b.Status == MessageReceived {
+		if b.Status == vocab.MessageReceived {
 			backlog = append(backlog, b)
 		} else {
 			handedOut[b.MessageKey] = true
@@ -434,10 +435,10 @@ func newEntries(in PageInput, rd pageRead, res *PageResult) ([]*newEntry, error)
 		seen[key] = true
 		if stored, ok := rd.known[key]; ok {
 			if stored.AccountKey != in.AccountKey || stored.ProviderMessageID != e.ProviderMessageID || stored.PeerID != e.PeerID {
-				return nil, fail(CodeDedupeInvariant, "duplicate message conflicts with the stored identity")
+				return nil, fail(vocab.CodeDedupeInvariant, "duplicate message conflicts with the stored identity")
 			}
 			if !stored.Windowed {
-				return nil, fail(CodeDedupeInvariant, "duplicate message has no reply window")
+				return nil, fail(vocab.CodeDedupeInvariant, "duplicate message has no reply window")
 			}
 			res.Duplicates++
 			continue
@@ -465,16 +466,16 @@ func placeWindows(open *dbq.ReplyWindow, news []*newEntry) (retireOpen bool, own
 	}
 	for _, n := range news {
 		if (open != nil || owner != nil) && !supersedes(n.order, cur, owner != nil) {
-			n.windowState = WindowSuperseded
+			n.windowState = vocab.WindowSuperseded
 			continue
 		}
 		switch {
 		case owner != nil:
-			owner.windowState, owner.retiredReason = WindowSuperseded, reasonSuperseded
+			owner.windowState, owner.retiredReason = vocab.WindowSuperseded, reasonSuperseded
 		case open != nil:
 			retireOpen = true
 		}
-		n.windowState = WindowOpen
+		n.windowState = vocab.WindowOpen
 		owner, cur = n, n.order
 	}
 	return retireOpen, owner
@@ -515,7 +516,7 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 		plan.absorbKeys = append(plan.absorbKeys, b.MessageKey)
 		var p Payload
 		if err := json.Unmarshal(b.Payload, &p); err != nil {
-			return plan, &Error{Code: CodeInternal, Msg: "stored payload of " + b.MessageKey + " does not decode", Err: err}
+			return plan, &Error{Code: vocab.CodeInternal, Msg: "stored payload of " + b.MessageKey + " does not decode", Err: err}
 		}
 		units = append(units, unitOf(p))
 		if p.ImagesInvolved > held[b.MessageKey] {
@@ -552,7 +553,7 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 		var err error
 		plan.payload, err = json.Marshal(d.entry.Payload)
 		if err != nil {
-			return plan, fail(CodeInvalidInput, "payload does not encode")
+			return plan, fail(vocab.CodeInvalidInput, "payload does not encode")
 		}
 		return plan, nil
 	}
@@ -575,12 +576,12 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 			loc, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(img.stored.MessageKey, img.stored.Position),
 				sealing.Sealed{KeyGeneration: img.stored.KeyGeneration, Nonce: img.stored.Nonce, Ciphertext: img.stored.Ciphertext})
 			if err != nil {
-				return plan, &Error{Code: CodeInternal, Msg: "open image locator for merge", Err: err}
+				return plan, &Error{Code: vocab.CodeInternal, Msg: "open image locator for merge", Err: err}
 			}
 		}
 		sealed, err := s.keys.Seal(sealing.PurposeImageLocator, imageBinding(d.key, int32(i)), loc)
 		if err != nil {
-			return plan, &Error{Code: CodeInternal, Msg: "seal image locator", Err: err}
+			return plan, &Error{Code: vocab.CodeInternal, Msg: "seal image locator", Err: err}
 		}
 		plan.images.Positions = append(plan.images.Positions, int32(i))
 		plan.images.KeyGenerations = append(plan.images.KeyGenerations, sealed.KeyGeneration)
@@ -590,7 +591,7 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 	}
 	var err error
 	if plan.payload, err = json.Marshal(merged); err != nil {
-		return plan, &Error{Code: CodeInternal, Msg: "encode merged payload", Err: err}
+		return plan, &Error{Code: vocab.CodeInternal, Msg: "encode merged payload", Err: err}
 	}
 	return plan, nil
 }
@@ -604,9 +605,9 @@ func (s *Store) insertParams(now time.Time, accountKey string, account dbq.Accou
 	}
 	for _, n := range news {
 		e := n.entry
-		status, deferred, payload := MessageAbsorbed, false, ""
+		status, deferred, payload := vocab.MessageAbsorbed, false, ""
 		if n == d {
-			status, deferred, payload = MessageReceived, n.deferred, string(plan.payload)
+			status, deferred, payload = vocab.MessageReceived, n.deferred, string(plan.payload)
 		}
 		seq := int64(-1)
 		if e.ProviderSeq != nil {
@@ -630,7 +631,7 @@ func (s *Store) insertParams(now time.Time, accountKey string, account dbq.Accou
 	if d != nil {
 		sealed, err := s.keys.Seal(sealing.PurposeContextToken, contextTokenBinding(d.key), d.entry.ContextToken)
 		if err != nil {
-			return p, &Error{Code: CodeInternal, Msg: "seal context token", Err: err}
+			return p, &Error{Code: vocab.CodeInternal, Msg: "seal context token", Err: err}
 		}
 		p.OpenMessageKey = d.key
 		p.SecretKeyGeneration, p.SecretNonce, p.SecretCiphertext = sealed.KeyGeneration, sealed.Nonce, sealed.Ciphertext

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func seq(n int64) *int64 { return &n }
@@ -21,11 +22,11 @@ func TestCursorMovesOnlyByCompareAndSet(t *testing.T) {
 	}
 	before := e.digest()
 	_, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", "Ck2")
-	wantCode(t, err, store.CodeCursorConflict)
+	wantCode(t, err, vocab.CodeCursorConflict)
 	_, err = e.store.CompareAndSetCursor(e.ctx, t0, b.key, 2, "Ck1", "Ck2")
-	wantCode(t, err, store.CodeGenerationConflict)
+	wantCode(t, err, vocab.CodeGenerationConflict)
 	_, err = e.store.CompareAndSetCursor(e.ctx, t0, store.AccountKey("nobody@im.bot"), 1, "Ck1", "Ck2")
-	wantCode(t, err, store.CodeAccountNotFound)
+	wantCode(t, err, vocab.CodeAccountNotFound)
 	e.unchanged(before)
 	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0.Add(time.Hour), "test"); err != nil {
 		t.Fatal(err)
@@ -47,10 +48,10 @@ func TestCursorOver256KiBOrWithNULIsInvalid(t *testing.T) {
 	before := e.digest()
 	for _, bad := range []string{strings.Repeat("C", 256*1024+1), "Ck\x00x", "\xff\xfe"} {
 		_, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", bad)
-		wantCode(t, err, store.CodeInvalidInput)
+		wantCode(t, err, vocab.CodeInvalidInput)
 		_, err = e.store.CommitPage(e.ctx, t0, store.PageInput{AccountKey: b.key, Generation: 1, NextCursor: bad,
 			Entries: []store.PageEntry{b.msg("x", t0)}})
-		wantCode(t, err, store.CodeInvalidInput)
+		wantCode(t, err, vocab.CodeInvalidInput)
 	}
 	e.unchanged(before)
 	if _, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", strings.Repeat("C", 256*1024)); err != nil {
@@ -65,27 +66,27 @@ func TestPageEntriesAreValidatedBeforeAnythingIsWritten(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*store.PageEntry)
-		code   store.Code
+		code   vocab.Code
 	}{
-		{"missing context token", func(p *store.PageEntry) { p.ContextToken = sealing.Secret{} }, store.CodeInvalidInput},
+		{"missing context token", func(p *store.PageEntry) { p.ContextToken = sealing.Secret{} }, vocab.CodeInvalidInput},
 		{"image attachment without locator", func(p *store.PageEntry) {
 			p.Payload.Attachments = []store.Attachment{{Kind: "image", Position: 0}}
-		}, store.CodeInvalidInput},
+		}, vocab.CodeInvalidInput},
 		{"locator without image attachment", func(p *store.PageEntry) {
 			p.Images = []store.ImageLocator{{Position: 0, Locator: sealing.NewSecret("loc")}}
-		}, store.CodeInvalidInput},
+		}, vocab.CodeInvalidInput},
 		{"locator at another position", func(p *store.PageEntry) {
 			p.Payload.Attachments = []store.Attachment{{Kind: "image", Position: 0}}
 			p.Images = []store.ImageLocator{{Position: 1, Locator: sealing.NewSecret("loc")}}
-		}, store.CodeInvalidInput},
-		{"message of another peer", func(p *store.PageEntry) { p.PeerID = "o9-stranger@im.wechat" }, store.CodePairMismatch},
-		{"message cursor differs from page cursor", func(p *store.PageEntry) { p.Cursor = "Ck-other" }, store.CodeCursorConflict},
-		{"negative provider sequence", func(p *store.PageEntry) { p.ProviderSeq = seq(-1) }, store.CodeInvalidInput},
-		{"empty provider message id", func(p *store.PageEntry) { p.ProviderMessageID = "" }, store.CodeInvalidInput},
-		{"unbounded provider message id", func(p *store.PageEntry) { p.ProviderMessageID = strings.Repeat("9", 257) }, store.CodeInvalidInput},
-		{"control character in id", func(p *store.PageEntry) { p.ProviderMessageID = "12\n3" }, store.CodeInvalidInput},
-		{"sent-at 6 minutes in the future", func(p *store.PageEntry) { p.SentAt = t0.Add(6 * time.Minute) }, store.CodeInvalidInput},
-		{"unknown attachment kind", func(p *store.PageEntry) { p.Payload.Attachments = []store.Attachment{{Kind: "sticker"}} }, store.CodeInvalidInput},
+		}, vocab.CodeInvalidInput},
+		{"message of another peer", func(p *store.PageEntry) { p.PeerID = "o9-stranger@im.wechat" }, vocab.CodePairMismatch},
+		{"message cursor differs from page cursor", func(p *store.PageEntry) { p.Cursor = "Ck-other" }, vocab.CodeCursorConflict},
+		{"negative provider sequence", func(p *store.PageEntry) { p.ProviderSeq = seq(-1) }, vocab.CodeInvalidInput},
+		{"empty provider message id", func(p *store.PageEntry) { p.ProviderMessageID = "" }, vocab.CodeInvalidInput},
+		{"unbounded provider message id", func(p *store.PageEntry) { p.ProviderMessageID = strings.Repeat("9", 257) }, vocab.CodeInvalidInput},
+		{"control character in id", func(p *store.PageEntry) { p.ProviderMessageID = "12\n3" }, vocab.CodeInvalidInput},
+		{"sent-at 6 minutes in the future", func(p *store.PageEntry) { p.SentAt = t0.Add(6 * time.Minute) }, vocab.CodeInvalidInput},
+		{"unknown attachment kind", func(p *store.PageEntry) { p.Payload.Attachments = []store.Attachment{{Kind: "sticker"}} }, vocab.CodeInvalidInput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,7 +117,7 @@ func TestDuplicateWithConflictingIdentityIsDedupeInvariant(t *testing.T) {
 	}
 	before := e.digest()
 	_, err := e.tryCommit(b, t0, b.msg("new one", t0), m)
-	wantCode(t, err, store.CodeDedupeInvariant)
+	wantCode(t, err, vocab.CodeDedupeInvariant)
 	e.unchanged(before)
 
 	// A duplicate whose message lost its reply window is refused the same way.
@@ -129,7 +130,7 @@ func TestDuplicateWithConflictingIdentityIsDedupeInvariant(t *testing.T) {
 	}
 	before = e2.digest()
 	_, err = e2.tryCommit(b2, t0, m2)
-	wantCode(t, err, store.CodeDedupeInvariant)
+	wantCode(t, err, vocab.CodeDedupeInvariant)
 	e2.unchanged(before)
 }
 
@@ -166,7 +167,7 @@ func TestNewerMessageSupersedesOpenWindow(t *testing.T) {
 	if second.Deliverable == nil || len(second.RetiredWindowIDs) != 1 || second.RetiredWindowIDs[0] != first.Deliverable.ReplyWindowID {
 		t.Fatalf("second page %+v", second)
 	}
-	assertRetired(t, e, first.Deliverable.ReplyWindowID, store.WindowSuperseded)
+	assertRetired(t, e, first.Deliverable.ReplyWindowID, vocab.WindowSuperseded)
 	if second.OpenedWindowID != second.Deliverable.ReplyWindowID {
 		t.Fatal("the deliverable's window must be the opened one")
 	}
@@ -182,7 +183,7 @@ func TestOlderMessageGetsWindowBornSuperseded(t *testing.T) {
 		t.Fatalf("older message produced %+v", res)
 	}
 	open, err := e.store.GetWindow(e.ctx, newer.Deliverable.ReplyWindowID)
-	if err != nil || open.State != store.WindowOpen {
+	if err != nil || open.State != vocab.WindowOpen {
 		t.Fatalf("the newer window must stay open (%v)", err)
 	}
 	var state string
@@ -192,7 +193,7 @@ func TestOlderMessageGetsWindowBornSuperseded(t *testing.T) {
 		WHERE m.payload IS NULL`).Scan(&state, &secrets); err != nil {
 		t.Fatal(err)
 	}
-	if state != store.WindowSuperseded || secrets != 0 {
+	if state != vocab.WindowSuperseded || secrets != 0 {
 		t.Fatalf("older message's window is %s with %d secrets, want superseded with none", state, secrets)
 	}
 }
@@ -301,7 +302,7 @@ func TestMessagesHandedToAnAgentAndAnsweredAreNotMerged(t *testing.T) {
 		t.Fatalf("summary %q merged a message the agent already answered", got)
 	}
 	m, _ := e.store.GetMessage(e.ctx, first.Deliverable.MessageKey)
-	if m.Status != store.MessageProcessing || m.Payload == nil {
+	if m.Status != vocab.MessageProcessing || m.Payload == nil {
 		t.Fatalf("processing message changed: %+v", m)
 	}
 }
@@ -320,13 +321,13 @@ func TestAHandedOutMessageSupersededBeforeAnyReplyGoesWithTheNextDelivery(t *tes
 		t.Fatalf("summary %q: the unanswered message must go with the next delivery", got)
 	}
 	m, _ := e.store.GetMessage(e.ctx, first.Deliverable.MessageKey)
-	if m.Status != store.MessageAbsorbed {
+	if m.Status != vocab.MessageAbsorbed {
 		t.Fatalf("superseded unanswered message is %s, want absorbed", m.Status)
 	}
-	_, err := e.store.FinishMessage(e.ctx, t0, first.Deliverable.MessageKey, store.MessageHandled, "")
-	wantCode(t, err, store.CodeAttemptConflict)
+	_, err := e.store.FinishMessage(e.ctx, t0, first.Deliverable.MessageKey, vocab.MessageHandled, "")
+	wantCode(t, err, vocab.CodeAttemptConflict)
 	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "too late"))
-	wantCode(t, err, store.CodeReplyWindowInactive)
+	wantCode(t, err, vocab.CodeReplyWindowInactive)
 }
 
 func withImages(m store.PageEntry, n int) store.PageEntry {
@@ -417,7 +418,7 @@ func TestDeferredMessagesAreStoredWindowedCountedNotDeliverable(t *testing.T) {
 		t.Fatal("deferred message is not stored as deferred")
 	}
 	w, err := e.store.GetWindow(e.ctx, res.OpenedWindowID)
-	if err != nil || w.State != store.WindowOpen {
+	if err != nil || w.State != vocab.WindowOpen {
 		t.Fatalf("deferred message must still own a window (%v)", err)
 	}
 }
@@ -452,7 +453,7 @@ func TestOpenedWindowsAreDeliverableOnlyWhileTheirMessageAwaitsAnAgent(t *testin
 		t.Fatalf("deferred page %+v %v", deferredRes, err)
 	}
 	fin, _ := e.deliver(finished, "done soon")
-	if _, err := e.store.FinishMessage(e.ctx, t0, fin.Deliverable.MessageKey, store.MessageHandled, ""); err != nil {
+	if _, err := e.store.FinishMessage(e.ctx, t0, fin.Deliverable.MessageKey, vocab.MessageHandled, ""); err != nil {
 		t.Fatal(err)
 	}
 	got := listed()

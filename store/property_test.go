@@ -12,6 +12,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // propSeeds are the seeds of the property test; the first is the base seed. A failure
@@ -372,7 +373,7 @@ func (p *propRun) replyTraffic() {
 			switch store.CodeOf(err) {
 			case "":
 				p.pending = append(p.pending, propPending{attemptID: a.AttemptID, session: s})
-			case store.CodeInvalidAgentSession, store.CodeReplyWindowInactive, store.CodeReplyQuotaExhausted:
+			case vocab.CodeInvalidAgentSession, vocab.CodeReplyWindowInactive, vocab.CodeReplyQuotaExhausted:
 			default:
 				p.fatalf("reserve: unexpected error %v", err)
 			}
@@ -393,17 +394,17 @@ func (p *propRun) replyTraffic() {
 		switch store.CodeOf(err) {
 		case "":
 			outcomes := []store.Completion{
-				{Status: store.AttemptSent, ProviderMessageID: "pm-" + pa.attemptID},
-				{Status: store.AttemptFailed, FailType: store.FailTransport, ErrorCode: "dial"},
-				{Status: store.AttemptFailed, FailType: store.FailRejected, ErrorCode: "ret-2"},
-				{Status: store.AttemptUnknown},
+				{Status: vocab.AttemptSent, ProviderMessageID: "pm-" + pa.attemptID},
+				{Status: vocab.AttemptFailed, FailType: vocab.FailTransport, ErrorCode: "dial"},
+				{Status: vocab.AttemptFailed, FailType: vocab.FailRejected, ErrorCode: "ret-2"},
+				{Status: vocab.AttemptUnknown},
 			}
 			c := outcomes[p.r.IntN(len(outcomes))]
 			c.AttemptID = pa.attemptID
 			if _, err := p.e.store.CompleteAttempt(p.e.ctx, p.now, c); err != nil {
 				p.fatalf("complete %s: %v", c.Status, err)
 			}
-		case store.CodeInvalidAgentSession, store.CodeReplyWindowInactive:
+		case vocab.CodeInvalidAgentSession, vocab.CodeReplyWindowInactive:
 		default:
 			p.fatalf("start: unexpected error %v", err)
 		}
@@ -411,15 +412,15 @@ func (p *propRun) replyTraffic() {
 	if len(p.sessions) > 0 && p.r.Float64() < 0.08 {
 		s := p.sessions[p.r.IntN(len(p.sessions))]
 		if !s.finished {
-			status := store.MessageHandled
+			status := vocab.MessageHandled
 			if p.r.IntN(2) == 0 {
-				status = store.MessageFailed
+				status = vocab.MessageFailed
 			}
 			if _, err := p.e.store.FinishMessage(p.e.ctx, p.now, s.messageKey, status, "prop"); err != nil {
 				// A handed-out message whose window a newer message superseded before any
 				// reply was transmitted went into the next delivery: it cannot be finished.
 				m, gerr := p.e.store.GetMessage(p.e.ctx, s.messageKey)
-				if store.CodeOf(err) != store.CodeAttemptConflict || gerr != nil || m.Status != store.MessageAbsorbed {
+				if store.CodeOf(err) != vocab.CodeAttemptConflict || gerr != nil || m.Status != vocab.MessageAbsorbed {
 					p.fatalf("finish %s: %v", status, err)
 				}
 			}
@@ -438,8 +439,8 @@ func (p *propRun) failedPageWritesNothing(b *propBot) {
 	bad.Images = append(bad.Images, store.ImageLocator{Position: 999, Locator: sealing.NewSecret("orphan")})
 	cursor := b.cursor
 	_, err := p.e.tryCommit(b.bot, p.now, good, bad)
-	if store.CodeOf(err) != store.CodeInvalidInput || b.cursor != cursor {
-		p.fatalf("page with an inconsistent image locator: got %v, want %s", err, store.CodeInvalidInput)
+	if store.CodeOf(err) != vocab.CodeInvalidInput || b.cursor != cursor {
+		p.fatalf("page with an inconsistent image locator: got %v, want %s", err, vocab.CodeInvalidInput)
 	}
 	p.e.unchanged(before)
 	p.refusedPages++
@@ -453,8 +454,8 @@ func (p *propRun) staleCursorWritesNothing(b *propBot) {
 	m.Cursor = b.cursor + "-stale"
 	_, err := p.e.store.CommitPage(p.e.ctx, p.now, store.PageInput{AccountKey: b.key, Generation: b.generation,
 		ExpectedCursor: m.Cursor, NextCursor: "elsewhere", Entries: []store.PageEntry{m}})
-	if store.CodeOf(err) != store.CodeCursorConflict {
-		p.fatalf("page with a stale cursor: got %v, want %s", err, store.CodeCursorConflict)
+	if store.CodeOf(err) != vocab.CodeCursorConflict {
+		p.fatalf("page with a stale cursor: got %v, want %s", err, vocab.CodeCursorConflict)
 	}
 	p.e.unchanged(before)
 	p.refusedPages++
@@ -563,34 +564,34 @@ func (p *propRun) check() {
 		}
 		who := fmt.Sprintf("message %s (id %s, %s, deferred=%v, window %s)", key, id, status, deferred, state)
 		switch status {
-		case store.MessageReceived:
-			if state != store.WindowOpen {
+		case vocab.MessageReceived:
+			if state != vocab.WindowOpen {
 				p.fatalf("%s: an undelivered message must own the open window or be absorbed", who)
 			}
-		case store.MessageProcessing:
+		case vocab.MessageProcessing:
 			// Handed to an agent: deliverable while its window is open; once a newer
 			// message retired the window it stays the agent's, with its sessions closed.
-			if state != store.WindowOpen && openSessions != 0 {
+			if state != vocab.WindowOpen && openSessions != 0 {
 				p.fatalf("%s: %d sessions still open", who, openSessions)
 			}
-		case store.MessageAbsorbed:
+		case vocab.MessageAbsorbed:
 			if payload != nil || deferred || len(images) != 0 {
 				p.fatalf("%s: absorbed message keeps payload=%v deferred=%v images=%v", who, payload != nil, deferred, images)
 			}
-			if state == store.WindowOpen {
+			if state == vocab.WindowOpen {
 				p.fatalf("%s: absorbed message owns the open window", who)
 			}
-		case store.MessageHandled, store.MessageFailed:
+		case vocab.MessageHandled, vocab.MessageFailed:
 			if !p.finished[key] {
 				p.fatalf("%s: finished without the test finishing it", who)
 			}
 		default:
 			p.fatalf("%s: unknown status", who)
 		}
-		if deferred && status != store.MessageReceived {
+		if deferred && status != vocab.MessageReceived {
 			p.fatalf("%s: only an undispatched message is deferred", who)
 		}
-		if status == store.MessageAbsorbed {
+		if status == vocab.MessageAbsorbed {
 			continue
 		}
 		var pl store.Payload

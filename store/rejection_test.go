@@ -5,10 +5,11 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestRetMinus2IsTheWindowsOwnRejectionOnlyWhenOurBookkeepingExplainsIt(t *testing.T) {
-	w := store.Window{MaxSends: 10, Transmitted: 3, ExpiresAt: t0.Add(time.Hour), State: store.WindowOpen}
+	w := store.Window{MaxSends: 10, Transmitted: 3, ExpiresAt: t0.Add(time.Hour), State: vocab.WindowOpen}
 	if got := store.ClassifyRejection(w, t0); got != store.RejectionThrottle {
 		t.Fatalf("quota left and window live: %s, want throttle", got)
 	}

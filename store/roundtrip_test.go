@@ -14,6 +14,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // roundTrips counts what a connection sends to PostgreSQL and waits for: every plain
@@ -179,11 +180,11 @@ func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 			t.Fatalf("send was not started at once: %+v", prep)
 		}
 		out, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: prep.Attempt.AttemptID,
-			Status: store.AttemptSent, ProviderMessageID: "pm-" + text})
+			Status: vocab.AttemptSent, ProviderMessageID: "pm-" + text})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Attempt.Status != store.AttemptSent || out.Window.SendsLeft() != prep.Window.SendsLeft() {
+		if out.Attempt.Status != vocab.AttemptSent || out.Window.SendsLeft() != prep.Window.SendsLeft() {
 			t.Fatalf("completion %+v after %+v", out, prep.Window)
 		}
 		return rt.stop()

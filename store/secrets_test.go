@@ -8,6 +8,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
@@ -19,7 +20,7 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		FROM account_secrets src WHERE src.account_key = $1 AND account_secrets.account_key = $2`, a.key, b.key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetAccountWithSecret(e.ctx, b.key); store.CodeOf(err) != store.CodeInternal {
+	if _, err := e.store.GetAccountWithSecret(e.ctx, b.key); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("a bot token moved to another account opened: %v", err)
 	}
 	// Context token of one window copied onto another window.
@@ -30,7 +31,7 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		FROM reply_window_secrets src WHERE src.reply_window_id = $1 AND reply_window_secrets.reply_window_id = $2`, w1, w3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetWindowSecret(e.ctx, w3); store.CodeOf(err) != store.CodeInternal {
+	if _, err := e.store.GetWindowSecret(e.ctx, w3); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("a context token moved to another window opened: %v", err)
 	}
 	// An image locator copied to another position, and a ciphertext of another purpose.
@@ -40,14 +41,14 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		FROM inbound_images src WHERE src.message_key = $1 AND src.position = 0 AND inbound_images.position = 1`, key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetInboundImage(e.ctx, key, 1); store.CodeOf(err) != store.CodeInternal {
+	if _, err := e.store.GetInboundImage(e.ctx, key, 1); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("an image locator moved to another position opened: %v", err)
 	}
 	if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_images SET nonce = s.nonce, ciphertext = s.ciphertext
 		FROM account_secrets s WHERE s.account_key = $1 AND inbound_images.position = 0`, c.key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetInboundImage(e.ctx, key, 0); store.CodeOf(err) != store.CodeInternal {
+	if _, err := e.store.GetInboundImage(e.ctx, key, 0); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("a bot token opened as an image locator: %v", err)
 	}
 }
@@ -77,7 +78,7 @@ func TestKeyRotationKeepsOldRowsReadableAndSealsNewOnesWithNewGeneration(t *test
 	if n := e.count("SELECT key_generation FROM account_secrets WHERE account_key = $1", a.AccountKey); n != 2 {
 		t.Fatalf("new row sealed with key generation %d, want 2", n)
 	}
-	if _, err := e.store.GetAccountWithSecret(e.ctx, a.AccountKey); store.CodeOf(err) != store.CodeInternal {
+	if _, err := e.store.GetAccountWithSecret(e.ctx, a.AccountKey); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("a key ring without generation 2 opened a generation-2 row: %v", err)
 	}
 }

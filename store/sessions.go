@@ -8,6 +8,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // OpenSessionInput opens an agent session for the deliverable message of a window.
@@ -27,17 +28,17 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 		return Session{}, Message{}, err
 	}
 	if len(in.Token.Reveal()) < 16 || len(in.Token.Reveal()) > 512 {
-		return Session{}, Message{}, fail(CodeInvalidInput, "session token must be 16..512 bytes")
+		return Session{}, Message{}, fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
 	}
 	if in.TTL < 0 {
-		return Session{}, Message{}, fail(CodeInvalidInput, "session TTL is negative")
+		return Session{}, Message{}, fail(vocab.CodeInvalidInput, "session TTL is negative")
 	}
 	var sess Session
 	var msg Message
 	err := s.inTx(ctx, "open agent session", func(q *dbq.Queries) error {
 		w, err := lockWindow(ctx, q, in.ReplyWindowID)
 		if err != nil {
-			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
 		}
 		a, err := q.GetAccount(ctx, w.AccountKey)
 		if err != nil {
@@ -50,12 +51,12 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 		if err != nil {
 			return err
 		}
-		if m.Status != MessageReceived && m.Status != MessageProcessing {
-			return fail(CodeAttemptConflict, "message is %s, not deliverable", m.Status)
+		if m.Status != vocab.MessageReceived && m.Status != vocab.MessageProcessing {
+			return fail(vocab.CodeAttemptConflict, "message is %s, not deliverable", m.Status)
 		}
 		if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
-			MessageKey: m.MessageKey, Status: MessageProcessing, FailureReason: "", Now: now,
-			FromStatuses: []string{MessageReceived, MessageProcessing},
+			MessageKey: m.MessageKey, Status: vocab.MessageProcessing, FailureReason: "", Now: now,
+			FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
 		}); err != nil {
 			return err
 		}
@@ -72,7 +73,7 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 		}
 		sess = Session{SessionID: id.String(), SourceMessageKey: m.MessageKey, ReplyWindowID: w.ReplyWindowID,
 			AccountKey: w.AccountKey, PeerID: w.PeerID, CreatedAt: now, ExpiresAt: expires}
-		m.Status = MessageProcessing
+		m.Status = vocab.MessageProcessing
 		msg, err = messageFrom(m)
 		return err
 	})
@@ -84,16 +85,16 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 // generation.
 func checkWindowUsable(now time.Time, w dbq.ReplyWindow, a dbq.Account) error {
 	switch {
-	case w.State == WindowExpired:
-		return fail(CodeReplyWindowExpired, "reply window has expired")
-	case w.State != WindowOpen:
-		return fail(CodeReplyWindowInactive, "reply window is %s", w.State)
+	case w.State == vocab.WindowExpired:
+		return fail(vocab.CodeReplyWindowExpired, "reply window has expired")
+	case w.State != vocab.WindowOpen:
+		return fail(vocab.CodeReplyWindowInactive, "reply window is %s", w.State)
 	case !now.Before(w.ExpiresAt):
-		return fail(CodeReplyWindowExpired, "reply window has expired")
-	case a.Status != AccountActive:
-		return fail(CodeAccountNotActive, "account is %s", a.Status)
+		return fail(vocab.CodeReplyWindowExpired, "reply window has expired")
+	case a.Status != vocab.AccountActive:
+		return fail(vocab.CodeAccountNotActive, "account is %s", a.Status)
 	case a.Generation != w.AccountGeneration:
-		return fail(CodeGenerationConflict, "account generation changed")
+		return fail(vocab.CodeGenerationConflict, "account generation changed")
 	}
 	return nil
 }
@@ -103,16 +104,16 @@ func findSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (dbq.Sessi
 	switch {
 	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
 		r, err := q.SessionByTokenHash(ctx, tokenHash(ref.Token.Reveal()))
-		return r, notFound(err, CodeInvalidAgentSession, "agent session is not valid")
+		return r, notFound(err, vocab.CodeInvalidAgentSession, "agent session is not valid")
 	case ref.Token.IsZero() && ref.ID != "":
 		id, err := uuid.Parse(ref.ID)
 		if err != nil {
-			return dbq.SessionByTokenHashRow{}, fail(CodeInvalidAgentSession, "agent session is not valid")
+			return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is not valid")
 		}
 		r, err := q.SessionByID(ctx, id)
-		return dbq.SessionByTokenHashRow(r), notFound(err, CodeInvalidAgentSession, "agent session is not valid")
+		return dbq.SessionByTokenHashRow(r), notFound(err, vocab.CodeInvalidAgentSession, "agent session is not valid")
 	}
-	return dbq.SessionByTokenHashRow{}, fail(CodeInvalidAgentSession, "agent session is required")
+	return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is required")
 }
 
 // sessionLocks are the locks of a session's account and window, queued so that the
@@ -148,13 +149,13 @@ func (l sessionLocks) check(now time.Time) (dbq.ReplyWindow, dbq.Account, error)
 	}
 	sess := l.row.AgentSession
 	if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
-		return w, a, fail(CodeInvalidAgentSession, "agent session does not match its window")
+		return w, a, fail(vocab.CodeInvalidAgentSession, "agent session does not match its window")
 	}
 	if err := checkWindowUsable(now, w, a); err != nil {
 		return w, a, err
 	}
-	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || l.row.MessageStatus != MessageProcessing {
-		return w, a, fail(CodeInvalidAgentSession, "agent session is not active")
+	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || l.row.MessageStatus != vocab.MessageProcessing {
+		return w, a, fail(vocab.CodeInvalidAgentSession, "agent session is not active")
 	}
 	return w, a, nil
 }
@@ -230,24 +231,24 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 	if err := validMessageKey(messageKey); err != nil {
 		return Message{}, err
 	}
-	if status != MessageHandled && status != MessageFailed {
-		return Message{}, fail(CodeInvalidInput, "status must be handled or failed")
+	if status != vocab.MessageHandled && status != vocab.MessageFailed {
+		return Message{}, fail(vocab.CodeInvalidInput, "status must be handled or failed")
 	}
-	if len(reason) > 2048 {
-		return Message{}, fail(CodeInvalidInput, "reason is too long")
+	if len(reason) > vocab.MaxReasonBytes {
+		return Message{}, fail(vocab.CodeInvalidInput, "reason is too long")
 	}
 	var out Message
 	err := s.inTx(ctx, "finish message", func(q *dbq.Queries) error {
 		m, err := q.LockInboundMessage(ctx, messageKey)
 		if err != nil {
-			return notFound(err, CodeInvalidInput, "unknown message")
+			return notFound(err, vocab.CodeInvalidInput, "unknown message")
 		}
 		switch m.Status {
 		case status:
-		case MessageReceived, MessageProcessing:
+		case vocab.MessageReceived, vocab.MessageProcessing:
 			if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
 				MessageKey: messageKey, Status: status, FailureReason: reason, Now: now,
-				FromStatuses: []string{MessageReceived, MessageProcessing},
+				FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
 			}); err != nil {
 				return err
 			}
@@ -258,7 +259,7 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 				return err
 			}
 		default:
-			return fail(CodeAttemptConflict, "message is already %s", m.Status)
+			return fail(vocab.CodeAttemptConflict, "message is already %s", m.Status)
 		}
 		out, err = messageFrom(m)
 		return err
@@ -275,7 +276,7 @@ func (s *Store) GetMessage(ctx context.Context, messageKey string) (Message, err
 	err := s.read(ctx, "get message", func(q *dbq.Queries) error {
 		m, err := q.GetInboundMessage(ctx, messageKey)
 		if err != nil {
-			return notFound(err, CodeInvalidInput, "unknown message")
+			return notFound(err, vocab.CodeInvalidInput, "unknown message")
 		}
 		out, err = messageFrom(m)
 		return err

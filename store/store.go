@@ -20,6 +20,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -80,13 +81,13 @@ func (s *Store) read(ctx context.Context, op string, fn func(q *dbq.Queries) err
 
 func validNow(now time.Time) error {
 	if now.IsZero() || now.Year() < 2000 || now.Year() > 9999 {
-		return fail(CodeInvalidInput, "now is invalid")
+		return fail(vocab.CodeInvalidInput, "now is invalid")
 	}
 	return nil
 }
 
 // notFound maps pgx.ErrNoRows to the given rule error and leaves other errors alone.
-func notFound(err error, code Code, msg string) error {
+func notFound(err error, code vocab.Code, msg string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fail(code, "%s", msg)
 	}

@@ -6,53 +6,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
-)
-
-// Account statuses.
-const (
-	AccountActive       = "active"
-	AccountPaused       = "paused"
-	AccountNeedsRelogin = "needs_relogin"
-	AccountReplaced     = "replaced"
-	AccountDisabled     = "disabled"
-)
-
-// Inbound message statuses.
-const (
-	MessageReceived   = "received"
-	MessageProcessing = "processing"
-	MessageHandled    = "handled"
-	MessageFailed     = "failed"
-	MessageAbsorbed   = "absorbed"
-)
-
-// Reply window states.
-const (
-	WindowOpen       = "open"
-	WindowSuperseded = "superseded"
-	WindowCancelled  = "cancelled"
-	WindowExpired    = "expired"
-)
-
-// Send attempt statuses.
-const (
-	AttemptPending = "pending"
-	AttemptSending = "sending"
-	AttemptSent    = "sent"
-	AttemptFailed  = "failed"
-	AttemptUnknown = "unknown"
-)
-
-// Fail types of a failed attempt: why it failed, so that operators and agents can tell a
-// refusal by our own bookkeeping from a rejection by iLink.
-const (
-	FailRefused    = "refused"     // refused by our bookkeeping before any reservation
-	FailReleased   = "released"    // reservation given back before transmission
-	FailRetired    = "retired"     // its window was retired before transmission
-	FailRejected   = "rejected"    // iLink answered with an error for this send
-	FailThrottled  = "throttled"   // iLink throttled the bot
-	FailStaleToken = "stale_token" // the bot token is dead (-14)
-	FailTransport  = "transport"   // the request surely never reached iLink
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Account is a bot account as stored.
@@ -120,7 +74,7 @@ type Window struct {
 
 // SendsLeft is the quota the window still grants.
 func (w Window) SendsLeft() int32 {
-	if w.State != WindowOpen {
+	if w.State != vocab.WindowOpen {
 		return 0
 	}
 	return w.MaxSends - w.Reserved - w.Transmitted
@@ -161,7 +115,7 @@ func messageFrom(r dbq.InboundMessage) (Message, error) {
 	if len(r.Payload) > 0 {
 		var p Payload
 		if err := json.Unmarshal(r.Payload, &p); err != nil {
-			return Message{}, fail(CodeInternal, "stored payload of %s does not decode", r.MessageKey)
+			return Message{}, fail(vocab.CodeInternal, "stored payload of %s does not decode", r.MessageKey)
 		}
 		m.Payload = &p
 	}
@@ -232,7 +186,7 @@ func attemptFrom(r dbq.SendAttempt) (Attempt, error) {
 		a.RequestID = *r.RequestID
 	}
 	if err := json.Unmarshal(r.Payload, &a.Content); err != nil {
-		return Attempt{}, fail(CodeInternal, "stored payload of attempt %s does not decode", r.AttemptID)
+		return Attempt{}, fail(vocab.CodeInternal, "stored payload of attempt %s does not decode", r.AttemptID)
 	}
 	return a, nil
 }

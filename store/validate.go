@@ -5,17 +5,19 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // providerIdentity checks a provider id (bot id, peer id, message id): non-empty,
 // trimmed, bounded, no control characters.
 func providerIdentity(value, label string) error {
 	if value == "" || value != strings.TrimSpace(value) || len(value) > maxProviderIDBytes || !utf8.ValidString(value) {
-		return fail(CodeInvalidInput, "%s is invalid", label)
+		return fail(vocab.CodeInvalidInput, "%s is invalid", label)
 	}
 	for _, r := range value {
 		if r < 0x20 || r == 0x7f {
-			return fail(CodeInvalidInput, "%s is invalid", label)
+			return fail(vocab.CodeInvalidInput, "%s is invalid", label)
 		}
 	}
 	return nil
@@ -24,21 +26,21 @@ func providerIdentity(value, label string) error {
 // validCursor checks an opaque getupdates cursor: at most 256 KiB, valid UTF-8, no NUL.
 func validCursor(value, label string) error {
 	if len(value) > maxCursorBytes || strings.IndexByte(value, 0) >= 0 || !utf8.ValidString(value) {
-		return fail(CodeInvalidInput, "%s is invalid (over 256 KiB, NUL or not UTF-8)", label)
+		return fail(vocab.CodeInvalidInput, "%s is invalid (over 256 KiB, NUL or not UTF-8)", label)
 	}
 	return nil
 }
 
 func validAccountKey(key string) error {
 	if len(key) != 36 || !strings.HasPrefix(key, "ilk_") || !isLowerHex(key[4:]) {
-		return fail(CodeInvalidInput, "account key is invalid")
+		return fail(vocab.CodeInvalidInput, "account key is invalid")
 	}
 	return nil
 }
 
 func validMessageKey(key string) error {
 	if len(key) != 35 || !strings.HasPrefix(key, "im_") || !isLowerHex(key[3:]) {
-		return fail(CodeInvalidInput, "message key is invalid")
+		return fail(vocab.CodeInvalidInput, "message key is invalid")
 	}
 	return nil
 }
@@ -59,17 +61,17 @@ func isLowerHex(s string) bool {
 func NormalizeBaseURL(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fail(CodeInvalidInput, "base URL is invalid")
+		return "", fail(vocab.CodeInvalidInput, "base URL is invalid")
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	switch u.Scheme {
 	case "https":
 	case "http":
 		if !isLoopback(u.Hostname()) {
-			return "", fail(CodeInvalidInput, "base URL must use https (http only for loopback)")
+			return "", fail(vocab.CodeInvalidInput, "base URL must use https (http only for loopback)")
 		}
 	default:
-		return "", fail(CodeInvalidInput, "base URL must use https")
+		return "", fail(vocab.CodeInvalidInput, "base URL must use https")
 	}
 	u.Host = strings.ToLower(u.Host)
 	if !strings.HasSuffix(u.Path, "/") {
@@ -88,11 +90,11 @@ func isLoopback(host string) bool {
 
 func validOfferID(id string) error {
 	if len(id) < 4 || len(id) > 131 || !strings.HasPrefix(id, "qo_") {
-		return fail(CodeInvalidInput, "login offer id is invalid")
+		return fail(vocab.CodeInvalidInput, "login offer id is invalid")
 	}
 	for _, r := range id[3:] {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return fail(CodeInvalidInput, "login offer id is invalid")
+			return fail(vocab.CodeInvalidInput, "login offer id is invalid")
 		}
 	}
 	return nil

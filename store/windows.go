@@ -7,6 +7,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // retireWindows is the one place windows leave the open state (queries/windows.sql,
@@ -25,7 +26,7 @@ func (s *Store) openContextToken(w dbq.ReplyWindow, sec dbq.ReplyWindowSecret) (
 	token, err := s.keys.Open(sealing.PurposeContextToken, contextTokenBinding(w.SourceMessageKey),
 		sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
 	if err != nil {
-		return sealing.Secret{}, &Error{Code: CodeInternal, Msg: "open context token", Err: err}
+		return sealing.Secret{}, &Error{Code: vocab.CodeInternal, Msg: "open context token", Err: err}
 	}
 	return token, nil
 }
@@ -42,7 +43,7 @@ func (s *Store) GetWindow(ctx context.Context, windowID int64) (Window, error) {
 	err := s.read(ctx, "get window", func(q *dbq.Queries) error {
 		row, err := batchRow[dbq.ReplyWindow](q.GetReplyWindow(ctx, []int64{windowID}))
 		if err != nil {
-			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
 		}
 		out = windowFrom(row)
 		return nil
@@ -59,7 +60,7 @@ func (s *Store) GetWindowBySource(ctx context.Context, messageKey string) (Windo
 	err := s.read(ctx, "get window by source", func(q *dbq.Queries) error {
 		row, err := q.GetReplyWindowBySource(ctx, messageKey)
 		if err != nil {
-			return notFound(err, CodeReplyWindowNotFound, "message has no reply window")
+			return notFound(err, vocab.CodeReplyWindowNotFound, "message has no reply window")
 		}
 		out = windowFrom(row)
 		return nil
@@ -112,12 +113,12 @@ func (s *Store) GetWindowSecret(ctx context.Context, windowID int64) (WindowSecr
 		secret := q.GetWindowSecret(ctx, []int64{windowID})
 		row, err := batchRow[dbq.ReplyWindow](window)
 		if err != nil {
-			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
 		}
 		out.Window = windowFrom(row)
 		sec, err := batchRow[dbq.ReplyWindowSecret](secret)
 		if err != nil {
-			return notFound(err, CodeReplyWindowInactive, "reply window holds no context token")
+			return notFound(err, vocab.CodeReplyWindowInactive, "reply window holds no context token")
 		}
 		out.ContextToken, err = s.openContextToken(row, sec)
 		return err
@@ -134,12 +135,12 @@ func (s *Store) GetInboundImage(ctx context.Context, messageKey string, position
 	err := s.read(ctx, "get inbound image", func(q *dbq.Queries) error {
 		row, err := q.GetInboundImage(ctx, messageKey, position)
 		if err != nil {
-			return notFound(err, CodeInvalidInput, "message has no image at that position")
+			return notFound(err, vocab.CodeInvalidInput, "message has no image at that position")
 		}
 		out, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(messageKey, position),
 			sealing.Sealed{KeyGeneration: row.KeyGeneration, Nonce: row.Nonce, Ciphertext: row.Ciphertext})
 		if err != nil {
-			return &Error{Code: CodeInternal, Msg: "open image locator", Err: err}
+			return &Error{Code: vocab.CodeInternal, Msg: "open image locator", Err: err}
 		}
 		return nil
 	})
@@ -158,18 +159,18 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 	err := s.inTx(ctx, "expire window", func(q *dbq.Queries) error {
 		row, err := lockWindow(ctx, q, windowID)
 		if err != nil {
-			return notFound(err, CodeReplyWindowNotFound, "unknown reply window")
+			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
 		}
-		if row.State == WindowOpen {
+		if row.State == vocab.WindowOpen {
 			if now.Before(row.ExpiresAt) {
-				return fail(CodeInvalidInput, "reply window expires at %s, not yet", row.ExpiresAt.UTC().Format(time.RFC3339))
+				return fail(vocab.CodeInvalidInput, "reply window expires at %s, not yet", row.ExpiresAt.UTC().Format(time.RFC3339))
 			}
-			retired, err := retireWindows(ctx, q, now, []int64{windowID}, WindowExpired, "reply_window_expired")
+			retired, err := retireWindows(ctx, q, now, []int64{windowID}, vocab.WindowExpired, string(vocab.CodeReplyWindowExpired))
 			if err != nil {
 				return err
 			}
 			if len(retired) != 1 {
-				return fail(CodeInternal, "locked open window was not retired")
+				return fail(vocab.CodeInternal, "locked open window was not retired")
 			}
 			row = retired[0]
 		}
@@ -196,7 +197,7 @@ type OpenedWindow struct {
 // messageDeliverable is the one rule for whether a window's message is handed to an
 // agent: it was not deferred (backlog) and no agent has finished it yet.
 func messageDeliverable(deferred bool, status string) bool {
-	return !deferred && (status == MessageReceived || status == MessageProcessing)
+	return !deferred && (status == vocab.MessageReceived || status == vocab.MessageProcessing)
 }
 
 // ListOpenWindows lists the open windows of an account (every account's when accountKey

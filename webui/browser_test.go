@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -243,7 +243,7 @@ func TestBrowserOperatorEnrollsABotWithAVerificationCode(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#result a[href$="/accounts"]`)),
 		chromedp.WaitVisible(chromedp.CSS(row)),
 	)
-	if txt := tb.text(row); !strings.Contains(txt, store.AccountActive) {
+	if txt := tb.text(row); !strings.Contains(txt, vocab.AccountActive) {
 		t.Fatalf("account row: %q", txt)
 	}
 	tb.do("pause the account",
@@ -254,7 +254,7 @@ func TestBrowserOperatorEnrollsABotWithAVerificationCode(t *testing.T) {
 		t.Errorf("after pause: %q", txt)
 	}
 	a, err := s.store.GetAccount(s.ctx, key)
-	if err != nil || a.Status != store.AccountPaused {
+	if err != nil || a.Status != vocab.AccountPaused {
 		t.Fatalf("after pause: %+v %v", a, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -168,7 +168,7 @@ func TestEveryPageAndFormRefusesAnUnauthenticatedRequest(t *testing.T) {
 			}
 		}
 	}
-	if st := f.accountStatus(); st != store.AccountActive {
+	if st := f.accountStatus(); st != vocab.AccountActive {
 		t.Errorf("account is %s after refused requests", st)
 	}
 	if !f.enrollmentRunning() {
@@ -208,7 +208,7 @@ func TestAPostWithAMissingOrWrongCSRFTokenIsRefused(t *testing.T) {
 			}
 		}
 	}
-	if st := f.accountStatus(); st != store.AccountActive {
+	if st := f.accountStatus(); st != vocab.AccountActive {
 		t.Errorf("account is %s after refused requests", st)
 	}
 	if !f.enrollmentRunning() {
@@ -216,7 +216,7 @@ func TestAPostWithAMissingOrWrongCSRFTokenIsRefused(t *testing.T) {
 	}
 	// The session's own token works (the refusals were for the token alone).
 	r := b.do(http.MethodPost, "/accounts/"+f.account+"/pause", url.Values{"csrf": {good}, "for": {"1h"}}, sameOrigin)
-	if r.status != http.StatusSeeOther || f.accountStatus() != store.AccountPaused {
+	if r.status != http.StatusSeeOther || f.accountStatus() != vocab.AccountPaused {
 		t.Fatalf("pause with the right token: %d, account %s", r.status, f.accountStatus())
 	}
 	// Logging out ends the session: its cookie and token no longer work.
@@ -247,7 +247,7 @@ func TestACrossSitePostIsRefused(t *testing.T) {
 			}
 		}
 	}
-	if st := f.accountStatus(); st != store.AccountActive {
+	if st := f.accountStatus(); st != vocab.AccountActive {
 		t.Errorf("account is %s after refused requests", st)
 	}
 	if !f.enrollmentRunning() {
@@ -325,7 +325,7 @@ func TestNoBotTokenAppearsInAnyResponseBody(t *testing.T) {
 			t.Errorf("GET %s: security headers %v", p, r.header)
 		}
 	}
-	if r := b.get("/accounts"); !strings.Contains(r.body, f.account) || !strings.Contains(r.body, store.AccountActive) {
+	if r := b.get("/accounts"); !strings.Contains(r.body, f.account) || !strings.Contains(r.body, vocab.AccountActive) {
 		t.Errorf("the accounts page does not list %s", f.account)
 	}
 	for _, verb := range []string{"pause", "resume", "remove"} {
@@ -339,7 +339,7 @@ func TestNoBotTokenAppearsInAnyResponseBody(t *testing.T) {
 			}
 		}
 	}
-	if st := f.accountStatus(); st != store.AccountDisabled {
+	if st := f.accountStatus(); st != vocab.AccountDisabled {
 		t.Errorf("after pause, resume, remove: %s", st)
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/operator"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -553,7 +554,7 @@ func (s *server) state(ctx context.Context, offer string) (st Status, qrContent 
 	if info.GetType().GetName() != wfapi.EnrollmentWorkflow {
 		return st, "", errNoEnrollment
 	}
-	st = Status{OfferID: offer, Status: "starting"}
+	st = Status{OfferID: offer, Status: vocab.EnrollmentStarting}
 	if exp, ok := s.expiry(offer, info.GetMemo().GetFields()["expires_at"]); ok {
 		st.ExpiresAt = exp.UTC().Format(time.RFC3339)
 	}
@@ -573,10 +574,10 @@ func (s *server) state(ctx context.Context, offer string) (st Status, qrContent 
 			return st, "", err
 		}
 	default:
-		st.Done, st.Status = true, "failed"
+		st.Done, st.Status = true, vocab.EnrollmentFailed
 		st.Error = "the enrollment workflow ended " + strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
 		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED || info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
-			st.Status = "cancelled"
+			st.Status = vocab.EnrollmentCancelled
 		}
 		return st, "", nil
 	}

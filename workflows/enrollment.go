@@ -6,16 +6,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
-)
-
-// Final statuses of an enrollment (besides iLink's own while it runs).
-const (
-	EnrollmentConfirmed    = "confirmed"
-	EnrollmentExpired      = "expired"
-	EnrollmentCancelled    = "cancelled"
-	EnrollmentBlocked      = "verify_code_blocked"
-	EnrollmentAlreadyBound = "already_bound"
 )
 
 type enrollment struct {
@@ -42,7 +34,7 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 	}
 	e := &enrollment{
 		in:       in,
-		st:       wfapi.EnrollmentState{OfferID: in.OfferID, Status: "starting"},
+		st:       wfapi.EnrollmentState{OfferID: in.OfferID, Status: vocab.EnrollmentStarting},
 		deadline: workflow.Now(ctx).Add(in.Lifetime),
 		verify:   workflow.GetSignalChannel(ctx, wfapi.SignalVerifyCode),
 		cancel:   workflow.GetSignalChannel(ctx, wfapi.SignalCancel),
@@ -55,21 +47,21 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 	if err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.CreateOffer, activities.OfferInput{
 		OfferID: in.OfferID, RequestedBy: in.RequestedBy, ExpiresAt: e.deadline, Now: workflow.Now(ctx),
 	}).Get(ctx, nil); err != nil {
-		return e.finish(ctx, "failed", err.Error())
+		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 	}
 	var qr activities.QRCodeOutput
 	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), acts.FetchQRCode, in.OfferID).Get(ctx, &qr); err != nil {
-		return e.finish(ctx, "failed", err.Error())
+		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 	}
-	e.qrcode, e.st.QRContent, e.st.Status = qr.QRCode, qr.QRContent, "wait"
+	e.qrcode, e.st.QRContent, e.st.Status = qr.QRCode, qr.QRContent, vocab.EnrollmentWaiting
 
 	code := ""
 	for {
 		if e.cancel.ReceiveAsync(nil) {
-			return e.finish(ctx, EnrollmentCancelled, "")
+			return e.finish(ctx, vocab.EnrollmentCancelled, "")
 		}
 		if !workflow.Now(ctx).Before(e.deadline) {
-			return e.finish(ctx, EnrollmentExpired, "")
+			return e.finish(ctx, vocab.EnrollmentExpired, "")
 		}
 		var res activities.QRPollOutput
 		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), acts.PollQRStatus, activities.QRPollInput{
@@ -77,11 +69,11 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		}).Get(ctx, &res)
 		code = ""
 		if err != nil {
-			return e.finish(ctx, "failed", err.Error())
+			return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 		}
 		e.st.Status = res.Status
 		switch res.Status {
-		case "need_verifycode":
+		case vocab.EnrollmentNeedsCode:
 			e.st.NeedsCode = true
 			var sig wfapi.VerifyCodeSignal
 			if !e.waitFor(ctx, e.deadline.Sub(workflow.Now(ctx)), e.verify) {
@@ -89,17 +81,17 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 			}
 			e.verify.Receive(ctx, &sig)
 			code, e.st.NeedsCode = sig.Code, false
-		case "verify_code_blocked":
-			return e.finish(ctx, EnrollmentBlocked, "too many wrong verification codes")
-		case "expired":
-			return e.finish(ctx, EnrollmentExpired, "")
-		case "scaned_but_redirect":
+		case vocab.EnrollmentBlocked:
+			return e.finish(ctx, vocab.EnrollmentBlocked, "too many wrong verification codes")
+		case vocab.EnrollmentExpired:
+			return e.finish(ctx, vocab.EnrollmentExpired, "")
+		case vocab.EnrollmentRedirect:
 			if res.RedirectHost != "" {
 				e.st.Host = res.RedirectHost
 			}
-		case "binded_redirect":
-			return e.finish(ctx, EnrollmentAlreadyBound, "")
-		case "confirmed":
+		case vocab.EnrollmentBindedRedirect:
+			return e.finish(ctx, vocab.EnrollmentAlreadyBound, "")
+		case vocab.EnrollmentConfirmed:
 			return e.confirmed(ctx, res.Confirmed)
 		default: // wait, scaned, and anything new: poll again after the gap
 			e.waitFor(ctx, in.PollGap, nil)
@@ -128,7 +120,7 @@ func (e *enrollment) waitFor(ctx workflow.Context, d time.Duration, ch workflow.
 
 func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (wfapi.EnrollmentState, error) {
 	if c == nil {
-		return e.finish(ctx, "failed", "confirmation without an account")
+		return e.finish(ctx, vocab.EnrollmentFailed, "confirmation without an account")
 	}
 	e.st.AccountKey, e.st.Generation, e.st.Replaced = c.AccountKey, c.Generation, c.ReplacedAccountKeys
 	sctx := withOptions(ctx, storeOptions)
@@ -145,10 +137,10 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (w
 	if err := workflow.ExecuteActivity(sctx, acts.StartPoller, activities.AccountRef{
 		AccountKey: c.AccountKey, Generation: c.Generation,
 	}).Get(ctx, nil); err != nil {
-		e.st.Status, e.st.Error = EnrollmentConfirmed, "poller not started: "+err.Error()
+		e.st.Status, e.st.Error = vocab.EnrollmentConfirmed, "poller not started: "+err.Error()
 		return e.st, nil
 	}
-	e.st.Status = EnrollmentConfirmed
+	e.st.Status = vocab.EnrollmentConfirmed
 	return e.st, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -44,14 +45,14 @@ func TestEnrollmentConfirmedRegistersAccountAndStartsPoller(t *testing.T) {
 		4 * time.Second: func() { _, err := r.ctl.ConfirmQR(r.ctx, ""); r.must(err) },
 	})
 	st := r.enroll("qo_confirmed", time.Minute)
-	if st.Status != workflows.EnrollmentConfirmed || st.AccountKey == "" || st.Generation != 1 {
+	if st.Status != vocab.EnrollmentConfirmed || st.AccountKey == "" || st.Generation != 1 {
 		t.Fatalf("enrollment ended %+v", st)
 	}
 	if len(r.started) != 1 || r.started[0].AccountKey != st.AccountKey {
 		t.Fatalf("poller starts %+v", r.started)
 	}
 	a, err := r.store.GetAccount(r.ctx, st.AccountKey)
-	if err != nil || a.Status != store.AccountActive {
+	if err != nil || a.Status != vocab.AccountActive {
 		t.Fatalf("account %+v %v", a, err)
 	}
 	if n := countRows(r, "SELECT count(*) FROM login_offers"); n != 0 {
@@ -64,7 +65,7 @@ func TestEnrollmentExpiresOnItsTimer(t *testing.T) {
 	start := time.Now()
 	r.env.SetStartTime(start)
 	st := r.enroll("qo_expired", 30*time.Second)
-	if st.Status != workflows.EnrollmentExpired {
+	if st.Status != vocab.EnrollmentExpired {
 		t.Fatalf("status %q, want expired", st.Status)
 	}
 	if r.env.Now().Sub(start) < 30*time.Second {
@@ -89,7 +90,7 @@ func TestEnrollmentNeedVerifyCodeIsAnsweredBySignal(t *testing.T) {
 		9 * time.Second: func() { _, err := r.ctl.ConfirmQR(r.ctx, ""); r.must(err) },
 	})
 	st := r.enroll("qo_verify", time.Minute)
-	if st.Status != workflows.EnrollmentConfirmed {
+	if st.Status != vocab.EnrollmentConfirmed {
 		t.Fatalf("enrollment ended %+v", st)
 	}
 }
@@ -107,7 +108,7 @@ func TestEnrollmentVerifyCodeBlockedEndsIt(t *testing.T) {
 	}
 	r.script(steps)
 	st := r.enroll("qo_blocked", time.Minute)
-	if st.Status != workflows.EnrollmentBlocked {
+	if st.Status != vocab.EnrollmentBlocked {
 		t.Fatalf("enrollment ended %+v, want verify_code_blocked", st)
 	}
 }
@@ -120,7 +121,7 @@ func TestEnrollmentFollowsScanedButRedirect(t *testing.T) {
 		5 * time.Second: func() { _, err := r.ctl.ConfirmQR(r.ctx, ""); r.must(err) },
 	})
 	st := r.enroll("qo_redirect", time.Minute)
-	if st.Status != workflows.EnrollmentConfirmed || st.Host != host {
+	if st.Status != vocab.EnrollmentConfirmed || st.Host != host {
 		t.Fatalf("enrollment ended %+v, want confirmed at the redirect host %s", st, host)
 	}
 }
@@ -132,7 +133,7 @@ func TestEnrollmentBindedRedirectKeepsExistingBot(t *testing.T) {
 		2 * time.Second: func() { _, err := r.ctl.ScanQR(r.ctx, "", existing.info.Owner); r.must(err) },
 	})
 	st := r.enroll("qo_binded", time.Minute)
-	if st.Status != workflows.EnrollmentAlreadyBound {
+	if st.Status != vocab.EnrollmentAlreadyBound {
 		t.Fatalf("enrollment ended %+v, want already_bound", st)
 	}
 	if n := countRows(r, "SELECT count(*) FROM accounts"); n != 1 {
@@ -146,7 +147,7 @@ func TestEnrollmentCancelClosesTheOffer(t *testing.T) {
 		3 * time.Second: func() { r.env.SignalWorkflow(wfapi.SignalCancel, nil) },
 	})
 	st := r.enroll("qo_cancel", time.Minute)
-	if st.Status != workflows.EnrollmentCancelled {
+	if st.Status != vocab.EnrollmentCancelled {
 		t.Fatalf("enrollment ended %+v, want cancelled", st)
 	}
 	if n := countRows(r, "SELECT count(*) FROM login_offers"); n != 0 {

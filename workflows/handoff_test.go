@@ -15,6 +15,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -96,7 +97,7 @@ func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
 	if n := countRows(r, "SELECT count(*) FROM send_attempts WHERE request_id IN ('handoff-1-1', 'handoff-1-2') AND status = 'sent'"); n != 2 {
 		t.Fatalf("%d sent attempts with the hand-off's request ids, want 2", n)
 	}
-	if m := messageOf(r, w.MessageKey); m.Status != store.MessageHandled {
+	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageHandled {
 		t.Fatalf("message is %s, want handled", m.Status)
 	}
 	if agent.count() != 1 {
@@ -140,7 +141,7 @@ func TestAnUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	if n := countRows(r, "SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1", w.ReplyWindowID); n != 4 {
 		t.Fatalf("%d sessions, want one per offer", n)
 	}
-	if m := messageOf(r, w.MessageKey); m.Status != store.MessageProcessing {
+	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageProcessing {
 		t.Fatalf("message is %s, want processing (never handled)", m.Status)
 	}
 }
@@ -204,13 +205,13 @@ func TestFinishUpdateMarksTheMessageAndEndsReoffers(t *testing.T) {
 			t.Fatalf("%s: %v (done %v), want success", name, err, ok)
 		}
 	}
-	if code := codeOf(results["other verdict"]); code != string(store.CodeAttemptConflict) {
+	if code := codeOf(results["other verdict"]); code != string(vocab.CodeAttemptConflict) {
 		t.Fatalf("another verdict: %v, want attempt_conflict", results["other verdict"])
 	}
-	if code := codeOf(results["late send"]); code != string(store.CodeInvalidAgentSession) {
+	if code := codeOf(results["late send"]); code != string(vocab.CodeInvalidAgentSession) {
 		t.Fatalf("send after the verdict: %v, want invalid_agent_session", results["late send"])
 	}
-	if m := messageOf(r, w.MessageKey); m.Status != store.MessageHandled {
+	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageHandled {
 		t.Fatalf("message is %s, want handled", m.Status)
 	}
 	if agent.count() != 1 {
@@ -244,7 +245,7 @@ func TestAPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := messageOf(r, w.MessageKey)
-	if m.Status != store.MessageFailed || m.FailureReason != "webhook answered 404" {
+	if m.Status != vocab.MessageFailed || m.FailureReason != "webhook answered 404" {
 		t.Fatalf("message %s (%q), want failed with the handler's reason", m.Status, m.FailureReason)
 	}
 	if agent.count() != 1 {
@@ -283,7 +284,7 @@ func TestAMessageFinishedElsewhereIsNotOfferedAgain(t *testing.T) {
 	agent := &agentStub{}
 	agent.answer = func(_ int, d activities.Delivery) (activities.Answer, error) {
 		// The agent gives its verdict through the reply API (the store), not the window.
-		_, err := r.store.FinishMessage(context.Background(), time.Now(), d.Message.MessageKey, store.MessageHandled, "")
+		_, err := r.store.FinishMessage(context.Background(), time.Now(), d.Message.MessageKey, vocab.MessageHandled, "")
 		return activities.Answer{}, err
 	}
 	r.acts.Handler = agent
@@ -348,7 +349,7 @@ func TestAFirstOfferMadeByThePollIsTakenWithoutAnotherHandOff(t *testing.T) {
 	if got := sentTexts(r, b.info.BotID); strings.Join(got, "|") != "answered at once" {
 		t.Fatalf("simulator received %q, want the offer's reply", got)
 	}
-	if m := messageOf(r, w.MessageKey); m.Status != store.MessageHandled {
+	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageHandled {
 		t.Fatalf("message is %s, want handled", m.Status)
 	}
 }
@@ -369,11 +370,11 @@ func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
 	if n != 0 || agent.count() != 1 {
 		t.Fatalf("HandOff ran %d times, %d deliveries: a failed message is not offered again", n, agent.count())
 	}
-	if m := messageOf(r, w.MessageKey); m.Status != store.MessageFailed {
+	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageFailed {
 		t.Fatalf("message is %s, want failed", m.Status)
 	}
 	var st wfapi.WindowState
-	if v, err := r.env.QueryWorkflow(wfapi.QueryWindowState); err != nil || v.Get(&st) != nil || st.Verdict != store.MessageFailed {
+	if v, err := r.env.QueryWorkflow(wfapi.QueryWindowState); err != nil || v.Get(&st) != nil || st.Verdict != vocab.MessageFailed {
 		t.Fatalf("window state %+v (%v), want verdict failed", st, err)
 	}
 }

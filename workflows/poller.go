@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ilinkflow/ilinkflow/activities"
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -120,10 +120,10 @@ func (p *poller) followStore(ctx workflow.Context) {
 			"account", p.in.AccountKey, "error", err)
 	case st.Generation != p.in.Generation:
 		// A rotation is on its way (its own signal moves the poller).
-	case st.Status == store.AccountPaused && st.PausedUntil != nil:
+	case st.Status == vocab.AccountPaused && st.PausedUntil != nil:
 		until := *st.PausedUntil
 		p.in.PausedUntil = &until
-	case st.Status == store.AccountActive:
+	case st.Status == vocab.AccountActive:
 		p.in.PausedUntil = nil
 	}
 }
@@ -213,7 +213,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 	switch {
 	case res.Stopped != "":
 		p.drain()
-		if res.Stopped == string(store.CodeGenerationConflict) && p.in.Generation == gen {
+		if res.Stopped == string(vocab.CodeGenerationConflict) && p.in.Generation == gen {
 			p.adoptRotation(ctx)
 		}
 		// Not stopped by a rotation that overtook the poll, nor by an operator's pause
@@ -250,7 +250,7 @@ func (p *poller) adoptRotation(ctx workflow.Context) {
 	var st activities.AccountState
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ReadAccountState,
 		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
-	if err != nil || st.Generation <= p.in.Generation || st.Status != store.AccountActive {
+	if err != nil || st.Generation <= p.in.Generation || st.Status != vocab.AccountActive {
 		return
 	}
 	p.in.Generation = st.Generation

@@ -13,6 +13,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -41,7 +42,7 @@ func runStalePause(t *testing.T, r *rig) time.Duration {
 		t.Fatal("the first -14 must pause the account")
 	}
 	a, err := r.store.GetAccount(r.ctx, b.key)
-	if err != nil || a.Status != store.AccountNeedsRelogin {
+	if err != nil || a.Status != vocab.AccountNeedsRelogin {
 		t.Fatalf("account after the probe: %s %v, want needs_relogin", a.Status, err)
 	}
 	return r.env.Now().Sub(pausedAt)
@@ -121,7 +122,7 @@ func TestOperatorPauseStopsPollingUntilItEndsThenResumes(t *testing.T) {
 		t.Fatalf("%d polls: the poller must poll again after the pause", polls)
 	}
 	a, err := r.store.GetAccount(r.ctx, b.key)
-	if err != nil || a.Status != store.AccountActive {
+	if err != nil || a.Status != vocab.AccountActive {
 		t.Fatalf("account after the pause: %s %v, want active", a.Status, err)
 	}
 }

@@ -11,15 +11,9 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
-
-// maxTextBytes mirrors the store's default text limit so that the validator refuses an
-// oversized text before anything is written; the store enforces its configured limit.
-const maxTextBytes = 16 * 1024
-
-// maxReasonBytes mirrors the store's limit on a failure reason.
-const maxReasonBytes = 2048
 
 // window is the state machine of one reply window.
 type window struct {
@@ -41,7 +35,7 @@ type window struct {
 
 // refusal is the typed error an update validator or handler answers with; its type is
 // the store code, so agents branch on it.
-func refusal(code store.Code, format string, args ...any) error {
+func refusal(code vocab.Code, format string, args ...any) error {
 	return temporal.NewApplicationError(fmt.Sprintf(format, args...), string(code))
 }
 
@@ -60,7 +54,7 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 		// is validated against the poll's offer (firstOffer takes the rest of it).
 		w.in.MessageKey, w.in.SessionID = o.MessageKey, o.SessionID
 		if o.Failed {
-			w.verdict = store.MessageFailed
+			w.verdict = vocab.MessageFailed
 		}
 	}
 	if err := workflow.SetQueryHandler(ctx, wfapi.QueryWindowState, w.query); err != nil {
@@ -118,9 +112,9 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 			// The store refused because our clock is behind its expiry: wait a little more.
 			workflow.GetLogger(ctx).Warn("expire refused", "window", in.ReplyWindowID, "error", err)
 			sleepOrSignal(ctx, time.Second, retired)
-		case st.State == store.WindowExpired:
+		case st.State == vocab.WindowExpired:
 			w.state = "expired"
-		case st.State != store.WindowOpen:
+		case st.State != vocab.WindowOpen:
 			w.state = "retired"
 		}
 	}
@@ -178,9 +172,9 @@ func (w *window) took(ctx workflow.Context, attempt int, out activities.HandOffO
 			w.reoffer = false
 			switch app.Type() {
 			case activities.ErrTypeHandOffFailed:
-				w.verdict = store.MessageFailed
+				w.verdict = vocab.MessageFailed
 				log.Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
-			case string(store.CodeAttemptConflict):
+			case string(vocab.CodeAttemptConflict):
 				log.Info("message already finished; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt)
 			default:
 				log.Warn("hand-off refused; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
@@ -204,13 +198,13 @@ func (w *window) took(ctx workflow.Context, attempt int, out activities.HandOffO
 			log.Warn("reply of the hand-off not sent", "window", w.in.ReplyWindowID, "request", req.RequestID, "error", err)
 			continue
 		}
-		if res.Status != store.AttemptSent {
+		if res.Status != vocab.AttemptSent {
 			log.Warn("reply of the hand-off", "window", w.in.ReplyWindowID, "request", req.RequestID,
 				"status", res.Status, "error_code", res.ErrorCode)
 		}
 	}
 	if out.Handled && w.verdict == "" {
-		if _, err := w.finish(ctx, store.MessageHandled, ""); err != nil {
+		if _, err := w.finish(ctx, vocab.MessageHandled, ""); err != nil {
 			log.Warn("could not mark the message handled", "window", w.in.ReplyWindowID, "error", err)
 		}
 	}
@@ -225,21 +219,21 @@ func (w *window) query() (wfapi.WindowState, error) {
 func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 	switch {
 	case w.state == "expired" || !workflow.Now(ctx).Before(w.in.ExpiresAt):
-		return refusal(store.CodeReplyWindowExpired, "reply window has expired")
+		return refusal(vocab.CodeReplyWindowExpired, "reply window has expired")
 	case w.state != "open":
-		return refusal(store.CodeReplyWindowInactive, "reply window is %s", w.state)
+		return refusal(vocab.CodeReplyWindowInactive, "reply window is %s", w.state)
 	case w.in.SendsUsed >= w.in.MaxSends:
-		return refusal(store.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+		return refusal(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 	case w.in.SessionID == "" && req.SessionID == "":
-		return refusal(store.CodeInvalidAgentSession, "the window has no agent session")
+		return refusal(vocab.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
-		return refusal(store.CodeInvalidAgentSession, "the message is already %s", w.verdict)
+		return refusal(vocab.CodeInvalidAgentSession, "the message is already %s", w.verdict)
 	case req.Type != "text":
-		return refusal(store.CodeInvalidInput, "only text items can be sent through the update")
-	case req.Text == "" || len(req.Text) > maxTextBytes || !utf8.ValidString(req.Text):
-		return refusal(store.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", maxTextBytes)
+		return refusal(vocab.CodeInvalidInput, "only text items can be sent through the update")
+	case req.Text == "" || len(req.Text) > vocab.MaxTextBytes || !utf8.ValidString(req.Text):
+		return refusal(vocab.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", vocab.MaxTextBytes)
 	case len(req.RequestID) > 256:
-		return refusal(store.CodeInvalidInput, "request id is too long")
+		return refusal(vocab.CodeInvalidInput, "request id is too long")
 	}
 	return nil
 }
@@ -273,7 +267,7 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 		return wfapi.SendResult{}, err
 	}
 	switch {
-	case out.ErrorCode == string(store.CodeReplyQuotaExhausted):
+	case out.ErrorCode == string(vocab.CodeReplyQuotaExhausted):
 		w.in.SendsUsed = w.in.MaxSends
 	case out.AttemptID != "":
 		w.in.SendsUsed = w.in.MaxSends - out.SendsLeft
@@ -288,20 +282,20 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 // verdictOf is the message status a finish request asks for.
 func verdictOf(req wfapi.FinishRequest) string {
 	if req.Handled {
-		return store.MessageHandled
+		return vocab.MessageHandled
 	}
-	return store.MessageFailed
+	return vocab.MessageFailed
 }
 
 // validateFinish refuses a finish that cannot be recorded, before anything is written.
 func (w *window) validateFinish(_ workflow.Context, req wfapi.FinishRequest) error {
 	switch {
 	case !w.in.Deliverable || w.in.SessionID == "":
-		return refusal(store.CodeInvalidAgentSession, "the window's message was not handed to an agent")
-	case len(req.Reason) > maxReasonBytes || !utf8.ValidString(req.Reason):
-		return refusal(store.CodeInvalidInput, "reason must be at most %d bytes of UTF-8", maxReasonBytes)
+		return refusal(vocab.CodeInvalidAgentSession, "the window's message was not handed to an agent")
+	case len(req.Reason) > vocab.MaxReasonBytes || !utf8.ValidString(req.Reason):
+		return refusal(vocab.CodeInvalidInput, "reason must be at most %d bytes of UTF-8", vocab.MaxReasonBytes)
 	case w.verdict != "" && w.verdict != verdictOf(req):
-		return refusal(store.CodeAttemptConflict, "message is already %s", w.verdict)
+		return refusal(vocab.CodeAttemptConflict, "message is already %s", w.verdict)
 	}
 	return nil
 }
@@ -321,7 +315,7 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 	}
 	defer w.sending.Unlock()
 	if w.verdict != "" && w.verdict != status { // decided while waiting
-		return wfapi.FinishResult{}, refusal(store.CodeAttemptConflict, "message is already %s", w.verdict)
+		return wfapi.FinishResult{}, refusal(vocab.CodeAttemptConflict, "message is already %s", w.verdict)
 	}
 	var out activities.FinishOutput
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.FinishMessage,

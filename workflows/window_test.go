@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -27,7 +28,7 @@ func TestWindowExpiresOnItsTimerAtExpiresAt(t *testing.T) {
 		t.Fatalf("window workflow ended at %v, before its expiry %v", now, w.ExpiresAt)
 	}
 	got, err := r.store.GetWindow(r.ctx, w.ReplyWindowID)
-	if err != nil || got.State != store.WindowExpired {
+	if err != nil || got.State != vocab.WindowExpired {
 		t.Fatalf("window after its timer: %+v %v", got, err)
 	}
 	if n := countRows(r, "SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1", w.ReplyWindowID); n != 1 {
@@ -59,7 +60,7 @@ func TestRefusedUpdateWritesNothingAndLeavesNoSend(t *testing.T) {
 		t.Fatalf("first two sends must succeed: %v", results)
 	}
 	var app *temporal.ApplicationError
-	if !errors.As(results[2], &app) || app.Type() != string(store.CodeReplyQuotaExhausted) {
+	if !errors.As(results[2], &app) || app.Type() != string(vocab.CodeReplyQuotaExhausted) {
 		t.Fatalf("third send: %v, want a reply_quota_exhausted refusal", results[2])
 	}
 	sent, err := r.ctl.Sent(r.ctx, b.info.BotID)

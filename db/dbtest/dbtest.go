@@ -33,10 +33,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // DefaultURL is the database tests use when DATABASE_URL is unset.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+const DefaultURL = vocab.DefaultDatabaseURL
 
 // readyComment marks a schema whose migration completed; a schema without it (its
 // migration was interrupted) is dropped and made again.

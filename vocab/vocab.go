@@ -1,0 +1,152 @@
+// Package vocab is ilinkflow's vocabulary and its limits: the stable codes a failure
+// carries, the statuses of accounts, messages, windows and send attempts, the outcomes of
+// a send, and the bounds and defaults every layer checks against. It imports no database,
+// network or Temporal package, so that the store, the workflows, the reply API, the
+// metrics and the command line share one definition of each word and each number.
+package vocab
+
+import "time"
+
+// Code is the stable identifier of a failure (design.md §3). Callers branch on it; the
+// message beside it is for people.
+type Code string
+
+// The codes a store operation (and so a reply, a hand-off or an operator action) can fail
+// with.
+const (
+	CodeInvalidInput        Code = "invalid_input"
+	CodeAccountExists       Code = "account_exists"
+	CodeOwnerConflict       Code = "owner_conflict"
+	CodeAccountNotFound     Code = "account_not_found"
+	CodeAccountNotActive    Code = "account_not_active"
+	CodeAccountLimitReached Code = "account_limit_reached"
+	CodeGenerationConflict  Code = "generation_conflict"
+	CodePairMismatch        Code = "pair_mismatch"
+	CodeCursorConflict      Code = "cursor_conflict"
+	CodeDedupeInvariant     Code = "dedupe_invariant"
+	CodeReplyWindowNotFound Code = "reply_window_not_found"
+	CodeReplyWindowInactive Code = "reply_window_inactive"
+	CodeReplyWindowExpired  Code = "reply_window_expired"
+	CodeReplyQuotaExhausted Code = "reply_quota_exhausted"
+	CodeSendInProgress      Code = "send_in_progress"
+	CodeAttemptConflict     Code = "attempt_conflict"
+	CodeInvalidAgentSession Code = "invalid_agent_session"
+	CodeUnavailable         Code = "store_unavailable"
+	CodeInternal            Code = "internal"
+)
+
+// Account statuses.
+const (
+	AccountActive       = "active"
+	AccountPaused       = "paused"
+	AccountNeedsRelogin = "needs_relogin"
+	AccountReplaced     = "replaced"
+	AccountDisabled     = "disabled"
+)
+
+// AccountStatuses lists every account status, in the order an operator reads them.
+var AccountStatuses = []string{AccountActive, AccountPaused, AccountNeedsRelogin, AccountReplaced, AccountDisabled}
+
+// Inbound message statuses. Handled means answered: an accepted send or an agent's
+// explicit verdict, never a hand-off alone.
+const (
+	MessageReceived   = "received"
+	MessageProcessing = "processing"
+	MessageHandled    = "handled"
+	MessageFailed     = "failed"
+	MessageAbsorbed   = "absorbed"
+)
+
+// Reply window states.
+const (
+	WindowOpen       = "open"
+	WindowSuperseded = "superseded"
+	WindowCancelled  = "cancelled"
+	WindowExpired    = "expired"
+)
+
+// WindowStates lists every reply window state.
+var WindowStates = []string{WindowOpen, WindowSuperseded, WindowCancelled, WindowExpired}
+
+// Send attempt statuses.
+const (
+	AttemptPending = "pending"
+	AttemptSending = "sending"
+	AttemptSent    = "sent"
+	AttemptFailed  = "failed"
+	AttemptUnknown = "unknown"
+)
+
+// Send outcomes: the error code of a send that iLink (or the bot's own guard in front of
+// it) did not accept, beside the store's codes.
+const (
+	SendThrottled      = "throttled"       // iLink throttled the bot, or the bot's breaker is open
+	SendRejected       = "rejected"        // iLink answered with an error for this send
+	SendStaleToken     = "stale_token"     // the bot token is dead (-14)
+	SendNotSent        = "not_sent"        // the request surely never reached iLink
+	SendOutcomeUnknown = "outcome_unknown" // iLink may or may not have sent it: never retried
+)
+
+// Fail types of a failed attempt: why it failed, so that operators and agents can tell a
+// refusal by our own bookkeeping from a rejection by iLink. The last three are the send
+// outcomes of the same name.
+const (
+	FailRefused    = "refused"  // refused by our bookkeeping before any reservation
+	FailReleased   = "released" // reservation given back before transmission
+	FailRetired    = "retired"  // its window was retired before transmission
+	FailRejected   = SendRejected
+	FailThrottled  = SendThrottled
+	FailStaleToken = SendStaleToken
+	FailTransport  = "transport" // the request surely never reached iLink
+)
+
+// Limits of iLink as observed (undocumented upstream, so each is also configuration where
+// an operator may need to follow a change) and of the data model.
+const (
+	// DefaultMaxSends is the reply quota of one context token.
+	DefaultMaxSends = 10
+	// DefaultWindowLifetime is how long a context token allows replies.
+	DefaultWindowLifetime = 24 * time.Hour
+	// MaxTextBytes is the most UTF-8 text one iLink text item carries (the default of the
+	// store's and the reply API's text limit).
+	MaxTextBytes = 16 << 10
+	// MaxReasonBytes bounds the reason of a failed verdict (UTF-8 bytes).
+	MaxReasonBytes = 2048
+	// DefaultMaxMergedSummaryBytes caps the summary of a message that absorbed a backlog.
+	DefaultMaxMergedSummaryBytes = 16 << 10
+	// DefaultMaxClockSkew is how far in the future an inbound sent-at may lie.
+	DefaultMaxClockSkew = 5 * time.Minute
+)
+
+// Pacing of a bot's sends and pauses, with their defaults.
+const (
+	// DefaultSendGap is the least time between two sends of one bot.
+	DefaultSendGap = 2 * time.Second
+	// DefaultThrottlePenalty is how long a bot's sends stop after an unexplained ret -2.
+	DefaultThrottlePenalty = 60 * time.Minute
+	// DefaultStalePause is how long an account pauses after a stale bot token (-14)
+	// before one probe.
+	DefaultStalePause = time.Hour
+)
+
+// Enrollment (QR login) statuses, as an enrollment's state reports them: iLink's QR
+// statuses while it runs (named as iLink spells them; package ilink mirrors the protocol),
+// then one of the final ones.
+const (
+	EnrollmentStarting       = "starting"            // before the QR code is fetched
+	EnrollmentWaiting        = "wait"                // QR shown, not scanned
+	EnrollmentScanned        = "scaned"              // scanned, not confirmed
+	EnrollmentNeedsCode      = "need_verifycode"     // iLink asks for the verification code
+	EnrollmentRedirect       = "scaned_but_redirect" // poll again at another host
+	EnrollmentBindedRedirect = "binded_redirect"     // iLink: the bot is already bound here
+	EnrollmentConfirmed      = "confirmed"           // final: the account is enrolled
+	EnrollmentExpired        = "expired"             // final: the QR code or the offer expired
+	EnrollmentCancelled      = "cancelled"           // final: cancelled by the operator
+	EnrollmentBlocked        = "verify_code_blocked" // final: too many wrong codes
+	EnrollmentAlreadyBound   = "already_bound"       // final: nothing to enroll
+	EnrollmentFailed         = "failed"              // final: an error ended it
+)
+
+// DefaultDatabaseURL is the database used when DATABASE_URL is unset: the local server's
+// test database, for a first run and the tests.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
