@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -163,7 +164,7 @@ func TestAMessageWithoutContextTokenIsDroppedAndTheCursorStillMoves(t *testing.T
 	t.Parallel()
 	h := newHarness(t)
 	var logs bytes.Buffer
-	p := poller{a: h.acts, in: PollInput{AccountKey: h.key, Generation: 1}, owner: h.bot.Owner,
+	p := poller{a: h.acts, in: actapi.PollInput{AccountKey: h.key, Generation: 1}, owner: h.bot.Owner,
 		log: slog.New(slog.NewTextHandler(&logs, nil)), maxSkew: 5 * time.Minute}
 	m := textMessage(h.bot.Owner, "no token", time.Now().UnixMilli())
 	m.MessageID = 7000000000000000009

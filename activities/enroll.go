@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -15,23 +16,23 @@ import (
 const maxLocalTokens = 10
 
 // CreateOffer records a QR login offer (idempotent).
-func (a *Activities) CreateOffer(ctx context.Context, in OfferInput) error {
+func (a *Activities) CreateOffer(ctx context.Context, in actapi.OfferInput) error {
 	_, err := a.Store.CreateLoginOffer(ctx, nowOr(in.Now), in.OfferID, in.RequestedBy, in.ExpiresAt)
 	return storeErr("create login offer", err)
 }
 
 // CloseOffer deletes an offer that expired or was cancelled (idempotent).
-func (a *Activities) CloseOffer(ctx context.Context, in CloseOfferInput) error {
+func (a *Activities) CloseOffer(ctx context.Context, in actapi.CloseOfferInput) error {
 	_, err := a.Store.CloseLoginOffer(ctx, nowOr(in.Now), in.OfferID)
 	return storeErr("close login offer", err)
 }
 
 // FetchQRCode asks iLink for a QR code, listing the tokens of our live bots so that iLink
 // can answer binded_redirect.
-func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (QRCodeOutput, error) {
+func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (actapi.QRCodeOutput, error) {
 	accts, err := a.Store.ListActiveAccountsWithSecrets(ctx)
 	if err != nil {
-		return QRCodeOutput{}, storeErr("list account tokens", err)
+		return actapi.QRCodeOutput{}, storeErr("list account tokens", err)
 	}
 	sort.SliceStable(accts, func(i, j int) bool { return accts[i].CreatedAt.After(accts[j].CreatedAt) })
 	tokens := make([]ilink.Secret, 0, maxLocalTokens)
@@ -43,14 +44,14 @@ func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (QRCodeOut
 	}
 	cl, err := a.client("", "")
 	if err != nil {
-		return QRCodeOutput{}, upstreamErr("ilink client", err)
+		return actapi.QRCodeOutput{}, upstreamErr("ilink client", err)
 	}
 	qr, err := cl.GetBotQRCode(ctx, tokens)
 	if err != nil {
 		a.log().Warn("get_bot_qrcode failed", "offer", offerID, "error", err)
-		return QRCodeOutput{}, upstreamErr("get bot qrcode", err)
+		return actapi.QRCodeOutput{}, upstreamErr("get bot qrcode", err)
 	}
-	return QRCodeOutput{QRCode: qr.QRCode, QRContent: qr.ImageContent}, nil
+	return actapi.QRCodeOutput{QRCode: qr.QRCode, QRContent: qr.ImageContent}, nil
 }
 
 // PollQRStatus polls the QR status once; on "scaned" it marks the offer scanned, on
@@ -59,26 +60,26 @@ func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (QRCodeOut
 // The bot token iLink returns on confirmation is sealed into the store inside this
 // activity and never appears in its result. A retry after a confirmation that was
 // committed (iLink repeats "confirmed") finds the stored outcome.
-func (a *Activities) PollQRStatus(ctx context.Context, in QRPollInput) (QRPollOutput, error) {
+func (a *Activities) PollQRStatus(ctx context.Context, in actapi.QRPollInput) (actapi.QRPollOutput, error) {
 	cl, err := a.client("", "")
 	if err != nil {
-		return QRPollOutput{}, upstreamErr("ilink client", err)
+		return actapi.QRPollOutput{}, upstreamErr("ilink client", err)
 	}
 	st, err := cl.GetQRCodeStatus(ctx, ilink.QRStatusRequest{QRCode: in.QRCode, VerifyCode: in.VerifyCode, Host: in.Host})
 	if err != nil {
-		return QRPollOutput{}, upstreamErr("get qrcode status", err)
+		return actapi.QRPollOutput{}, upstreamErr("get qrcode status", err)
 	}
-	out := QRPollOutput{Status: string(st.Status), RedirectHost: st.RedirectHost}
+	out := actapi.QRPollOutput{Status: string(st.Status), RedirectHost: st.RedirectHost}
 	t := nowOr(in.Now)
 	switch st.Status {
 	case ilink.QRScanned:
 		if err := a.Store.MarkOfferScanned(ctx, t, in.OfferID); err != nil {
-			return QRPollOutput{}, storeErr("mark offer scanned", err)
+			return actapi.QRPollOutput{}, storeErr("mark offer scanned", err)
 		}
 	case ilink.QRConfirmed:
 		c, err := a.confirm(ctx, t, in.OfferID, st)
 		if err != nil {
-			return QRPollOutput{}, err
+			return actapi.QRPollOutput{}, err
 		}
 		out.Confirmed = c
 	}
@@ -88,7 +89,7 @@ func (a *Activities) PollQRStatus(ctx context.Context, in QRPollInput) (QRPollOu
 // confirm runs the confirm transaction for a confirmed QR login: generation = the
 // account's current generation + 1 (1 for a new bot), the returned base URL (or the
 // configured one), the returned bot token sealed by the store.
-func (a *Activities) confirm(ctx context.Context, t time.Time, offerID string, st *ilink.QRCodeStatus) (*Confirmed, error) {
+func (a *Activities) confirm(ctx context.Context, t time.Time, offerID string, st *ilink.QRCodeStatus) (*actapi.Confirmed, error) {
 	key := store.AccountKey(st.ILinkBotID)
 	var current int32
 	switch acct, err := a.Store.GetAccount(ctx, key); {
@@ -123,7 +124,7 @@ func (a *Activities) confirm(ctx context.Context, t time.Time, offerID string, s
 	if err != nil {
 		return nil, storeErr("confirm enrollment", err)
 	}
-	return &Confirmed{
+	return &actapi.Confirmed{
 		AccountKey: res.Account.AccountKey, Generation: res.Account.Generation, Registered: res.Registered,
 		ReplacedAccountKeys: res.ReplacedAccountKeys, CancelledWindowIDs: res.CancelledWindowIDs,
 	}, nil

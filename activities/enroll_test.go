@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -18,20 +19,20 @@ func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T)
 	if _, err := h.store.PauseAccount(h.ctx, now, h.key, 1, now.Add(time.Hour), "operator"); err != nil {
 		t.Fatal(err)
 	}
-	offer := OfferInput{OfferID: "qo_test1", RequestedBy: "operator", ExpiresAt: now.Add(5 * time.Minute), Now: now}
+	offer := actapi.OfferInput{OfferID: "qo_test1", RequestedBy: "operator", ExpiresAt: now.Add(5 * time.Minute), Now: now}
 	if err := runErr(h, h.acts.CreateOffer, offer); err != nil {
 		t.Fatal(err)
 	}
 	if err := runErr(h, h.acts.CreateOffer, offer); err != nil {
 		t.Fatalf("creating the offer again (a retry): %v", err)
 	}
-	qr, err := run[QRCodeOutput](h, h.acts.FetchQRCode, offer.OfferID)
+	qr, err := run[actapi.QRCodeOutput](h, h.acts.FetchQRCode, offer.OfferID)
 	if err != nil || qr.QRCode == "" || !strings.HasPrefix(qr.QRContent, "https://") {
 		t.Fatalf("qr %+v %v", qr, err)
 	}
 
-	poll := QRPollInput{OfferID: offer.OfferID, QRCode: qr.QRCode, Now: time.Now()}
-	st, err := run[QRPollOutput](h, h.acts.PollQRStatus, poll)
+	poll := actapi.QRPollInput{OfferID: offer.OfferID, QRCode: qr.QRCode, Now: time.Now()}
+	st, err := run[actapi.QRPollOutput](h, h.acts.PollQRStatus, poll)
 	if err != nil || st.Status != "wait" || st.Confirmed != nil {
 		t.Fatalf("before the scan: %+v %v", st, err)
 	}
@@ -40,7 +41,7 @@ func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T)
 	if _, err := h.ctl.ScanQR(h.ctx, qr.QRCode, h.bot.Owner); err != nil {
 		t.Fatal(err)
 	}
-	st, err = run[QRPollOutput](h, h.acts.PollQRStatus, poll)
+	st, err = run[actapi.QRPollOutput](h, h.acts.PollQRStatus, poll)
 	if err != nil || st.Status != "scaned" {
 		t.Fatalf("after the scan: %+v %v", st, err)
 	}
@@ -52,7 +53,7 @@ func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T)
 		t.Fatalf("confirm: %+v %v", info, err)
 	}
 	poll.Now = time.Now()
-	st, err = run[QRPollOutput](h, h.acts.PollQRStatus, poll)
+	st, err = run[actapi.QRPollOutput](h, h.acts.PollQRStatus, poll)
 	if err != nil || st.Status != "confirmed" || st.Confirmed == nil {
 		t.Fatalf("confirmed: %+v %v", st, err)
 	}
@@ -75,7 +76,7 @@ func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T)
 	}
 
 	// iLink repeats "confirmed": a retried poll finds the stored outcome.
-	again, err := run[QRPollOutput](h, h.acts.PollQRStatus, poll)
+	again, err := run[actapi.QRPollOutput](h, h.acts.PollQRStatus, poll)
 	if err != nil || again.Confirmed == nil || again.Confirmed.AccountKey != wantKey || again.Confirmed.Generation != 1 {
 		t.Fatalf("retried confirmation: %+v %v", again, err)
 	}
@@ -88,7 +89,7 @@ func TestFetchQRCodeListsOurLiveTokensSoARescanIsBindedRedirect(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.newBot("")
-	qr, err := run[QRCodeOutput](h, h.acts.FetchQRCode, "qo_rescan")
+	qr, err := run[actapi.QRCodeOutput](h, h.acts.FetchQRCode, "qo_rescan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestFetchQRCodeListsOurLiveTokensSoARescanIsBindedRedirect(t *testing.T) {
 	if _, err := h.ctl.ScanQR(h.ctx, qr.QRCode, h.bot.Owner); err != nil {
 		t.Fatal(err)
 	}
-	st, err := run[QRPollOutput](h, h.acts.PollQRStatus, QRPollInput{OfferID: "qo_rescan", QRCode: qr.QRCode, Now: time.Now()})
+	st, err := run[actapi.QRPollOutput](h, h.acts.PollQRStatus, actapi.QRPollInput{OfferID: "qo_rescan", QRCode: qr.QRCode, Now: time.Now()})
 	if err != nil || st.Status != "binded_redirect" || st.Confirmed != nil {
 		t.Fatalf("rescan by the owner: %+v %v", st, err)
 	}
@@ -127,21 +128,21 @@ func TestPollQRStatusFollowsARedirectHost(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	now := time.Now()
-	if err := runErr(h, h.acts.CreateOffer, OfferInput{OfferID: "qo_redirect", ExpiresAt: now.Add(time.Minute), Now: now}); err != nil {
+	if err := runErr(h, h.acts.CreateOffer, actapi.OfferInput{OfferID: "qo_redirect", ExpiresAt: now.Add(time.Minute), Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	qr, err := run[QRCodeOutput](h, h.acts.FetchQRCode, "qo_redirect")
+	qr, err := run[actapi.QRCodeOutput](h, h.acts.FetchQRCode, "qo_redirect")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.ctl.RedirectQR(h.ctx, qr.QRCode, strings.TrimPrefix(h.srv.URL, "http://")); err != nil {
 		t.Fatal(err)
 	}
-	st, err := run[QRPollOutput](h, h.acts.PollQRStatus, QRPollInput{OfferID: "qo_redirect", QRCode: qr.QRCode, Now: time.Now()})
+	st, err := run[actapi.QRPollOutput](h, h.acts.PollQRStatus, actapi.QRPollInput{OfferID: "qo_redirect", QRCode: qr.QRCode, Now: time.Now()})
 	if err != nil || st.Status != "scaned_but_redirect" || st.RedirectHost == "" {
 		t.Fatalf("redirect %+v %v", st, err)
 	}
-	st, err = run[QRPollOutput](h, h.acts.PollQRStatus, QRPollInput{OfferID: "qo_redirect", QRCode: qr.QRCode, Host: st.RedirectHost, Now: time.Now()})
+	st, err = run[actapi.QRPollOutput](h, h.acts.PollQRStatus, actapi.QRPollInput{OfferID: "qo_redirect", QRCode: qr.QRCode, Host: st.RedirectHost, Now: time.Now()})
 	if err != nil || st.Status == "" {
 		t.Fatalf("poll at the redirect host %+v %v", st, err)
 	}
@@ -161,18 +162,18 @@ func TestCloseOfferIsIdempotent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	now := time.Now()
-	if err := runErr(h, h.acts.CreateOffer, OfferInput{OfferID: "qo_close", ExpiresAt: now.Add(time.Minute), Now: now}); err != nil {
+	if err := runErr(h, h.acts.CreateOffer, actapi.OfferInput{OfferID: "qo_close", ExpiresAt: now.Add(time.Minute), Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if err := runErr(h, h.acts.CloseOffer, CloseOfferInput{OfferID: "qo_close", Now: now}); err != nil {
+		if err := runErr(h, h.acts.CloseOffer, actapi.CloseOfferInput{OfferID: "qo_close", Now: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := h.count("SELECT count(*) FROM login_offers"); n != 0 {
 		t.Fatalf("%d offers left", n)
 	}
-	err := runErr(h, h.acts.CreateOffer, OfferInput{OfferID: "bad id", ExpiresAt: now.Add(time.Minute), Now: now})
+	err := runErr(h, h.acts.CreateOffer, actapi.OfferInput{OfferID: "bad id", ExpiresAt: now.Add(time.Minute), Now: now})
 	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
 }
 

@@ -6,18 +6,10 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
-)
-
-// Error types of the non-retryable application errors the activities raise besides the
-// store codes (which are used as they are).
-const (
-	// ErrTypeInvalidInput: an activity input that can never succeed.
-	ErrTypeInvalidInput = string(vocab.CodeInvalidInput)
-	// ErrTypeUpstream: an iLink call failed in a way a retry cannot fix.
-	ErrTypeUpstream = "upstream"
 )
 
 // errLeaseHeld is returned (retryable) when another attempt holds an account's poll lease.
@@ -50,12 +42,12 @@ func upstreamErr(op string, err error) error {
 		return nil
 	}
 	if ilink.CodeOf(err) == ilink.CodeInvalidInput {
-		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), ErrTypeInvalidInput, err)
+		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), actapi.ErrTypeInvalidInput, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// pollStopCode reports the PollResult.Stopped code of a store error that means "this
+// pollStopCode reports the actapi.PollResult.Stopped code of a store error that means "this
 // generation can no longer poll", or "".
 func pollStopCode(err error) string {
 	switch c := store.CodeOf(err); c {

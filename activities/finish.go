@@ -2,17 +2,19 @@ package activities
 
 import (
 	"context"
+
+	"github.com/ilinkflow/ilinkflow/actapi"
 )
 
 // FinishMessage records the verdict on a message (handled, or failed with a reason) and
 // closes its agent sessions, in one store transaction. Finishing again with the same
 // verdict is a no-op (retries); a store refusal (another verdict already recorded,
 // unknown message, bad input) is a non-retryable error typed with the store code.
-func (a *Activities) FinishMessage(ctx context.Context, in FinishInput) (FinishOutput, error) {
+func (a *Activities) FinishMessage(ctx context.Context, in actapi.FinishInput) (actapi.FinishOutput, error) {
 	m, err := a.Store.FinishMessage(ctx, now(), in.MessageKey, in.Status, in.Reason)
 	if err != nil {
-		return FinishOutput{}, storeErr("finish message", err)
+		return actapi.FinishOutput{}, storeErr("finish message", err)
 	}
 	a.log().Info("message finished", "message", m.MessageKey, "status", m.Status)
-	return FinishOutput{Status: m.Status}, nil
+	return actapi.FinishOutput{Status: m.Status}, nil
 }

@@ -10,14 +10,11 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
-
-// ErrTypeHandOffFailed is the type of the non-retryable error HandOff returns when the
-// handler failed permanently (a *PermanentError): the message was marked failed.
-const ErrTypeHandOffFailed = "handoff_failed"
 
 // sessionTokenBytes is the entropy of an agent session token.
 const sessionTokenBytes = 32
@@ -39,36 +36,36 @@ func newSessionToken() sealing.Secret {
 // answer are redacted). A store refusal (window expired or retired, message already
 // handled or failed) is a non-retryable error typed with the store code; a handler
 // failure is retryable, except a *PermanentError: the message is then marked failed with
-// its reason and the error is non-retryable, typed ErrTypeHandOffFailed.
-func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutput, error) {
+// its reason and the error is non-retryable, typed actapi.ErrTypeHandOffFailed.
+func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actapi.HandOffOutput, error) {
 	token := newSessionToken()
 	sess, msg, err := a.Store.OpenAgentSession(ctx, now(), store.OpenSessionInput{
 		ReplyWindowID: in.ReplyWindowID, Token: token, TTL: a.cfg().SessionTTL,
 	})
 	if err != nil {
-		return HandOffOutput{}, storeErr("open agent session", err)
+		return actapi.HandOffOutput{}, storeErr("open agent session", err)
 	}
-	out := HandOffOutput{SessionID: sess.SessionID, MessageKey: sess.SourceMessageKey, SessionEnd: sess.ExpiresAt}
+	out := actapi.HandOffOutput{SessionID: sess.SessionID, MessageKey: sess.SourceMessageKey, SessionEnd: sess.ExpiresAt}
 	if a.Handler == nil {
 		return out, nil
 	}
 	w, err := a.Store.GetWindow(ctx, in.ReplyWindowID)
 	if err != nil {
-		return HandOffOutput{}, storeErr("read window", err)
+		return actapi.HandOffOutput{}, storeErr("read window", err)
 	}
 	inst, err := a.Store.Installation(ctx)
 	if err != nil {
-		return HandOffOutput{}, storeErr("installation", err)
+		return actapi.HandOffOutput{}, storeErr("installation", err)
 	}
 	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
 		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(w.ReplyWindowID, msg.MessageKey)})
 	if err != nil {
 		var perm *PermanentError
 		if errors.As(err, &perm) {
-			return HandOffOutput{}, a.failHandOff(ctx, in, sess, redact(perm.Reason, token))
+			return actapi.HandOffOutput{}, a.failHandOff(ctx, in, sess, redact(perm.Reason, token))
 		}
 		// The cause is not wrapped: its text is redacted, and nothing upstream needs it.
-		return HandOffOutput{}, fmt.Errorf("deliver message %s (attempt %d): %s",
+		return actapi.HandOffOutput{}, fmt.Errorf("deliver message %s (attempt %d): %s",
 			sess.SourceMessageKey, in.Attempt, redact(err.Error(), token))
 	}
 	out.Delivered, out.Handled = true, ans.Handled
@@ -81,7 +78,7 @@ func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutpu
 // failHandOff marks the message of a permanently failed hand-off failed with the reason
 // and returns the non-retryable error that tells the workflow so. A failure to record it
 // is retryable (the retry delivers again, and most likely fails the same way).
-func (a *Activities) failHandOff(ctx context.Context, in HandOffInput, sess store.Session, reason string) error {
+func (a *Activities) failHandOff(ctx context.Context, in actapi.HandOffInput, sess store.Session, reason string) error {
 	reason = clean(strings.TrimSpace(reason), maxFailureReason)
 	if reason == "" {
 		reason = "the agent hand-off failed permanently"
@@ -99,7 +96,7 @@ func (a *Activities) failHandOff(ctx context.Context, in HandOffInput, sess stor
 		return fmt.Errorf("mark message %s failed after a permanent hand-off failure: %w", sess.SourceMessageKey, err)
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("deliver message %s (attempt %d): hand-off failed permanently: %s",
-		sess.SourceMessageKey, in.Attempt, reason), ErrTypeHandOffFailed, nil)
+		sess.SourceMessageKey, in.Attempt, reason), actapi.ErrTypeHandOffFailed, nil)
 }
 
 // redact removes every occurrence of the session token from s.

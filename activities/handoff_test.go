@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -25,8 +26,8 @@ func TestHandOffReturnsTheAnswerWithTheTokenRedacted(t *testing.T) {
 		return Answer{Replies: []string{"hi", "your token is " + token}, Handled: true}, nil
 	})
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
-	res := must[PollResult](t)(h.poll(false))
-	ho, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
+	res := must[actapi.PollResult](t)(h.poll(false))
+	ho, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
 	if err != nil || !ho.Delivered || !ho.Handled || len(ho.Replies) != 2 || ho.Replies[0] != "hi" {
 		t.Fatalf("hand-off %+v %v", ho, err)
 	}
@@ -42,8 +43,8 @@ func TestHandOffErrorsNeverCarryTheToken(t *testing.T) {
 		return Answer{}, errors.New("agent refused token " + d.SessionToken.Reveal())
 	})
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
-	res := must[PollResult](t)(h.poll(false))
-	_, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
+	res := must[actapi.PollResult](t)(h.poll(false))
+	_, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
 	wantRetryable(t, err)
 	if !strings.Contains(err.Error(), "agent refused token [REDACTED]") {
 		t.Fatalf("error %q: want the handler's text with the token redacted", err)
@@ -57,10 +58,10 @@ func TestPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 		return Answer{}, &PermanentError{Reason: "webhook answered 400: bad token " + d.SessionToken.Reveal()}
 	})
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
-	res := must[PollResult](t)(h.poll(false))
+	res := must[actapi.PollResult](t)(h.poll(false))
 	w := res.Opened[0]
-	_, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
-	wantNonRetryable(t, err, ErrTypeHandOffFailed)
+	_, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+	wantNonRetryable(t, err, actapi.ErrTypeHandOffFailed)
 	m, gerr := h.store.GetMessage(h.ctx, w.MessageKey)
 	if gerr != nil || m.Status != vocab.MessageFailed || m.FailureReason != "webhook answered 400: bad token [REDACTED]" {
 		t.Fatalf("message %+v %v, want failed with the redacted reason", m, gerr)
@@ -72,7 +73,7 @@ func TestPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 		t.Fatalf("%d sessions still open after the failure", n)
 	}
 	// Offering the failed message again is refused.
-	_, err = run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 2})
+	_, err = run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 2})
 	wantNonRetryable(t, err, string(vocab.CodeAttemptConflict))
 }
 
@@ -80,15 +81,15 @@ func TestFinishMessageRecordsTheVerdictOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	w, _ := h.deliver("hello")
-	out, err := run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageHandled})
+	out, err := run[actapi.FinishOutput](h, h.acts.FinishMessage, actapi.FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageHandled})
 	if err != nil || out.Status != vocab.MessageHandled {
 		t.Fatalf("finish: %+v %v", out, err)
 	}
-	if out, err := run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageHandled}); err != nil || out.Status != vocab.MessageHandled {
+	if out, err := run[actapi.FinishOutput](h, h.acts.FinishMessage, actapi.FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageHandled}); err != nil || out.Status != vocab.MessageHandled {
 		t.Fatalf("finish again: %+v %v", out, err)
 	}
-	_, err = run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageFailed, Reason: "no"})
+	_, err = run[actapi.FinishOutput](h, h.acts.FinishMessage, actapi.FinishInput{MessageKey: w.MessageKey, Status: vocab.MessageFailed, Reason: "no"})
 	wantNonRetryable(t, err, string(vocab.CodeAttemptConflict))
-	_, err = run[FinishOutput](h, h.acts.FinishMessage, FinishInput{MessageKey: w.MessageKey, Status: "processing"})
+	_, err = run[actapi.FinishOutput](h, h.acts.FinishMessage, actapi.FinishInput{MessageKey: w.MessageKey, Status: "processing"})
 	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
 }

@@ -14,12 +14,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 var testKeys = testkit.Keyring
@@ -167,8 +169,8 @@ func must[T any](t *testing.T) func(T, error) T {
 }
 
 // poll runs PollAccount for the harness bot.
-func (h *harness) poll(probe bool) (PollResult, error) {
-	return run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, Probe: probe})
+func (h *harness) poll(probe bool) (actapi.PollResult, error) {
+	return run[actapi.PollResult](h, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 1, Probe: probe})
 }
 
 func (h *harness) inject(req ilinksim.InjectRequest) ilinksim.Injected {
@@ -181,20 +183,20 @@ func (h *harness) inject(req ilinksim.InjectRequest) ilinksim.Injected {
 }
 
 // deliver injects a text, polls it into a window and hands it off: the session to send with.
-func (h *harness) deliver(text string) (WindowRef, HandOffOutput) {
+func (h *harness) deliver(text string) (actapi.WindowRef, actapi.HandOffOutput) {
 	h.t.Helper()
 	h.inject(ilinksim.InjectRequest{Text: text})
-	res := must[PollResult](h.t)(h.poll(false))
+	res := must[actapi.PollResult](h.t)(h.poll(false))
 	if len(res.Opened) != 1 || !res.Opened[0].Deliverable {
 		h.t.Fatalf("poll opened %+v, want one deliverable window", res.Opened)
 	}
-	ho := must[HandOffOutput](h.t)(run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1}))
+	ho := must[actapi.HandOffOutput](h.t)(run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1}))
 	return res.Opened[0], ho
 }
 
-func (h *harness) send(sessionID, requestID, text string) (SendOutput, error) {
-	return run[SendOutput](h, h.acts.Send, SendInput{SessionID: sessionID, RequestID: requestID,
-		Content: store.Content{Type: "text", Text: text}})
+func (h *harness) send(sessionID, requestID, text string) (actapi.SendOutput, error) {
+	return run[actapi.SendOutput](h, h.acts.Send, actapi.SendInput{SessionID: sessionID, RequestID: requestID,
+		Content: vocab.Content{Type: "text", Text: text}})
 }
 
 // requests counts the simulator's recorded requests to an endpoint.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -100,7 +101,7 @@ func TestAPageFetchedDuringADatabaseOutageIsCommittedWhenItComesBack(t *testing.
 	injected := h.inject(ilinksim.InjectRequest{Text: "sent during the outage"})
 
 	type result struct {
-		res PollResult
+		res actapi.PollResult
 		err error
 	}
 	done := make(chan result, 1)

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -32,11 +33,11 @@ type PollProgress struct {
 // PollAccount long-polls one account generation, committing each non-empty page with its
 // cursor before anything else happens, under a per-account PostgreSQL lock so that two
 // attempts never poll the same bot at once.
-func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult, error) {
+func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (actapi.PollResult, error) {
 	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 && !in.Probe {
 		// A retry after a crash or a worker stop: tell iLink the account is polled again,
 		// and start the workflow of a window whose page the previous attempt committed.
-		a.notify(ctx, AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
+		a.notify(ctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
 		if a.Temporal != nil {
 			a.syncOpenWindows(ctx, in.AccountKey)
 		}
@@ -49,7 +50,7 @@ func (a *Activities) PollAccount(ctx context.Context, in PollInput) (PollResult,
 		// A graceful worker stop: tell iLink this poller stops (another worker resumes it
 		// and calls notifystart). Best effort, with its own short deadline.
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		a.notify(nctx, AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystop", (*ilink.Client).NotifyStop)
+		a.notify(nctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystop", (*ilink.Client).NotifyStop)
 		cancel()
 	}
 	return res, err
@@ -62,18 +63,18 @@ func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string) {
 		a.log().Warn("listing open windows failed", "account", accountKey, "error", err)
 		return
 	}
-	var refs []WindowRef
+	var refs []actapi.WindowRef
 	for _, w := range open {
 		refs = append(refs, WindowRefOf(w))
 	}
 	if len(refs) > 0 {
-		if err := a.SyncWindows(ctx, WindowsInput{Opened: refs}); err != nil {
+		if err := a.SyncWindows(ctx, actapi.WindowsInput{Opened: refs}); err != nil {
 			a.log().Warn("starting open windows' workflows failed", "account", accountKey, "error", err)
 		}
 	}
 }
 
-func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollResult, err error) {
+func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res actapi.PollResult, err error) {
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 
@@ -84,9 +85,9 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 	l, err := a.keeper().take(ctx, in.AccountKey, in.LeaseEpoch, attempt)
 	if err != nil {
 		if code := pollStopCode(err); code != "" {
-			return PollResult{Stopped: code}, nil
+			return actapi.PollResult{Stopped: code}, nil
 		}
-		return PollResult{}, err
+		return actapi.PollResult{}, err
 	}
 	defer l.release(ctx)
 	if a.hooks != nil && a.hooks.leased != nil {
@@ -121,19 +122,19 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 	acct, err := a.Store.GetAccountWithSecret(ctx, in.AccountKey)
 	if err != nil {
 		if code := pollStopCode(err); code != "" {
-			return PollResult{Stopped: code}, nil
+			return actapi.PollResult{Stopped: code}, nil
 		}
-		return PollResult{}, storeErr("read account", err)
+		return actapi.PollResult{}, storeErr("read account", err)
 	}
 	switch {
 	case acct.Generation != in.Generation:
-		return PollResult{Stopped: string(vocab.CodeGenerationConflict)}, nil
+		return actapi.PollResult{Stopped: string(vocab.CodeGenerationConflict)}, nil
 	case acct.Status != vocab.AccountActive:
-		return PollResult{Stopped: string(vocab.CodeAccountNotActive)}, nil
+		return actapi.PollResult{Stopped: string(vocab.CodeAccountNotActive)}, nil
 	}
 	cl, err := a.botClient(acct)
 	if err != nil {
-		return PollResult{}, upstreamErr("ilink client", err)
+		return actapi.PollResult{}, upstreamErr("ilink client", err)
 	}
 
 	// The in-flight long poll ends when the activity is cancelled, the worker stops or the
@@ -223,13 +224,13 @@ func (a *Activities) pollAccount(ctx context.Context, in PollInput) (res PollRes
 // poller is the state of one PollAccount loop.
 type poller struct {
 	a              *Activities
-	in             PollInput
+	in             actapi.PollInput
 	owner          string
 	cursor         string
 	log            *slog.Logger
 	deferredBefore *time.Time
 	maxSkew        time.Duration
-	res            PollResult
+	res            actapi.PollResult
 	// windows starts the workflows of the windows a commit opens (nil without a Temporal
 	// client: the activity returns them instead).
 	windows *windowStarter
@@ -271,7 +272,7 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	// The page is committed: from here on nothing may fail the activity, or the opened
 	// window would never get its workflow (a retry starts after this page). The commit
 	// returned everything the window's workflow needs.
-	var opened []WindowRef
+	var opened []actapi.WindowRef
 	if res.Opened != nil {
 		opened = append(opened, WindowRefOf(*res.Opened))
 	}
@@ -386,18 +387,18 @@ func (p *poller) storeFailure(op string, err error) (bool, error) {
 }
 
 // NotifyStart tells iLink that the account's poller started (failures are ignored).
-func (a *Activities) NotifyStart(ctx context.Context, in AccountRef) error {
+func (a *Activities) NotifyStart(ctx context.Context, in actapi.AccountRef) error {
 	a.notify(ctx, in, "notifystart", (*ilink.Client).NotifyStart)
 	return nil
 }
 
 // NotifyStop tells iLink that the account's poller stopped (failures are ignored).
-func (a *Activities) NotifyStop(ctx context.Context, in AccountRef) error {
+func (a *Activities) NotifyStop(ctx context.Context, in actapi.AccountRef) error {
 	a.notify(ctx, in, "notifystop", (*ilink.Client).NotifyStop)
 	return nil
 }
 
-func (a *Activities) notify(ctx context.Context, in AccountRef, op string, call func(*ilink.Client, context.Context) error) {
+func (a *Activities) notify(ctx context.Context, in actapi.AccountRef, op string, call func(*ilink.Client, context.Context) error) {
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation, "op", op)
 	acct, err := a.Store.GetAccountWithSecret(ctx, in.AccountKey)
 	if err != nil {

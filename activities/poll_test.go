@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -105,12 +106,12 @@ func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
 	first := h.env()
 	first.SetWorkerStopChannel(stop)
 	type outcome struct {
-		res PollResult
+		res actapi.PollResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := runIn[PollResult](first, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1})
+		res, err := runIn[actapi.PollResult](first, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 1})
 		done <- outcome{res, err}
 	}()
 	<-leased
@@ -198,26 +199,26 @@ func TestANewerPollTakesTheLeaseOverAndTheOlderStopsBeforeItPolls(t *testing.T) 
 		inFlight--
 	}
 	type outcome struct {
-		res PollResult
+		res actapi.PollResult
 		err error
 	}
 	older := make(chan outcome, 1)
 	go func() {
-		res, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 1})
+		res, err := run[actapi.PollResult](h, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 1})
 		older <- outcome{res, err}
 	}()
 	<-leased
 
 	// The newer poll (the poller replaced the activity) finds the lease held: it is
 	// refused (Temporal retries it) and asks the holder to let go.
-	_, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 2, Probe: true})
+	_, err := run[actapi.PollResult](h, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 2, Probe: true})
 	wantRetryable(t, err)
 	out := <-older // the older poll lets go at its next renewal
 	if out.err == nil || !strings.Contains(out.err.Error(), "newer poll") {
 		t.Fatalf("older poll ended %+v %v, want the lease asked for by a newer poll", out.res, out.err)
 	}
 	// The retry of the newer poll takes it.
-	if _, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 2, Probe: true}); err != nil {
+	if _, err := run[actapi.PollResult](h, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: 2, Probe: true}); err != nil {
 		t.Fatalf("newer poll after the older let go: %v", err)
 	}
 	mu.Lock()
@@ -269,16 +270,16 @@ func TestUpstream5xxIsReportedAndNothingIsCommitted(t *testing.T) {
 func TestPollOfAnInactiveOrRotatedAccountStops(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	res, err := run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 2})
+	res, err := run[actapi.PollResult](h, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 2})
 	if err != nil || res.Stopped != string(vocab.CodeGenerationConflict) {
 		t.Fatalf("wrong generation: %+v %v", res, err)
 	}
-	res, err = run[PollResult](h, h.acts.PollAccount, PollInput{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1})
+	res, err = run[actapi.PollResult](h, h.acts.PollAccount, actapi.PollInput{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1})
 	if err != nil || res.Stopped != string(vocab.CodeAccountNotFound) {
 		t.Fatalf("unknown account: %+v %v", res, err)
 	}
 	now := time.Now()
-	if err := runErr(h, h.acts.PauseAccount, PauseInput{
+	if err := runErr(h, h.acts.PauseAccount, actapi.PauseInput{
 		AccountKey: h.key, Generation: 1, Until: now.Add(time.Hour), Reason: "test", Now: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestAPollSessionRecordsNoTemporalHeartbeat(t *testing.T) {
 	})
 	h.inject(ilinksim.InjectRequest{Text: "beat"})
 	for range 2 { // a page, then an idle session whose long polls block
-		if _, err := runIn[PollResult](env, h.acts.PollAccount, PollInput{AccountKey: h.key, Generation: 1}); err != nil {
+		if _, err := runIn[actapi.PollResult](env, h.acts.PollAccount, actapi.PollInput{AccountKey: h.key, Generation: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -361,7 +362,7 @@ func TestAPollSessionRecordsNoTemporalHeartbeat(t *testing.T) {
 func TestNotifyStartAndStopReachIlinkAndFailuresAreIgnored(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	ref := AccountRef{AccountKey: h.key, Generation: 1}
+	ref := actapi.AccountRef{AccountKey: h.key, Generation: 1}
 	if err := runErr(h, h.acts.NotifyStart, ref); err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +379,7 @@ func TestNotifyStartAndStopReachIlinkAndFailuresAreIgnored(t *testing.T) {
 	if err := runErr(h, h.acts.NotifyStart, ref); err != nil {
 		t.Fatalf("a failed notify must be ignored: %v", err)
 	}
-	if err := runErr(h, h.acts.NotifyStop, AccountRef{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1}); err != nil {
+	if err := runErr(h, h.acts.NotifyStop, actapi.AccountRef{AccountKey: store.AccountKey("nobody@im.bot"), Generation: 1}); err != nil {
 		t.Fatalf("a notify for an unknown account must be ignored: %v", err)
 	}
 }

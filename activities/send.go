@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -33,9 +34,9 @@ const (
 // a send starts only when the bot's breaker is closed, Config.SendGap has passed since
 // its last send and no other send to the peer is in flight; otherwise the attempt stays
 // reserved and the activity waits for its turn. A store refusal (quota, expired or
-// retired window, invalid session, invalid content) is an answer (SendOutput.ErrorCode,
+// retired window, invalid session, invalid content) is an answer (actapi.SendOutput.ErrorCode,
 // nil error); only infrastructure failures are errors.
-func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
+func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.SendOutput, error) {
 	cfg := a.cfg()
 	ref := store.BySessionID(in.SessionID)
 	requestID := in.RequestID
@@ -176,7 +177,7 @@ func (a *Activities) classify(started store.Window, err error, res *ilink.SendRe
 // finish records a completion, even after the activity was cancelled, retrying a few
 // times on infrastructure errors. A completion refused because another execution already
 // completed the attempt returns the stored outcome.
-func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput, error) {
+func (a *Activities) finish(ctx context.Context, c store.Completion) (actapi.SendOutput, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		cctx, cancel := detached(ctx, 10*time.Second)
@@ -198,16 +199,16 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (SendOutput
 			return a.output(w, att, nil), nil
 		}
 	}
-	return SendOutput{}, storeErr("complete attempt", err)
+	return actapi.SendOutput{}, storeErr("complete attempt", err)
 }
 
 // release gives a pending attempt's reservation back with reason (which becomes its error
 // code) and answers with the released attempt; blocked is when the bot's breaker closes
 // (for a throttled release).
-func (a *Activities) release(ctx context.Context, att store.Attempt, reason string, blocked *time.Time) (SendOutput, error) {
+func (a *Activities) release(ctx context.Context, att store.Attempt, reason string, blocked *time.Time) (actapi.SendOutput, error) {
 	rel, err := a.Store.ReleaseSend(ctx, now(), att.AttemptID, reason)
 	if err != nil {
-		return SendOutput{}, storeErr("release attempt", err)
+		return actapi.SendOutput{}, storeErr("release attempt", err)
 	}
 	a.Metrics.Send(metrics.SendOutcome(rel.Attempt.Status, rel.Attempt.ErrorCode))
 	return a.output(rel.Window, rel.Attempt, blocked), nil
@@ -215,27 +216,27 @@ func (a *Activities) release(ctx context.Context, att store.Attempt, reason stri
 
 // releaseOr releases the attempt when err is a store refusal (answered with its code)
 // and returns infrastructure errors as they are (the attempt stays pending for a retry).
-func (a *Activities) releaseOr(ctx context.Context, att store.Attempt, op string, err error) (SendOutput, error) {
+func (a *Activities) releaseOr(ctx context.Context, att store.Attempt, op string, err error) (actapi.SendOutput, error) {
 	if store.IsRuleViolation(err) {
 		return a.release(ctx, att, string(store.CodeOf(err)), nil)
 	}
-	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
+	return actapi.SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
 
 // refusal answers (and counts) a store refusal before any attempt exists; infrastructure
 // errors are returned (retryable).
-func (a *Activities) refusal(op string, err error) (SendOutput, error) {
+func (a *Activities) refusal(op string, err error) (actapi.SendOutput, error) {
 	if store.IsRuleViolation(err) {
 		a.Metrics.Send(metrics.SendRefused)
-		return SendOutput{Status: vocab.AttemptFailed, ErrorCode: string(store.CodeOf(err))}, nil
+		return actapi.SendOutput{Status: vocab.AttemptFailed, ErrorCode: string(store.CodeOf(err))}, nil
 	}
-	return SendOutput{}, fmt.Errorf("%s: %w", op, err)
+	return actapi.SendOutput{}, fmt.Errorf("%s: %w", op, err)
 }
 
 // output describes an attempt with its window's quota and, for a throttled one, when the
 // bot's sends resume (blocked, when known).
-func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Time) SendOutput {
-	out := SendOutput{
+func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Time) actapi.SendOutput {
+	out := actapi.SendOutput{
 		AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID, Status: att.Status,
 		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: w.SendsLeft(),
 	}
@@ -247,11 +248,11 @@ func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Tim
 
 // itemOf builds the one iLink item of a send. Media items reference media already
 // uploaded to the CDN.
-func itemOf(c store.Content) ilink.Item {
+func itemOf(c vocab.Content) ilink.Item {
 	if c.Type == "text" {
 		return ilink.NewTextItem(c.Text)
 	}
-	var ref store.MediaRef
+	var ref vocab.MediaRef
 	if c.Media != nil {
 		ref = *c.Media
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -110,7 +111,7 @@ func TestARetryThatFindsItsAttemptSendingCompletesItUnknownWithoutSending(t *tes
 	h := newHarness(t)
 	_, ho := h.deliver("hello")
 	// An earlier execution reserved and started, then its worker died.
-	content := store.Content{Type: "text", Text: "crashed mid-send"}
+	content := vocab.Content{Type: "text", Text: "crashed mid-send"}
 	att, err := h.store.ReserveReply(h.ctx, time.Now(), store.ReplyInput{Session: store.BySessionID(ho.SessionID), Content: content, RequestID: "r1"})
 	if err != nil {
 		t.Fatal(err)
@@ -266,9 +267,9 @@ func TestHandOffOpensASessionAndDeliversItsTokenToTheHandlerOnly(t *testing.T) {
 	var got []Delivery
 	h.acts.Handler = handlerFunc(func(d Delivery) error { got = append(got, d); return nil })
 	h.inject(ilinksim.InjectRequest{Text: "hello agent"})
-	res := must[PollResult](t)(h.poll(false))
+	res := must[actapi.PollResult](t)(h.poll(false))
 	w := res.Opened[0]
-	ho, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+	ho, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
 	if err != nil || !ho.Delivered || ho.MessageKey != w.MessageKey || ho.SessionID == "" || !ho.SessionEnd.Equal(w.ExpiresAt) {
 		t.Fatalf("hand-off %+v %v", ho, err)
 	}
@@ -289,7 +290,7 @@ func TestHandOffOpensASessionAndDeliversItsTokenToTheHandlerOnly(t *testing.T) {
 		t.Fatalf("session by token: %+v %v", sess, err)
 	}
 	// A re-offer opens another session.
-	again, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 2})
+	again, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 2})
 	if err != nil || again.SessionID == ho.SessionID || len(got) != 2 || got[1].SessionToken.Equal(tok) {
 		t.Fatalf("re-offer %+v %v", again, err)
 	}
@@ -300,16 +301,16 @@ func TestHandOffHandlerFailureIsRetryableAndRefusalsAreNot(t *testing.T) {
 	h := newHarness(t)
 	h.acts.Handler = handlerFunc(func(Delivery) error { return fmt.Errorf("agent unreachable") })
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
-	res := must[PollResult](t)(h.poll(false))
-	_, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
+	res := must[actapi.PollResult](t)(h.poll(false))
+	_, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
 	wantRetryable(t, err)
 
 	h.acts.Handler = nil
-	ho, err := run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 2})
+	ho, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 2})
 	if err != nil || ho.Delivered || ho.SessionID == "" {
 		t.Fatalf("without a handler: %+v %v", ho, err)
 	}
-	_, err = run[HandOffOutput](h, h.acts.HandOff, HandOffInput{ReplyWindowID: 999999, Attempt: 1})
+	_, err = run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: 999999, Attempt: 1})
 	wantNonRetryable(t, err, string(vocab.CodeReplyWindowNotFound))
 }
 
@@ -341,9 +342,9 @@ func TestASendUnderTheSessionOfAnotherWindowIsRefusedBeforeAnythingIsWritten(t *
 	h := newHarness(t)
 	w1, _ := h.deliver("first")
 	w2, ho2 := h.deliver("second") // supersedes the first window
-	in := SendInput{SessionID: ho2.SessionID, RequestID: "r1", Content: store.Content{Type: "text", Text: "hi"},
+	in := actapi.SendInput{SessionID: ho2.SessionID, RequestID: "r1", Content: vocab.Content{Type: "text", Text: "hi"},
 		ReplyWindowID: w1.ReplyWindowID}
-	out, err := run[SendOutput](h, h.acts.Send, in)
+	out, err := run[actapi.SendOutput](h, h.acts.Send, in)
 	if err != nil || out.ErrorCode != string(vocab.CodeInvalidAgentSession) || out.AttemptID != "" {
 		t.Fatalf("session of window %d sent through window %d: %+v %v, want an invalid_agent_session refusal",
 			w2.ReplyWindowID, w1.ReplyWindowID, out, err)
@@ -352,7 +353,7 @@ func TestASendUnderTheSessionOfAnotherWindowIsRefusedBeforeAnythingIsWritten(t *
 		t.Fatalf("%d attempts, %d sendmessage calls: a refused send writes and sends nothing", n, h.requests("sendmessage"))
 	}
 	in.ReplyWindowID = w2.ReplyWindowID
-	if out, err := run[SendOutput](h, h.acts.Send, in); err != nil || out.Status != vocab.AttemptSent {
+	if out, err := run[actapi.SendOutput](h, h.acts.Send, in); err != nil || out.Status != vocab.AttemptSent {
 		t.Fatalf("session of its own window: %+v %v, want sent", out, err)
 	}
 }

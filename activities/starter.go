@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -29,7 +30,7 @@ type windowStarter struct {
 	// starting holds the windows whose offer or start is under way; true when the window
 	// was retired meanwhile (it is signalled right after its start).
 	starting map[int64]bool
-	failed   WindowsInput // what must be done by the workflow instead
+	failed   actapi.WindowsInput // what must be done by the workflow instead
 }
 
 func newWindowStarter(a *Activities) *windowStarter {
@@ -37,7 +38,7 @@ func newWindowStarter(a *Activities) *windowStarter {
 }
 
 // add starts the opened windows and retires the retired ones; ctx is the poll's.
-func (ws *windowStarter) add(ctx context.Context, opened []WindowRef, retired []int64) {
+func (ws *windowStarter) add(ctx context.Context, opened []actapi.WindowRef, retired []int64) {
 	ctx = context.WithoutCancel(ctx) // a committed window gets its workflow even if the poll ends
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -60,7 +61,7 @@ func (ws *windowStarter) add(ctx context.Context, opened []WindowRef, retired []
 }
 
 // start makes the first offer of a deliverable window, then starts its workflow.
-func (ws *windowStarter) start(ctx context.Context, ref WindowRef) {
+func (ws *windowStarter) start(ctx context.Context, ref actapi.WindowRef) {
 	defer ws.wg.Done()
 	var offer *wfapi.Offer
 	if ref.Deliverable {
@@ -112,7 +113,7 @@ func (ws *windowStarter) failures() bool {
 }
 
 // wait waits for the offers and starts under way and returns what failed.
-func (ws *windowStarter) wait() WindowsInput {
+func (ws *windowStarter) wait() actapi.WindowsInput {
 	ws.wg.Wait()
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -122,11 +123,11 @@ func (ws *windowStarter) wait() WindowsInput {
 // firstOffer hands a window's message off before its workflow exists. It returns nil
 // when the workflow must hand off itself: a retryable failure (its HandOff activity
 // retries with back-off) or a refusal (it learns the refusal and ends the offers).
-func (a *Activities) firstOffer(ctx context.Context, ref WindowRef) *wfapi.Offer {
-	out, err := a.HandOff(ctx, HandOffInput{ReplyWindowID: ref.ReplyWindowID, Attempt: 1})
+func (a *Activities) firstOffer(ctx context.Context, ref actapi.WindowRef) *wfapi.Offer {
+	out, err := a.HandOff(ctx, actapi.HandOffInput{ReplyWindowID: ref.ReplyWindowID, Attempt: 1})
 	if err != nil {
 		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == ErrTypeHandOffFailed {
+		if errors.As(err, &app) && app.Type() == actapi.ErrTypeHandOffFailed {
 			return &wfapi.Offer{MessageKey: ref.MessageKey, Failed: true}
 		}
 		a.log().Info("first hand-off from the poll did not succeed; the window's workflow hands off",

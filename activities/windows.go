@@ -11,17 +11,19 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // errNoTemporal is returned when an activity that starts or signals workflows runs
 // without a Temporal client.
 var errNoTemporal = temporal.NewNonRetryableApplicationError(
-	"activities: no Temporal client configured", ErrTypeInvalidInput, nil)
+	"activities: no Temporal client configured", actapi.ErrTypeInvalidInput, nil)
 
 // SyncWindows starts a ReplyWindow workflow for each opened window (idempotent) and
 // signals each retired one to end (a window without a workflow is ignored).
-func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
+func (a *Activities) SyncWindows(ctx context.Context, in actapi.WindowsInput) error {
 	if a.Temporal == nil {
 		return errNoTemporal
 	}
@@ -40,7 +42,7 @@ func (a *Activities) SyncWindows(ctx context.Context, in WindowsInput) error {
 
 // startWindow starts the ReplyWindow workflow of an opened window unless its id is taken;
 // offer is the first hand-off when it was already made (nil: the workflow makes it).
-func (a *Activities) startWindow(ctx context.Context, w WindowRef, offer *wfapi.Offer) error {
+func (a *Activities) startWindow(ctx context.Context, w actapi.WindowRef, offer *wfapi.Offer) error {
 	cfg := a.cfg()
 	id, err := a.Store.WindowWorkflowID(ctx, w.ReplyWindowID)
 	if err != nil {
@@ -53,7 +55,7 @@ func (a *Activities) startWindow(ctx context.Context, w WindowRef, offer *wfapi.
 // WindowInput is the one ReplyWindow input of a window: the poll, the poller's
 // SyncWindows and the start-up reconcile all start windows with it. defaultMaxSends is
 // the quota of a reference recorded without one (older workers' histories).
-func WindowInput(w WindowRef, reofferAfter time.Duration, defaultMaxSends int32, offer *wfapi.Offer) wfapi.WindowInput {
+func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, defaultMaxSends int32, offer *wfapi.Offer) wfapi.WindowInput {
 	maxSends := w.MaxSends
 	if maxSends <= 0 {
 		maxSends = defaultMaxSends
@@ -103,7 +105,7 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 	}
 	if id == "" {
 		return 0, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), ErrTypeInvalidInput, nil)
+			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), actapi.ErrTypeInvalidInput, nil)
 	}
 	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    id,
@@ -151,28 +153,19 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// GetWindowState reads a window's stored state.
-func (a *Activities) GetWindowState(ctx context.Context, windowID int64) (WindowState, error) {
-	w, err := a.Store.GetWindow(ctx, windowID)
-	if err != nil {
-		return WindowState{}, storeErr("get window", err)
-	}
-	return WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
-}
-
 // ExpireWindow retires a window whose expiry passed (idempotent).
-func (a *Activities) ExpireWindow(ctx context.Context, in ExpireInput) (WindowState, error) {
+func (a *Activities) ExpireWindow(ctx context.Context, in actapi.ExpireInput) (actapi.WindowState, error) {
 	w, err := a.Store.ExpireWindow(ctx, nowOr(in.Now), in.ReplyWindowID)
 	if err != nil {
-		return WindowState{}, storeErr("expire window", err)
+		return actapi.WindowState{}, storeErr("expire window", err)
 	}
-	return WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
+	return actapi.WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
 }
 
 // StartPoller starts the AccountPoller of an account generation, or tells the running one
 // to rotate to it: a poller still running under its legacy id is signalled, otherwise
 // signal-with-start under the installation's id (the rule of wfapi.Installation.PollerIDs).
-func (a *Activities) StartPoller(ctx context.Context, in AccountRef) error {
+func (a *Activities) StartPoller(ctx context.Context, in actapi.AccountRef) error {
 	if a.Temporal == nil {
 		return errNoTemporal
 	}
@@ -258,4 +251,10 @@ func RunningPoller(ctx context.Context, tc client.Client, inst wfapi.Installatio
 		}
 	}
 	return "", "", nil
+}
+
+// WindowRefOf is the reference of an open window as the store describes it.
+func WindowRefOf(o store.OpenedWindow) actapi.WindowRef {
+	return actapi.WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey,
+		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed}
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -21,27 +22,27 @@ func TestAccountStatusActivitiesUseTheWorkflowsTime(t *testing.T) {
 	h.deliver("hello")
 	wfNow := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
 	until := wfNow.Add(time.Hour)
-	if err := runErr(h, h.acts.PauseAccount, PauseInput{AccountKey: h.key, Generation: 1, Until: until, Reason: "stale", Now: wfNow}); err != nil {
+	if err := runErr(h, h.acts.PauseAccount, actapi.PauseInput{AccountKey: h.key, Generation: 1, Until: until, Reason: "stale", Now: wfNow}); err != nil {
 		t.Fatal(err)
 	}
 	acct := h.account()
 	if acct.Status != vocab.AccountPaused || !acct.PauseUntil.Equal(until) || !acct.UpdatedAt.Equal(wfNow) {
 		t.Fatalf("paused account %+v", acct)
 	}
-	if err := runErr(h, h.acts.ResumeAccount, StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow}); err != nil {
+	if err := runErr(h, h.acts.ResumeAccount, actapi.StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow}); err != nil {
 		t.Fatal(err)
 	}
 	if acct := h.account(); acct.Status != vocab.AccountActive {
 		t.Fatalf("resumed account %+v", acct)
 	}
-	out, err := run[StatusOutput](h, h.acts.MarkNeedsRelogin, StatusInput{AccountKey: h.key, Generation: 1, Reason: "-14 twice", Now: wfNow})
+	out, err := run[actapi.StatusOutput](h, h.acts.MarkNeedsRelogin, actapi.StatusInput{AccountKey: h.key, Generation: 1, Reason: "-14 twice", Now: wfNow})
 	if err != nil || out.Status != vocab.AccountNeedsRelogin || len(out.CancelledWindowIDs) != 1 {
 		t.Fatalf("needs relogin %+v %v", out, err)
 	}
 	// Rule violations are not retried.
-	err = runErr(h, h.acts.PauseAccount, PauseInput{AccountKey: h.key, Generation: 1, Until: wfNow.Add(-time.Second), Now: wfNow})
+	err = runErr(h, h.acts.PauseAccount, actapi.PauseInput{AccountKey: h.key, Generation: 1, Until: wfNow.Add(-time.Second), Now: wfNow})
 	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
-	err = runErr(h, h.acts.ResumeAccount, StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow})
+	err = runErr(h, h.acts.ResumeAccount, actapi.StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow})
 	wantNonRetryable(t, err, string(vocab.CodeAccountNotActive))
 }
 
@@ -49,19 +50,19 @@ func TestWindowStateAndExpiry(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	w, _ := h.deliver("hello")
-	st, err := run[WindowState](h, h.acts.GetWindowState, w.ReplyWindowID)
-	if err != nil || st.State != vocab.WindowOpen || st.SendsLeft != 10 || !st.ExpiresAt.Equal(w.ExpiresAt) {
-		t.Fatalf("state %+v %v", st, err)
+	stored, err := h.store.GetWindow(h.ctx, w.ReplyWindowID)
+	if err != nil || stored.State != vocab.WindowOpen || stored.SendsLeft() != vocab.DefaultMaxSends {
+		t.Fatalf("stored window %+v %v", stored, err)
 	}
-	_, err = run[WindowState](h, h.acts.ExpireWindow, ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: time.Now()})
+	_, err = run[actapi.WindowState](h, h.acts.ExpireWindow, actapi.ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: time.Now()})
 	wantNonRetryable(t, err, string(vocab.CodeInvalidInput)) // not yet
 	for i := 0; i < 2; i++ {
-		st, err = run[WindowState](h, h.acts.ExpireWindow, ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: w.ExpiresAt})
+		st, err := run[actapi.WindowState](h, h.acts.ExpireWindow, actapi.ExpireInput{ReplyWindowID: w.ReplyWindowID, Now: w.ExpiresAt})
 		if err != nil || st.State != vocab.WindowExpired || st.SendsLeft != 0 {
 			t.Fatalf("expire #%d: %+v %v", i, st, err)
 		}
 	}
-	_, err = run[WindowState](h, h.acts.GetWindowState, int64(987654))
+	_, err = run[actapi.WindowState](h, h.acts.ExpireWindow, actapi.ExpireInput{ReplyWindowID: 987654, Now: w.ExpiresAt})
 	wantNonRetryable(t, err, string(vocab.CodeReplyWindowNotFound))
 }
 
@@ -72,7 +73,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	c := &mocks.Client{}
 	h.acts.Temporal = c
 	exp := time.Now().Add(24 * time.Hour)
-	opened := []WindowRef{
+	opened := []actapi.WindowRef{
 		{ReplyWindowID: 1, AccountKey: h.key, MessageKey: "im_1", ExpiresAt: exp, Deliverable: true},
 		{ReplyWindowID: 2, AccountKey: h.key, MessageKey: "im_2", ExpiresAt: exp},
 	}
@@ -99,7 +100,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 3), "", wfapi.SignalRetired, nil).Return(nil).Once()
 	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 4), "", wfapi.SignalRetired, nil).
 		Return(serviceerror.NewNotFound("gone")).Once()
-	if err := runErr(h, h.acts.SyncWindows, WindowsInput{Opened: opened, Retired: []int64{3, 4}}); err != nil {
+	if err := runErr(h, h.acts.SyncWindows, actapi.WindowsInput{Opened: opened, Retired: []int64{3, 4}}); err != nil {
 		t.Fatal(err)
 	}
 	c.AssertExpectations(t)
@@ -109,7 +110,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	h.acts.Temporal = c2
 	c2.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 5), "", wfapi.SignalRetired, nil).
 		Return(serviceerror.NewUnavailable("down")).Once()
-	wantRetryable(t, runErr(h, h.acts.SyncWindows, WindowsInput{Retired: []int64{5}}))
+	wantRetryable(t, runErr(h, h.acts.SyncWindows, actapi.WindowsInput{Retired: []int64{5}}))
 }
 
 func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.T) {
@@ -124,7 +125,7 @@ func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.
 	c.On("SignalWithStartWorkflow", mock.Anything, id, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
 		client.StartWorkflowOptions{ID: id, TaskQueue: "custom-queue"}, wfapi.AccountPollerWorkflow,
 		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
-	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
+	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
 	// A fresh installation never looks at legacy poller ids.
@@ -163,7 +164,7 @@ func TestAPollerRunningUnderItsLegacyIDIsSignalledInsteadOfStartingASecondOne(t 
 
 	// The legacy poller runs: it is told the generation, nothing is started.
 	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalRotate, wfapi.RotateSignal{Generation: 2}).Return(nil).Once()
-	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 2}); err != nil {
+	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 2}); err != nil {
 		t.Fatal(err)
 	}
 	c.AssertExpectations(t)
@@ -176,7 +177,7 @@ func TestAPollerRunningUnderItsLegacyIDIsSignalledInsteadOfStartingASecondOne(t 
 	c.On("SignalWithStartWorkflow", mock.Anything, current, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
 		client.StartWorkflowOptions{ID: current, TaskQueue: wfapi.DefaultTaskQueue}, wfapi.AccountPollerWorkflow,
 		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
-	if err := runErr(h, h.acts.StartPoller, AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
+	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
 	c.AssertExpectations(t)
@@ -202,7 +203,7 @@ func TestARetiredWindowOpenedBeforeInstallationIDsIsSignalledUnderItsLegacyID(t 
 	h.acts.Temporal = c
 	c.On("SignalWorkflow", mock.Anything, wfapi.LegacyReplyWindowID(5), "", wfapi.SignalRetired, nil).Return(nil).Once()
 	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 6), "", wfapi.SignalRetired, nil).Return(nil).Once()
-	if err := runErr(h, h.acts.SyncWindows, WindowsInput{Retired: []int64{5, 6}}); err != nil {
+	if err := runErr(h, h.acts.SyncWindows, actapi.WindowsInput{Retired: []int64{5, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	c.AssertExpectations(t)

@@ -50,7 +50,7 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 	if _, _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: legacyWindow, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := stA.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: "on my way"}})
+	pending, err := stA.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: "on my way"}})
 	if err != nil || pending.Status != vocab.AttemptPending {
 		t.Fatalf("reserve: %+v %v", pending, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -264,7 +265,7 @@ func ensurePoller(ctx context.Context, tc client.Client, inst wfapi.Installation
 	if err != nil {
 		return false, err
 	}
-	if err := acts.StartPoller(ctx, activities.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
+	if err := acts.StartPoller(ctx, actapi.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
 		return false, err
 	}
 	if id == "" {

@@ -54,7 +54,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	if _, _, err := st.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: open, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: "on my way"}})
+	pending, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: "on my way"}})
 	if err != nil || pending.Status != vocab.AttemptPending {
 		t.Fatalf("reserve: %+v %v", pending, err)
 	}
@@ -142,7 +142,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	// window whose workflow runs is that workflow's to resume: it is left alone.
 	reserve := func(text string) store.Attempt {
 		t.Helper()
-		att, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "text", Text: text}})
+		att, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: text}})
 		if err != nil || att.Status != vocab.AttemptPending {
 			t.Fatalf("reserve: %+v %v", att, err)
 		}

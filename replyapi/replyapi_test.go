@@ -384,7 +384,7 @@ func TestAnIdempotencyKeyReusedForOtherTextIsAConflict(t *testing.T) {
 	r := newRig()
 	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: vocab.AttemptSent}
 	r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {
-		Attempt: store.Attempt{AttemptID: "sa_1", Status: vocab.AttemptSent, Content: store.Content{Type: "text", Text: "first"}}}}
+		Attempt: store.Attempt{AttemptID: "sa_1", Status: vocab.AttemptSent, Content: vocab.Content{Type: "text", Text: "first"}}}}
 	if w := r.post(t, "/v1/reply", `{"type":"text","text":"first"}`, "Idempotency-Key", "k1"); w.Code != http.StatusOK {
 		t.Fatalf("the same reply again: %d %s", w.Code, w.Body.String())
 	}
@@ -400,7 +400,7 @@ func TestARepeatAfterTheWindowEndedAnswersTheFirstOutcome(t *testing.T) {
 		r.st.validate = &store.Error{Code: refusal, Msg: "window ended"}
 		r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {
 			Attempt: store.Attempt{AttemptID: "sa_1", ClientMessageID: "c1", Status: vocab.AttemptSent, ProviderMessageID: "p1",
-				Content: store.Content{Type: "text", Text: "answer"}}}}
+				Content: vocab.Content{Type: "text", Text: "answer"}}}}
 		w := r.post(t, "/v1/reply", `{"type":"text","text":"answer"}`, "Idempotency-Key", "k1")
 		var out replyapi.ReplyResponse
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &out) != nil || out.AttemptID != "sa_1" || out.Status != vocab.AttemptSent {

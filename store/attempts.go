@@ -20,7 +20,7 @@ import (
 // ReplyInput is an agent's reply: one item sent through the window of its session.
 type ReplyInput struct {
 	Session SessionRef
-	Content Content
+	Content vocab.Content
 	// Metadata is free-form JSON-encodable data kept with the attempt (at most 8 KiB).
 	Metadata map[string]any
 	// RequestID, when set, makes the reservation idempotent: a retry with the same id finds
@@ -45,7 +45,7 @@ type preparedContent struct {
 }
 
 // validateContent checks one outbound item before anything is reserved.
-func (s *Store) validateContent(c Content, metadata map[string]any) (preparedContent, error) {
+func (s *Store) validateContent(c vocab.Content, metadata map[string]any) (preparedContent, error) {
 	switch c.Type {
 	case "text":
 		if c.Text == "" || c.Media != nil {
@@ -740,7 +740,7 @@ func (s *Store) recoverPending(ctx context.Context, now time.Time, only map[int6
 // SystemSendInput is a notice the gateway itself sends inside a window.
 type SystemSendInput struct {
 	MessageKey string
-	Content    Content
+	Content    vocab.Content
 	Metadata   map[string]any
 }
 

@@ -378,7 +378,7 @@ func TestTextOver16KiBIsRefusedBeforeReservation(t *testing.T) {
 	wantCode(t, err, vocab.CodeInvalidInput)
 	_, err = e.store.PrepareReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024+1)))
 	wantCode(t, err, vocab.CodeInvalidInput)
-	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(tok), Content: store.Content{Type: "voice"}})
+	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "voice"}})
 	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024))); err != nil {

@@ -120,7 +120,7 @@ func (e *env) deliver(b *bot, text string) (store.PageResult, sealing.Secret) {
 	return res, tok
 }
 
-func text(s string) store.Content { return store.Content{Type: "text", Text: s} }
+func text(s string) vocab.Content { return vocab.Content{Type: "text", Text: s} }
 
 // count runs a COUNT(*) query in the test's schema.
 func (e *env) count(query string, args ...any) int {

@@ -161,7 +161,7 @@ type Attempt struct {
 	SendIndex         int32
 	WindowSendIndex   int32
 	Source            string
-	Content           Content
+	Content           vocab.Content
 	Metadata          json.RawMessage
 	Fingerprint       string
 	Status            string
@@ -189,25 +189,6 @@ func attemptFrom(r dbq.SendAttempt) (Attempt, error) {
 		return Attempt{}, fail(vocab.CodeInternal, "stored payload of attempt %s does not decode", r.AttemptID)
 	}
 	return a, nil
-}
-
-// Content is what one send transmits: exactly one iLink item.
-type Content struct {
-	// Type is text, image, file or video.
-	Type string `json:"type"`
-	// Text is the text of a text item.
-	Text string `json:"text,omitempty"`
-	// Media references uploaded media for image, file and video items.
-	Media *MediaRef `json:"media,omitempty"`
-}
-
-// MediaRef references media already uploaded to the iLink CDN.
-type MediaRef struct {
-	// EncryptQueryParam is the CDN download reference (the upload's x-encrypted-param).
-	EncryptQueryParam string `json:"encrypt_query_param"`
-	// FileName and Size describe a file item.
-	FileName string `json:"file_name,omitempty"`
-	Size     int64  `json:"size,omitempty"`
 }
 
 // Session is an agent session: the capability an agent uses to reply to one message.

@@ -150,3 +150,22 @@ const (
 // DefaultDatabaseURL is the database used when DATABASE_URL is unset: the local server's
 // test database, for a first run and the tests.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Content is what one send transmits: exactly one iLink item.
+type Content struct {
+	// Type is text, image, file or video.
+	Type string `json:"type"`
+	// Text is the text of a text item.
+	Text string `json:"text,omitempty"`
+	// Media references uploaded media for image, file and video items.
+	Media *MediaRef `json:"media,omitempty"`
+}
+
+// MediaRef references media already uploaded to the iLink CDN.
+type MediaRef struct {
+	// EncryptQueryParam is the CDN download reference (the upload's x-encrypted-param).
+	EncryptQueryParam string `json:"encrypt_query_param"`
+	// FileName and Size describe a file item.
+	FileName string `json:"file_name,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+}

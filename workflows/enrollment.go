@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -44,13 +44,13 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 	}); err != nil {
 		return e.st, err
 	}
-	if err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.CreateOffer, activities.OfferInput{
+	if err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.CreateOffer, actapi.OfferInput{
 		OfferID: in.OfferID, RequestedBy: in.RequestedBy, ExpiresAt: e.deadline, Now: workflow.Now(ctx),
 	}).Get(ctx, nil); err != nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 	}
-	var qr activities.QRCodeOutput
-	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), acts.FetchQRCode, in.OfferID).Get(ctx, &qr); err != nil {
+	var qr actapi.QRCodeOutput
+	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.FetchQRCode, in.OfferID).Get(ctx, &qr); err != nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 	}
 	e.qrcode, e.st.QRContent, e.st.Status = qr.QRCode, qr.QRContent, vocab.EnrollmentWaiting
@@ -63,8 +63,8 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		if !workflow.Now(ctx).Before(e.deadline) {
 			return e.finish(ctx, vocab.EnrollmentExpired, "")
 		}
-		var res activities.QRPollOutput
-		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), acts.PollQRStatus, activities.QRPollInput{
+		var res actapi.QRPollOutput
+		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.PollQRStatus, actapi.QRPollInput{
 			OfferID: in.OfferID, QRCode: e.qrcode, Host: e.st.Host, VerifyCode: code, Now: workflow.Now(ctx),
 		}).Get(ctx, &res)
 		code = ""
@@ -118,23 +118,23 @@ func (e *enrollment) waitFor(ctx workflow.Context, d time.Duration, ch workflow.
 	return ok
 }
 
-func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (wfapi.EnrollmentState, error) {
+func (e *enrollment) confirmed(ctx workflow.Context, c *actapi.Confirmed) (wfapi.EnrollmentState, error) {
 	if c == nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, "confirmation without an account")
 	}
 	e.st.AccountKey, e.st.Generation, e.st.Replaced = c.AccountKey, c.Generation, c.ReplacedAccountKeys
 	sctx := withOptions(ctx, storeOptions)
 	if len(c.ReplacedAccountKeys) > 0 {
-		if err := workflow.ExecuteActivity(sctx, acts.StopPollers, c.ReplacedAccountKeys).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(sctx, actapi.StopPollers, c.ReplacedAccountKeys).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("stopping replaced pollers failed", "error", err)
 		}
 	}
 	if len(c.CancelledWindowIDs) > 0 {
-		if err := workflow.ExecuteActivity(sctx, acts.SyncWindows, activities.WindowsInput{Retired: c.CancelledWindowIDs}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(sctx, actapi.SyncWindows, actapi.WindowsInput{Retired: c.CancelledWindowIDs}).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("retiring cancelled windows failed", "error", err)
 		}
 	}
-	if err := workflow.ExecuteActivity(sctx, acts.StartPoller, activities.AccountRef{
+	if err := workflow.ExecuteActivity(sctx, actapi.StartPoller, actapi.AccountRef{
 		AccountKey: c.AccountKey, Generation: c.Generation,
 	}).Get(ctx, nil); err != nil {
 		e.st.Status, e.st.Error = vocab.EnrollmentConfirmed, "poller not started: "+err.Error()
@@ -147,8 +147,8 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (w
 // finish ends an unconfirmed enrollment: its offer is closed.
 func (e *enrollment) finish(ctx workflow.Context, status, msg string) (wfapi.EnrollmentState, error) {
 	e.st.Status, e.st.Error, e.st.NeedsCode = status, msg, false
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.CloseOffer,
-		activities.CloseOfferInput{OfferID: e.in.OfferID, Now: workflow.Now(ctx)}).Get(ctx, nil)
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.CloseOffer,
+		actapi.CloseOfferInput{OfferID: e.in.OfferID, Now: workflow.Now(ctx)}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("closing the offer failed", "offer", e.in.OfferID, "error", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/ilink"
@@ -42,8 +43,8 @@ type rig struct {
 	env   *testsuite.TestWorkflowEnvironment
 
 	mu      sync.Mutex
-	synced  []activities.WindowsInput
-	started []activities.AccountRef
+	synced  []actapi.WindowsInput
+	started []actapi.AccountRef
 	stopped []string
 }
 
@@ -85,13 +86,13 @@ func (r *rig) resetEnv() {
 	r.env.SetTestTimeout(2 * time.Minute)
 	workflows.Register(r.env)
 	r.env.RegisterActivity(r.acts)
-	r.env.OnActivity(r.acts.SyncWindows, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.WindowsInput) error {
+	r.env.OnActivity(r.acts.SyncWindows, mock.Anything, mock.Anything).Return(func(_ context.Context, in actapi.WindowsInput) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.synced = append(r.synced, in)
 		return nil
 	})
-	r.env.OnActivity(r.acts.StartPoller, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.AccountRef) error {
+	r.env.OnActivity(r.acts.StartPoller, mock.Anything, mock.Anything).Return(func(_ context.Context, in actapi.AccountRef) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.started = append(r.started, in)
@@ -127,7 +128,7 @@ func (r *rig) bot() simBot {
 }
 
 // deliver injects a user message and commits it by running one poll activity.
-func (r *rig) deliver(b simBot, text string) activities.WindowRef {
+func (r *rig) deliver(b simBot, text string) actapi.WindowRef {
 	r.t.Helper()
 	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", text); err != nil {
 		r.t.Fatal(err)
@@ -135,11 +136,11 @@ func (r *rig) deliver(b simBot, text string) activities.WindowRef {
 	var suite testsuite.WorkflowTestSuite
 	aenv := suite.NewTestActivityEnvironment()
 	aenv.RegisterActivity(r.acts)
-	v, err := aenv.ExecuteActivity(r.acts.PollAccount, activities.PollInput{AccountKey: b.key, Generation: 1})
+	v, err := aenv.ExecuteActivity(r.acts.PollAccount, actapi.PollInput{AccountKey: b.key, Generation: 1})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var res activities.PollResult
+	var res actapi.PollResult
 	if err := v.Get(&res); err != nil {
 		r.t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func (r *rig) deliver(b simBot, text string) activities.WindowRef {
 	return res.Opened[0]
 }
 
-func windowInput(w activities.WindowRef, limits store.Limits) wfapi.WindowInput {
+func windowInput(w actapi.WindowRef, limits store.Limits) wfapi.WindowInput {
 	return wfapi.WindowInput{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
 		ExpiresAt: w.ExpiresAt, MaxSends: limits.MaxSends, Deliverable: w.Deliverable}
 }

@@ -5,12 +5,10 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
-
-var acts *activities.Activities // method values name the activities; never called here
 
 func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
 	if c.StalePause <= 0 {
@@ -65,14 +63,14 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 		return err
 	}
 	if in.Loops == 0 && !in.Stopped && in.PausedUntil == nil {
-		p.notify(ctx, acts.NotifyStart)
+		p.notify(ctx, actapi.NotifyStart)
 	}
 	for {
 		p.drain()
 		p.followStore(ctx)
 		if p.in.Stopped {
 			p.status = "stopped"
-			p.notify(ctx, acts.NotifyStop)
+			p.notify(ctx, actapi.NotifyStop)
 			return nil
 		}
 		if p.in.PausedUntil != nil {
@@ -111,9 +109,9 @@ func (p *poller) followStore(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, "operator-commands-follow-the-store", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
-	var st activities.AccountState
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ReadAccountState,
-		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
+	var st actapi.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
+		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
 	switch {
 	case err != nil:
 		workflow.GetLogger(ctx).Warn("reading the account after an operator command failed; acting on the signals",
@@ -172,7 +170,7 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 	if !sleepOrSignal(ctx, p.in.PausedUntil.Sub(workflow.Now(ctx)), p.rotate, p.pause, p.resume, p.stop) {
 		return false
 	}
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ResumeAccount, activities.StatusInput{
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ResumeAccount, actapi.StatusInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "pause ended", Now: workflow.Now(ctx),
 	}).Get(ctx, nil)
 	if err != nil {
@@ -206,7 +204,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		}
 	}
 	if (len(res.Opened) > 0 || len(res.Retired) > 0) && !res.Synced {
-		if err := p.syncWindows(ctx, activities.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
+		if err := p.syncWindows(ctx, actapi.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
 			return err
 		}
 	}
@@ -247,9 +245,9 @@ func (p *poller) adoptRotation(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, "poller-adopts-a-rotation-seen-by-its-poll", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
-	var st activities.AccountState
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ReadAccountState,
-		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
+	var st actapi.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
+		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
 	if err != nil || st.Generation <= p.in.Generation || st.Status != vocab.AccountActive {
 		return
 	}
@@ -263,7 +261,7 @@ func (p *poller) adoptRotation(ctx workflow.Context) {
 // abandoned (lost) and the caller schedules a new one, which takes the lease. Operator
 // signals arriving meanwhile are applied at once, so the state query reflects them; the
 // activity itself learns of a pause or removal from the store.
-func (p *poller) runPoll(ctx workflow.Context) (res activities.PollResult, lost bool, err error) {
+func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, lost bool, err error) {
 	epoch := workflow.Now(ctx).UnixNano()
 	if epoch <= p.lastEpoch {
 		epoch = p.lastEpoch + 1
@@ -271,7 +269,7 @@ func (p *poller) runPoll(ctx workflow.Context) (res activities.PollResult, lost 
 	p.lastEpoch = epoch
 	actx, cancel := workflow.WithCancel(withOptions(ctx, pollOptions))
 	defer cancel()
-	fut := workflow.ExecuteActivity(actx, acts.PollAccount, activities.PollInput{
+	fut := workflow.ExecuteActivity(actx, actapi.PollAccount, actapi.PollInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,
 	})
 	done := false
@@ -304,15 +302,15 @@ func (p *poller) runPoll(ctx workflow.Context) (res activities.PollResult, lost 
 func (p *poller) onStaleToken(ctx workflow.Context) error {
 	now := workflow.Now(ctx)
 	if p.in.StaleProbe {
-		var out activities.StatusOutput
-		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.MarkNeedsRelogin, activities.StatusInput{
+		var out actapi.StatusOutput
+		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.MarkNeedsRelogin, actapi.StatusInput{
 			AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "bot token stale (-14) after the pause", Now: now,
 		}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Error("mark needs_relogin failed", "account", p.in.AccountKey, "error", err)
 		}
 		if len(out.CancelledWindowIDs) > 0 {
-			if err := p.syncWindows(ctx, activities.WindowsInput{Retired: out.CancelledWindowIDs}); err != nil {
+			if err := p.syncWindows(ctx, actapi.WindowsInput{Retired: out.CancelledWindowIDs}); err != nil {
 				return err
 			}
 		}
@@ -320,7 +318,7 @@ func (p *poller) onStaleToken(ctx workflow.Context) error {
 		return nil
 	}
 	until := now.Add(p.in.Config.StalePause)
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.PauseAccount, activities.PauseInput{
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.PauseAccount, actapi.PauseInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Until: until, Reason: "bot token stale (-14)", Now: now,
 	}).Get(ctx, nil)
 	if err != nil {
@@ -332,14 +330,14 @@ func (p *poller) onStaleToken(ctx workflow.Context) error {
 	return nil
 }
 
-func (p *poller) syncWindows(ctx workflow.Context, in activities.WindowsInput) error {
-	return workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.SyncWindows, in).Get(ctx, nil)
+func (p *poller) syncWindows(ctx workflow.Context, in actapi.WindowsInput) error {
+	return workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.SyncWindows, in).Get(ctx, nil)
 }
 
 // notify calls NotifyStart or NotifyStop; their failures are logged, never fatal.
 func (p *poller) notify(ctx workflow.Context, activity any) {
 	err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), activity,
-		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, nil)
+		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("notify failed", "account", p.in.AccountKey, "error", err)
 	}

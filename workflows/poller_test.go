@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -245,7 +245,7 @@ func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
 		if info.ActivityType.Name != "PollAccount" {
 			return
 		}
-		var in activities.PollInput
+		var in actapi.PollInput
 		if err := args.Get(&in); err != nil {
 			t.Error(err)
 			return

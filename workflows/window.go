@@ -9,8 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/activities"
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -104,9 +103,9 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 			}
 			continue
 		}
-		var st activities.WindowState
-		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.ExpireWindow,
-			activities.ExpireInput{ReplyWindowID: in.ReplyWindowID, Now: workflow.Now(ctx)}).Get(ctx, &st)
+		var st actapi.WindowState
+		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ExpireWindow,
+			actapi.ExpireInput{ReplyWindowID: in.ReplyWindowID, Now: workflow.Now(ctx)}).Get(ctx, &st)
 		switch {
 		case err != nil:
 			// The store refused because our clock is behind its expiry: wait a little more.
@@ -142,9 +141,9 @@ func (w *window) reofferPending() bool {
 func (w *window) handOff(ctx workflow.Context) {
 	w.offers++
 	attempt := w.offers
-	var out activities.HandOffOutput
-	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), acts.HandOff,
-		activities.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
+	var out actapi.HandOffOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), actapi.HandOff,
+		actapi.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
 	w.offered = workflow.Now(ctx)
 	w.took(ctx, attempt, out, err)
 }
@@ -158,20 +157,20 @@ func (w *window) firstOffer(ctx workflow.Context, o wfapi.Offer) {
 		workflow.GetLogger(ctx).Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", 1)
 		return
 	}
-	w.took(ctx, 1, activities.HandOffOutput{SessionID: o.SessionID, MessageKey: o.MessageKey,
+	w.took(ctx, 1, actapi.HandOffOutput{SessionID: o.SessionID, MessageKey: o.MessageKey,
 		Delivered: o.Delivered, Replies: o.Replies, Handled: o.Handled}, nil)
 }
 
 // took applies the outcome of a hand-off: on success it sends the replies the handler
 // answered with and marks the message handled when the answer says so.
-func (w *window) took(ctx workflow.Context, attempt int, out activities.HandOffOutput, err error) {
+func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutput, err error) {
 	log := workflow.GetLogger(ctx)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.NonRetryable() {
 			w.reoffer = false
 			switch app.Type() {
-			case activities.ErrTypeHandOffFailed:
+			case actapi.ErrTypeHandOffFailed:
 				w.verdict = vocab.MessageFailed
 				log.Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
 			case string(vocab.CodeAttemptConflict):
@@ -256,13 +255,13 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
-	in := activities.SendInput{SessionID: w.in.SessionID, RequestID: req.RequestID,
-		Content: store.Content{Type: req.Type, Text: req.Text}}
+	in := actapi.SendInput{SessionID: w.in.SessionID, RequestID: req.RequestID,
+		Content: vocab.Content{Type: req.Type, Text: req.Text}}
 	if req.SessionID != "" && req.SessionID != w.in.SessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
 	var out wfapi.SendResult
-	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), acts.Send, in).Get(ctx, &out)
+	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &out)
 	if err != nil {
 		return wfapi.SendResult{}, err
 	}
@@ -317,9 +316,9 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 	if w.verdict != "" && w.verdict != status { // decided while waiting
 		return wfapi.FinishResult{}, refusal(vocab.CodeAttemptConflict, "message is already %s", w.verdict)
 	}
-	var out activities.FinishOutput
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.FinishMessage,
-		activities.FinishInput{MessageKey: w.in.MessageKey, Status: status, Reason: reason}).Get(ctx, &out)
+	var out actapi.FinishOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.FinishMessage,
+		actapi.FinishInput{MessageKey: w.in.MessageKey, Status: status, Reason: reason}).Get(ctx, &out)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() != "" {

@@ -1,9 +1,14 @@
-package activities
+// Package actapi is the contract between the workflows and the activities: the name of
+// every activity, their inputs and outputs, and the types of the errors a workflow
+// branches on. It imports no database or network package, so the workflows (which
+// schedule activities by these names) stay free of them; package activities implements
+// each name as a method of *activities.Activities.
+package actapi
 
 import (
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -42,12 +47,6 @@ type WindowRef struct {
 	// quota); SendsUsed what of it is already reserved or transmitted.
 	MaxSends  int32 `json:",omitempty"`
 	SendsUsed int32 `json:",omitempty"`
-}
-
-// WindowRefOf is the reference of an open window as the store describes it.
-func WindowRefOf(o store.OpenedWindow) WindowRef {
-	return WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey,
-		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed}
 }
 
 // PollResult is what one PollAccount activity found. The activity keeps polling across
@@ -154,7 +153,7 @@ type FinishOutput struct {
 type SendInput struct {
 	SessionID string
 	RequestID string
-	Content   store.Content
+	Content   vocab.Content
 	// ReplyWindowID, when set, is the window the session must belong to (checked before
 	// anything is written).
 	ReplyWindowID int64
@@ -225,3 +224,43 @@ type CloseOfferInput struct {
 	OfferID string
 	Now     time.Time
 }
+
+// Error types of the non-retryable application errors the activities raise besides the
+// store codes (which are used as they are).
+const (
+	// ErrTypeInvalidInput: an activity input that can never succeed.
+	ErrTypeInvalidInput = string(vocab.CodeInvalidInput)
+	// ErrTypeUpstream: an iLink call failed in a way a retry cannot fix.
+	ErrTypeUpstream = "upstream"
+	// ErrTypeHandOffFailed: HandOff's handler failed permanently (a
+	// *handoff.PermanentError); the message was marked failed.
+	ErrTypeHandOffFailed = "handoff_failed"
+)
+
+// The activities, by the name a workflow schedules them with (each the name of a method
+// of *activities.Activities).
+const (
+	PollAccount      = "PollAccount"
+	ReadAccountState = "ReadAccountState"
+	PauseAccount     = "PauseAccount"
+	ResumeAccount    = "ResumeAccount"
+	MarkNeedsRelogin = "MarkNeedsRelogin"
+	SyncWindows      = "SyncWindows"
+	StartPoller      = "StartPoller"
+	StopPollers      = "StopPollers"
+	NotifyStart      = "NotifyStart"
+	NotifyStop       = "NotifyStop"
+	HandOff          = "HandOff"
+	FinishMessage    = "FinishMessage"
+	Send             = "Send"
+	ExpireWindow     = "ExpireWindow"
+	CreateOffer      = "CreateOffer"
+	FetchQRCode      = "FetchQRCode"
+	PollQRStatus     = "PollQRStatus"
+	CloseOffer       = "CloseOffer"
+)
+
+// Names lists every activity name above.
+var Names = []string{PollAccount, ReadAccountState, PauseAccount, ResumeAccount, MarkNeedsRelogin, SyncWindows,
+	StartPoller, StopPollers, NotifyStart, NotifyStop, HandOff, FinishMessage, Send, ExpireWindow, CreateOffer,
+	FetchQRCode, PollQRStatus, CloseOffer}
