@@ -19,9 +19,6 @@ import (
 // sessionTokenBytes is the entropy of an agent session token.
 const sessionTokenBytes = 32
 
-// maxFailureReason is the longest failure reason the store keeps.
-const maxFailureReason = 2048
-
 // newSessionToken returns a fresh bearer token: 32 random bytes, base64url.
 func newSessionToken() sealing.Secret {
 	var b [sessionTokenBytes]byte
@@ -79,7 +76,7 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 // and returns the non-retryable error that tells the workflow so. A failure to record it
 // is retryable (the retry delivers again, and most likely fails the same way).
 func (a *Activities) failHandOff(ctx context.Context, in actapi.HandOffInput, sess store.Session, reason string) error {
-	reason = clean(strings.TrimSpace(reason), maxFailureReason)
+	reason = clean(strings.TrimSpace(reason), vocab.MaxReasonBytes)
 	if reason == "" {
 		reason = "the agent hand-off failed permanently"
 	}

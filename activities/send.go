@@ -18,7 +18,7 @@ import (
 
 // Bounds of the completion fields (the store refuses longer ones).
 const (
-	maxErrorMessage = 2048
+	maxErrorMessage = vocab.MaxErrorMessageBytes
 )
 
 // Send runs one reply through a window: reserve (idempotent by request id) and start in

@@ -6,13 +6,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // EchoPrefix starts every reply of the echo handler.
 const EchoPrefix = "echo: "
 
 // maxEchoBytes keeps an echo within the default text limit of one send.
-const maxEchoBytes = 16 * 1024
+const maxEchoBytes = vocab.MaxTextBytes
 
 // Echo is the built-in demo agent: it answers every message with "echo: <summary>" and
 // marks it handled. An echo longer than one iLink message is cut and ends with a note

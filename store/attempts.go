@@ -541,7 +541,7 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	default:
 		return SendOutcome{}, fail(vocab.CodeInvalidInput, "status must be sent, failed or unknown")
 	}
-	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > 2048 {
+	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > vocab.MaxErrorMessageBytes {
 		return SendOutcome{}, fail(vocab.CodeInvalidInput, "completion fields are too long")
 	}
 	var out SendOutcome

@@ -112,6 +112,8 @@ const (
 	MaxTextBytes = 16 << 10
 	// MaxReasonBytes bounds the reason of a failed verdict (UTF-8 bytes).
 	MaxReasonBytes = 2048
+	// MaxErrorMessageBytes bounds the error message a failed send attempt keeps.
+	MaxErrorMessageBytes = 2048
 	// DefaultMaxMergedSummaryBytes caps the summary of a message that absorbed a backlog.
 	DefaultMaxMergedSummaryBytes = 16 << 10
 	// DefaultMaxClockSkew is how far in the future an inbound sent-at may lie.

@@ -7,6 +7,8 @@ package wfapi
 import (
 	"strconv"
 	"time"
+
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // DefaultTaskQueue is the task queue of every ilinkflow workflow and activity.
@@ -181,7 +183,7 @@ type StopSignal struct{ Reason string }
 type PollerState struct {
 	AccountKey  string
 	Generation  int32
-	Status      string // polling, paused, backing_off, stopped
+	Status      string // one of the Poller* statuses
 	PausedUntil *time.Time
 	Failures    int
 	// Pages and Messages count what the poll activities of this run committed, as of
@@ -190,6 +192,23 @@ type PollerState struct {
 	Pages    int
 	Messages int
 }
+
+// Statuses of an account's poller (PollerState.Status).
+const (
+	PollerPolling    = "polling"
+	PollerPaused     = vocab.AccountPaused
+	PollerBackingOff = "backing_off"
+	PollerStopping   = "stopping"
+	PollerStopped    = "stopped"
+)
+
+// States of a reply window's workflow (WindowState.State): open, expired (the store's
+// words), or retired (superseded or cancelled: it got the retired signal).
+const (
+	WindowStateOpen    = vocab.WindowOpen
+	WindowStateRetired = SignalRetired
+	WindowStateExpired = vocab.WindowExpired
+)
 
 // ReplyWindow update, signal and query.
 const (
@@ -280,7 +299,7 @@ type FinishResult struct {
 // WindowState is the answer to QueryWindowState.
 type WindowState struct {
 	ReplyWindowID int64
-	State         string // open, retired, expired
+	State         string // one of the WindowState* states
 	ExpiresAt     time.Time
 	SendsLeft     int32
 	SessionID     string

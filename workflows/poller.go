@@ -69,7 +69,7 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 		p.drain()
 		p.followStore(ctx)
 		if p.in.Stopped {
-			p.status = "stopped"
+			p.status = wfapi.PollerStopped
 			p.notify(ctx, actapi.NotifyStop)
 			return nil
 		}
@@ -145,11 +145,11 @@ func (p *poller) drain() {
 		until := ps.Until
 		p.in.PausedUntil = &until
 		p.commanded = true
-		p.status = "paused"
+		p.status = wfapi.PollerPaused
 	}
 	for p.resume.ReceiveAsync(nil) {
 		p.commanded = true
-		p.status = "polling"
+		p.status = wfapi.PollerPolling
 		if p.in.PausedUntil != nil {
 			now := time.Time{}
 			p.in.PausedUntil = &now // ends the pause at the next evaluation
@@ -158,7 +158,7 @@ func (p *poller) drain() {
 	var st wfapi.StopSignal
 	for p.stop.ReceiveAsync(&st) {
 		p.in.Stopped = true
-		p.status = "stopping"
+		p.status = wfapi.PollerStopping
 	}
 }
 
@@ -166,7 +166,7 @@ func (p *poller) drain() {
 // (false). When the pause ends the account is resumed in the store; after a stale-token
 // pause the next poll is the probe.
 func (p *poller) waitPause(ctx workflow.Context) bool {
-	p.status = "paused"
+	p.status = wfapi.PollerPaused
 	if !sleepOrSignal(ctx, p.in.PausedUntil.Sub(workflow.Now(ctx)), p.rotate, p.pause, p.resume, p.stop) {
 		return false
 	}
@@ -179,7 +179,7 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 		return false
 	}
 	p.in.PausedUntil = nil
-	p.status = "polling"
+	p.status = wfapi.PollerPolling
 	return true
 }
 
@@ -227,9 +227,9 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		if p.in.Failures >= 3 {
 			backoff = p.in.Config.LongBackoff
 		}
-		p.status = "backing_off"
+		p.status = wfapi.PollerBackingOff
 		sleepOrSignal(ctx, backoff, p.stop, p.rotate)
-		p.status = "polling"
+		p.status = wfapi.PollerPolling
 	default:
 		p.in.Failures = 0
 		p.in.StaleProbe = false

@@ -17,7 +17,7 @@ import (
 // window is the state machine of one reply window.
 type window struct {
 	in      wfapi.WindowInput
-	state   string // open, retired, expired
+	state   string // a wfapi.WindowState* state
 	sending workflow.Mutex
 
 	// offers counts hand-offs (the attempt of the next one is offers+1); offered is when
@@ -47,7 +47,7 @@ func refusal(code vocab.Code, format string, args ...any) error {
 // unhandled message again every ReofferAfter while the window is open, expires the window
 // on a timer at expires_at, and ends early when retired.
 func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
-	w := &window{in: in, state: "open", sending: workflow.NewMutex(ctx)}
+	w := &window{in: in, state: wfapi.WindowStateOpen, sending: workflow.NewMutex(ctx)}
 	if o := in.Offered; in.Deliverable && o != nil {
 		// Known before the handlers are registered: an Update that arrived with the start
 		// is validated against the poll's offer (firstOffer takes the rest of it).
@@ -80,7 +80,7 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 		w.offers, w.offered, w.reoffer = 1, workflow.Now(ctx), true
 	}
 
-	for w.state == "open" {
+	for w.state == wfapi.WindowStateOpen {
 		now := workflow.Now(ctx)
 		wait := w.in.ExpiresAt.Sub(now)
 		reoffer := false
@@ -91,7 +91,7 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 		}
 		fired := sleepOrSignal(ctx, wait, retired)
 		if retired.ReceiveAsync(nil) {
-			w.state = "retired"
+			w.state = wfapi.WindowStateRetired
 			break
 		}
 		if !fired {
@@ -112,9 +112,9 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 			workflow.GetLogger(ctx).Warn("expire refused", "window", in.ReplyWindowID, "error", err)
 			sleepOrSignal(ctx, time.Second, retired)
 		case st.State == vocab.WindowExpired:
-			w.state = "expired"
+			w.state = wfapi.WindowStateExpired
 		case st.State != vocab.WindowOpen:
-			w.state = "retired"
+			w.state = wfapi.WindowStateRetired
 		}
 	}
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
@@ -217,9 +217,9 @@ func (w *window) query() (wfapi.WindowState, error) {
 // validate refuses, before anything is written or recorded, what the store would refuse.
 func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 	switch {
-	case w.state == "expired" || !workflow.Now(ctx).Before(w.in.ExpiresAt):
+	case w.state == wfapi.WindowStateExpired || !workflow.Now(ctx).Before(w.in.ExpiresAt):
 		return refusal(vocab.CodeReplyWindowExpired, "reply window has expired")
-	case w.state != "open":
+	case w.state != wfapi.WindowStateOpen:
 		return refusal(vocab.CodeReplyWindowInactive, "reply window is %s", w.state)
 	case w.in.SendsUsed >= w.in.MaxSends:
 		return refusal(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
