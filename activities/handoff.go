@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -54,10 +55,10 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 	if err != nil {
 		return actapi.HandOffOutput{}, storeErr("installation", err)
 	}
-	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
+	ans, err := a.Handler.Deliver(ctx, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
 		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(w.ReplyWindowID, msg.MessageKey)})
 	if err != nil {
-		var perm *PermanentError
+		var perm *handoff.PermanentError
 		if errors.As(err, &perm) {
 			return actapi.HandOffOutput{}, a.failHandOff(ctx, in, sess, redact(perm.Reason, token))
 		}

@@ -8,22 +8,25 @@ import (
 	"testing"
 
 	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // answerFunc is a handler answering with a function of the delivery.
-type answerFunc func(Delivery) (Answer, error)
+type answerFunc func(handoff.Delivery) (handoff.Answer, error)
 
-func (f answerFunc) Deliver(_ context.Context, d Delivery) (Answer, error) { return f(d) }
+func (f answerFunc) Deliver(_ context.Context, d handoff.Delivery) (handoff.Answer, error) {
+	return f(d)
+}
 
 func TestHandOffReturnsTheAnswerWithTheTokenRedacted(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var token string
-	h.acts.Handler = answerFunc(func(d Delivery) (Answer, error) {
+	h.acts.Handler = answerFunc(func(d handoff.Delivery) (handoff.Answer, error) {
 		token = d.SessionToken.Reveal()
-		return Answer{Replies: []string{"hi", "your token is " + token}, Handled: true}, nil
+		return handoff.Answer{Replies: []string{"hi", "your token is " + token}, Handled: true}, nil
 	})
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
 	res := must[actapi.PollResult](t)(h.poll(false))
@@ -39,8 +42,8 @@ func TestHandOffReturnsTheAnswerWithTheTokenRedacted(t *testing.T) {
 func TestHandOffErrorsNeverCarryTheToken(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.acts.Handler = answerFunc(func(d Delivery) (Answer, error) {
-		return Answer{}, errors.New("agent refused token " + d.SessionToken.Reveal())
+	h.acts.Handler = answerFunc(func(d handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{}, errors.New("agent refused token " + d.SessionToken.Reveal())
 	})
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
 	res := must[actapi.PollResult](t)(h.poll(false))
@@ -54,8 +57,8 @@ func TestHandOffErrorsNeverCarryTheToken(t *testing.T) {
 func TestPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.acts.Handler = answerFunc(func(d Delivery) (Answer, error) {
-		return Answer{}, &PermanentError{Reason: "webhook answered 400: bad token " + d.SessionToken.Reveal()}
+	h.acts.Handler = answerFunc(func(d handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{}, &handoff.PermanentError{Reason: "webhook answered 400: bad token " + d.SessionToken.Reveal()}
 	})
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
 	res := must[actapi.PollResult](t)(h.poll(false))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -264,8 +265,8 @@ func TestSendRefusalsAreAnswersNotErrors(t *testing.T) {
 func TestHandOffOpensASessionAndDeliversItsTokenToTheHandlerOnly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	var got []Delivery
-	h.acts.Handler = handlerFunc(func(d Delivery) error { got = append(got, d); return nil })
+	var got []handoff.Delivery
+	h.acts.Handler = handlerFunc(func(d handoff.Delivery) error { got = append(got, d); return nil })
 	h.inject(ilinksim.InjectRequest{Text: "hello agent"})
 	res := must[actapi.PollResult](t)(h.poll(false))
 	w := res.Opened[0]
@@ -299,7 +300,7 @@ func TestHandOffOpensASessionAndDeliversItsTokenToTheHandlerOnly(t *testing.T) {
 func TestHandOffHandlerFailureIsRetryableAndRefusalsAreNot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.acts.Handler = handlerFunc(func(Delivery) error { return fmt.Errorf("agent unreachable") })
+	h.acts.Handler = handlerFunc(func(handoff.Delivery) error { return fmt.Errorf("agent unreachable") })
 	h.inject(ilinksim.InjectRequest{Text: "hello"})
 	res := must[actapi.PollResult](t)(h.poll(false))
 	_, err := run[actapi.HandOffOutput](h, h.acts.HandOff, actapi.HandOffInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Attempt: 1})
@@ -314,9 +315,11 @@ func TestHandOffHandlerFailureIsRetryableAndRefusalsAreNot(t *testing.T) {
 	wantNonRetryable(t, err, string(vocab.CodeReplyWindowNotFound))
 }
 
-type handlerFunc func(Delivery) error
+type handlerFunc func(handoff.Delivery) error
 
-func (f handlerFunc) Deliver(_ context.Context, d Delivery) (Answer, error) { return Answer{}, f(d) }
+func (f handlerFunc) Deliver(_ context.Context, d handoff.Delivery) (handoff.Answer, error) {
+	return handoff.Answer{}, f(d)
+}
 
 func TestASendWithoutRequestIDIsIdempotentPerScheduledActivity(t *testing.T) {
 	t.Parallel()

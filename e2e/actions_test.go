@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -116,7 +115,7 @@ type slowAgent struct {
 // answer lets the held delivery return.
 func (a *slowAgent) answer() { a.once.Do(func() { close(a.release) }) }
 
-func (a *slowAgent) Deliver(ctx context.Context, _ activities.Delivery) (activities.Answer, error) {
+func (a *slowAgent) Deliver(ctx context.Context, _ handoff.Delivery) (handoff.Answer, error) {
 	a.mu.Lock()
 	a.n++
 	n := a.n
@@ -126,10 +125,10 @@ func (a *slowAgent) Deliver(ctx context.Context, _ activities.Delivery) (activit
 		select {
 		case <-a.release:
 		case <-ctx.Done():
-			return activities.Answer{}, ctx.Err()
+			return handoff.Answer{}, ctx.Err()
 		}
 	}
-	return activities.Answer{}, nil
+	return handoff.Answer{}, nil
 }
 
 func (a *slowAgent) deliveries() int {

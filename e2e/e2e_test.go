@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
@@ -40,14 +40,14 @@ var keyring = testkit.Keyring
 // session token, which must never appear in history).
 type recorder struct {
 	mu         sync.Mutex
-	deliveries []activities.Delivery
+	deliveries []handoff.Delivery
 }
 
-func (r *recorder) Deliver(_ context.Context, d activities.Delivery) (activities.Answer, error) {
+func (r *recorder) Deliver(_ context.Context, d handoff.Delivery) (handoff.Answer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deliveries = append(r.deliveries, d)
-	return activities.Answer{}, nil
+	return handoff.Answer{}, nil
 }
 
 func (r *recorder) tokens() []string {

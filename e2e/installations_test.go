@@ -14,10 +14,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/agent"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -233,9 +233,9 @@ func TestALegacyWindowIsRepliedToFinishedAndReconciledUnderItsLegacyID(t *testin
 
 // onlyDelivery waits for the system's agent to have been handed one message and returns
 // that delivery.
-func (s *system) onlyDelivery() activities.Delivery {
+func (s *system) onlyDelivery() handoff.Delivery {
 	s.t.Helper()
-	var d activities.Delivery
+	var d handoff.Delivery
 	s.eventually("one delivery", time.Minute, func() (bool, error) {
 		s.handler.mu.Lock()
 		defer s.handler.mu.Unlock()

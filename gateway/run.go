@@ -40,7 +40,7 @@ type Options struct {
 	// Logger is the process logger (cfg.NewLogger(os.Stderr) when nil).
 	Logger *slog.Logger
 	// Handler receives deliverable messages (the agent hand-off); nil: none configured.
-	Handler activities.Handler
+	Handler handoff.Handler
 	// Pool, when set, is used instead of connecting to cfg.DatabaseURL; Run does not close it.
 	Pool *pgxpool.Pool
 	// Keyring, when set, overrides cfg.Keyring.
@@ -279,7 +279,7 @@ func reofferAfter(d time.Duration) time.Duration {
 
 // newHandler is the agent handler: opts.Handler when set, else the one the configuration
 // selects (nil for none).
-func newHandler(cfg Config, opts Options, tc client.Client, logger *slog.Logger) (activities.Handler, error) {
+func newHandler(cfg Config, opts Options, tc client.Client, logger *slog.Logger) (handoff.Handler, error) {
 	if opts.Handler != nil {
 		logger.Info("agent hand-off", "handler", "injected", "reoffer_after", cfg.ReofferAfter)
 		return opts.Handler, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -21,7 +20,7 @@ const maxEchoBytes = vocab.MaxTextBytes
 type Echo struct{}
 
 // Deliver answers the echo.
-func (Echo) Deliver(_ context.Context, d activities.Delivery) (activities.Answer, error) {
+func (Echo) Deliver(_ context.Context, d Delivery) (Answer, error) {
 	summary := ""
 	if d.Message.Payload != nil {
 		summary = d.Message.Payload.Summary
@@ -36,5 +35,5 @@ func (Echo) Deliver(_ context.Context, d activities.Delivery) (activities.Answer
 		}
 		text = text[:cut] + note
 	}
-	return activities.Answer{Replies: []string{text}, Handled: true}, nil
+	return Answer{Replies: []string{text}, Handled: true}, nil
 }

@@ -1,6 +1,6 @@
 // Package handoff holds the agent handlers of ilinkflow (design.md §5): the ways a
 // deliverable message reaches the agent that answers it. Each is an
-// [activities.Handler] run by the HandOff activity of the message's ReplyWindow workflow:
+// [Handler] run by the HandOff activity of the message's ReplyWindow workflow:
 //
 //   - webhook: an HTTP POST of the delivery as JSON, signed with HMAC-SHA256 ([Sign],
 //     [Verify]); a 2xx answer may carry replies to send at once and mark the message
@@ -21,7 +21,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
@@ -96,7 +95,7 @@ func (c Config) Validate() error {
 // New builds the handler cfg selects: nil (and no error) for none, so that the hand-off
 // only opens the agent session; tc is the Temporal client the workflow handler starts
 // agent workflows with (unused by the others).
-func New(cfg Config, tc client.Client) (activities.Handler, error) {
+func New(cfg Config, tc client.Client) (Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -145,10 +144,10 @@ func TestNewBuildsEachKind(t *testing.T) {
 	}
 }
 
-func delivery() activities.Delivery {
+func delivery() handoff.Delivery {
 	w := store.Window{ReplyWindowID: 42, AccountKey: "acct-1", PeerID: "peer@im.wechat", SourceMessageKey: "msg-1",
 		ExpiresAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), MaxSends: 10, Reserved: 1, Transmitted: 2, State: vocab.WindowOpen}
-	return activities.Delivery{
+	return handoff.Delivery{
 		Message: store.Message{MessageKey: "msg-1", AccountKey: "acct-1", PeerID: "peer@im.wechat",
 			SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Status: vocab.MessageProcessing,
 			Payload: &store.Payload{Summary: "hello agent", Attachments: []store.Attachment{{Kind: "voice", Text: "transcript"}}}},
@@ -186,7 +185,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.WriteString(w, answer)
 }
 
-func newWebhook(t *testing.T, answer func(n int) (int, string)) (*receiver, activities.Handler) {
+func newWebhook(t *testing.T, answer func(n int) (int, string)) (*receiver, handoff.Handler) {
 	t.Helper()
 	r := &receiver{t: t, answer: answer}
 	srv := httptest.NewServer(r)
@@ -291,7 +290,7 @@ func TestWebhookAnswers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, h := newWebhook(t, func(int) (int, string) { return c.status, c.body })
 			ans, err := h.Deliver(context.Background(), delivery())
-			var perm *activities.PermanentError
+			var perm *handoff.PermanentError
 			switch {
 			case c.err != (err != nil):
 				t.Fatalf("err = %v, want error %v", err, c.err)
@@ -320,7 +319,7 @@ func TestWebhookErrorsNeverShowTheWebhookSecret(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), testSecret) || !strings.Contains(err.Error(), sealing.Redacted) {
 			t.Fatalf("%d: %v", status, err)
 		}
-		var perm *activities.PermanentError
+		var perm *handoff.PermanentError
 		if errors.As(err, &perm) && strings.Contains(perm.Reason, testSecret) {
 			t.Fatalf("%d: the stored reason shows the webhook secret: %q", status, perm.Reason)
 		}
@@ -336,7 +335,7 @@ func TestWebhookErrorsNeverShowTheSessionToken(t *testing.T) {
 	raw, _ := handoff.Body(d)
 	last = string(raw)
 	_, err := h.Deliver(context.Background(), d)
-	var perm *activities.PermanentError
+	var perm *handoff.PermanentError
 	if !errors.As(err, &perm) {
 		t.Fatalf("422: %v, want a permanent error", err)
 	}
@@ -367,7 +366,7 @@ func TestWebhookTimeoutAndNetworkErrorsAreRetryable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = h.Deliver(context.Background(), delivery())
-	var perm *activities.PermanentError
+	var perm *handoff.PermanentError
 	if err == nil || errors.As(err, &perm) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("slow receiver: %v, want a retryable timeout", err)
 	}
@@ -454,7 +453,7 @@ func TestWorkflowHandlerStartsTheAgentWorkflowWithoutTheToken(t *testing.T) {
 
 	fc.err = serviceerror.NewWorkflowExecutionAlreadyStarted("closed", "", "run-1")
 	_, err = h.Deliver(context.Background(), delivery())
-	var perm *activities.PermanentError
+	var perm *handoff.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(perm.Reason, "already closed") {
 		t.Fatalf("closed agent workflow: %v, want a permanent error", err)
 	}

@@ -19,7 +19,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -144,7 +143,7 @@ type WebhookAnswer struct {
 // Webhook POSTs deliveries to an HTTP endpoint. A 2xx answer is a success (its body, if
 // any, a WebhookAnswer); 408, 429, 5xx and transport failures are retryable errors (the
 // HandOff activity's retry policy backs off); a 3xx (redirects are not followed) or other
-// 4xx is a *activities.PermanentError and the message is marked failed.
+// 4xx is a *PermanentError and the message is marked failed.
 type Webhook struct {
 	url    string
 	host   string
@@ -197,7 +196,7 @@ func checkURL(raw string) error {
 }
 
 // Body returns the JSON body of a delivery.
-func Body(d activities.Delivery) ([]byte, error) {
+func Body(d Delivery) ([]byte, error) {
 	msg := WebhookMessage{MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
 		SentAt: d.Message.SentAt, Attachments: []store.Attachment{}}
 	if p := d.Message.Payload; p != nil {
@@ -213,15 +212,15 @@ func Body(d activities.Delivery) ([]byte, error) {
 }
 
 // Deliver POSTs the delivery and reads the answer. No error text holds the session token.
-func (h *Webhook) Deliver(ctx context.Context, d activities.Delivery) (activities.Answer, error) {
+func (h *Webhook) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 	body, err := Body(d)
 	if err != nil {
-		return activities.Answer{}, &activities.PermanentError{Reason: "the delivery does not encode as JSON"}
+		return Answer{}, &PermanentError{Reason: "the delivery does not encode as JSON"}
 	}
 	ts := h.now().Unix()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
-		return activities.Answer{}, &activities.PermanentError{Reason: "webhook request: " + err.Error()}
+		return Answer{}, &PermanentError{Reason: "webhook request: " + err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "ilinkflow-webhook/1")
@@ -238,9 +237,9 @@ func (h *Webhook) Deliver(ctx context.Context, d activities.Delivery) (activitie
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return activities.Answer{}, fmt.Errorf("webhook POST to %s timed out: %v", h.host, cause)
+			return Answer{}, fmt.Errorf("webhook POST to %s timed out: %v", h.host, cause)
 		}
-		return activities.Answer{}, fmt.Errorf("webhook POST to %s: %v", h.host, cause)
+		return Answer{}, fmt.Errorf("webhook POST to %s: %v", h.host, cause)
 	}
 	defer resp.Body.Close()
 	raw, rerr := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
@@ -248,39 +247,39 @@ func (h *Webhook) Deliver(ctx context.Context, d activities.Delivery) (activitie
 	switch c := resp.StatusCode; {
 	case c >= 200 && c <= 299:
 		if rerr != nil {
-			return activities.Answer{}, fmt.Errorf("webhook POST to %s: reading the %d answer: %v", h.host, c, rerr)
+			return Answer{}, fmt.Errorf("webhook POST to %s: reading the %d answer: %v", h.host, c, rerr)
 		}
 		return parseAnswer(c, raw)
 	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
-		return activities.Answer{}, fmt.Errorf("webhook POST to %s answered %d%s", h.host, c, snippet(raw, secrets...))
+		return Answer{}, fmt.Errorf("webhook POST to %s answered %d%s", h.host, c, snippet(raw, secrets...))
 	case c >= 300 && c <= 499:
 		reason := fmt.Sprintf("webhook answered %d%s", c, snippet(raw, secrets...))
 		if c < 400 {
 			reason = fmt.Sprintf("webhook answered %d (redirects are not followed)", c)
 		}
-		return activities.Answer{}, &activities.PermanentError{Reason: reason}
+		return Answer{}, &PermanentError{Reason: reason}
 	default:
-		return activities.Answer{}, fmt.Errorf("webhook POST to %s answered %d", h.host, c)
+		return Answer{}, fmt.Errorf("webhook POST to %s answered %d", h.host, c)
 	}
 }
 
 // parseAnswer reads a 2xx body: empty, or a WebhookAnswer. A body that is not one, or is
 // longer than maxAnswerBytes (whitespace counts: an answer is never judged by a prefix),
 // is a contract violation that retrying cannot fix.
-func parseAnswer(status int, raw []byte) (activities.Answer, error) {
+func parseAnswer(status int, raw []byte) (Answer, error) {
 	if len(raw) > maxAnswerBytes {
-		return activities.Answer{}, &activities.PermanentError{Reason: fmt.Sprintf("webhook answered %d with a body over %d bytes", status, maxAnswerBytes)}
+		return Answer{}, &PermanentError{Reason: fmt.Sprintf("webhook answered %d with a body over %d bytes", status, maxAnswerBytes)}
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return activities.Answer{}, nil
+		return Answer{}, nil
 	}
 	var a WebhookAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return activities.Answer{}, &activities.PermanentError{
+		return Answer{}, &PermanentError{
 			Reason: fmt.Sprintf(`webhook answered %d with a body that is not {"replies": [...], "handled": bool}`, status)}
 	}
 	if len(a.Replies) > maxReplies {
-		return activities.Answer{}, &activities.PermanentError{Reason: fmt.Sprintf("webhook answered %d replies (at most %d)", len(a.Replies), maxReplies)}
+		return Answer{}, &PermanentError{Reason: fmt.Sprintf("webhook answered %d replies (at most %d)", len(a.Replies), maxReplies)}
 	}
 	var replies []string
 	for _, r := range a.Replies {
@@ -288,7 +287,7 @@ func parseAnswer(status int, raw []byte) (activities.Answer, error) {
 			replies = append(replies, r)
 		}
 	}
-	return activities.Answer{Replies: replies, Handled: a.Handled}, nil
+	return Answer{Replies: replies, Handled: a.Handled}, nil
 }
 
 // snippet is ": " and the start of an answer body on one printable line, without the

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -29,7 +28,7 @@ type Workflow struct {
 }
 
 // Deliver starts (or finds) the message's agent workflow.
-func (h *Workflow) Deliver(ctx context.Context, d activities.Delivery) (activities.Answer, error) {
+func (h *Workflow) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 	in := AgentInput(d)
 	id := d.AgentWorkflowID
 	if id == "" {
@@ -47,19 +46,19 @@ func (h *Workflow) Deliver(ctx context.Context, d activities.Delivery) (activiti
 	var invalid *serviceerror.InvalidArgument
 	switch {
 	case err == nil:
-		return activities.Answer{}, nil
+		return Answer{}, nil
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-		return activities.Answer{}, &activities.PermanentError{
+		return Answer{}, &PermanentError{
 			Reason: fmt.Sprintf("agent workflow %s already closed without finishing the message", id)}
 	case errors.As(err, &invalid):
-		return activities.Answer{}, &activities.PermanentError{
+		return Answer{}, &PermanentError{
 			Reason: fmt.Sprintf("agent workflow %s (%s on task queue %s) cannot start: %v", id, h.WorkflowType, h.TaskQueue, err)}
 	}
-	return activities.Answer{}, fmt.Errorf("start agent workflow %s: %w", id, err)
+	return Answer{}, fmt.Errorf("start agent workflow %s: %w", id, err)
 }
 
 // AgentInput is the agent workflow's input for a delivery: everything but the token.
-func AgentInput(d activities.Delivery) wfapi.AgentInput {
+func AgentInput(d Delivery) wfapi.AgentInput {
 	in := wfapi.AgentInput{
 		MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
 		SentAt: d.Message.SentAt, ReplyWindowID: d.Window.ReplyWindowID, SessionID: d.SessionID,

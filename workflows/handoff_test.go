@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/actapi"
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -24,17 +24,17 @@ import (
 // agentStub is the rig's agent handler: it records every delivery and answers as told.
 type agentStub struct {
 	mu         sync.Mutex
-	deliveries []activities.Delivery
-	answer     func(n int, d activities.Delivery) (activities.Answer, error)
+	deliveries []handoff.Delivery
+	answer     func(n int, d handoff.Delivery) (handoff.Answer, error)
 }
 
-func (a *agentStub) Deliver(_ context.Context, d activities.Delivery) (activities.Answer, error) {
+func (a *agentStub) Deliver(_ context.Context, d handoff.Delivery) (handoff.Answer, error) {
 	a.mu.Lock()
 	a.deliveries = append(a.deliveries, d)
 	n := len(a.deliveries)
 	a.mu.Unlock()
 	if a.answer == nil {
-		return activities.Answer{}, nil
+		return handoff.Answer{}, nil
 	}
 	return a.answer(n, d)
 }
@@ -81,8 +81,8 @@ func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
-	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
-		return activities.Answer{Replies: []string{"first reply", "second reply"}, Handled: true}, nil
+	agent := &agentStub{answer: func(int, handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{Replies: []string{"first reply", "second reply"}, Handled: true}, nil
 	}}
 	r.acts.Handler = agent
 	b := r.bot()
@@ -235,8 +235,8 @@ func TestAPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
-	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
-		return activities.Answer{}, &activities.PermanentError{Reason: "webhook answered 404"}
+	agent := &agentStub{answer: func(int, handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{}, &handoff.PermanentError{Reason: "webhook answered 404"}
 	}}
 	r.acts.Handler = agent
 	w := r.deliver(r.bot(), "hello")
@@ -258,11 +258,11 @@ func TestAFailingHandOffIsRetriedThenReoffered(t *testing.T) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 15 * time.Minute
 	r := newRig(t, limits)
-	agent := &agentStub{answer: func(n int, _ activities.Delivery) (activities.Answer, error) {
+	agent := &agentStub{answer: func(n int, _ handoff.Delivery) (handoff.Answer, error) {
 		if n <= 2 {
-			return activities.Answer{}, errors.New("agent unreachable")
+			return handoff.Answer{}, errors.New("agent unreachable")
 		}
-		return activities.Answer{}, nil
+		return handoff.Answer{}, nil
 	}}
 	r.acts.Handler = agent
 	w := r.deliver(r.bot(), "hello")
@@ -283,10 +283,10 @@ func TestAMessageFinishedElsewhereIsNotOfferedAgain(t *testing.T) {
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
 	agent := &agentStub{}
-	agent.answer = func(_ int, d activities.Delivery) (activities.Answer, error) {
+	agent.answer = func(_ int, d handoff.Delivery) (handoff.Answer, error) {
 		// The agent gives its verdict through the reply API (the store), not the window.
 		_, err := r.store.FinishMessage(context.Background(), time.Now(), d.Message.MessageKey, vocab.MessageHandled, "")
-		return activities.Answer{}, err
+		return handoff.Answer{}, err
 	}
 	r.acts.Handler = agent
 	w := r.deliver(r.bot(), "hello")
@@ -331,8 +331,8 @@ func TestAFirstOfferMadeByThePollIsTakenWithoutAnotherHandOff(t *testing.T) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
-	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
-		return activities.Answer{Replies: []string{"answered at once"}, Handled: true}, nil
+	agent := &agentStub{answer: func(int, handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{Replies: []string{"answered at once"}, Handled: true}, nil
 	}}
 	r.acts.Handler = agent
 	b := r.bot()
@@ -359,8 +359,8 @@ func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 35 * time.Minute
 	r := newRig(t, limits)
-	agent := &agentStub{answer: func(int, activities.Delivery) (activities.Answer, error) {
-		return activities.Answer{}, &activities.PermanentError{Reason: "webhook answered 410"}
+	agent := &agentStub{answer: func(int, handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{}, &handoff.PermanentError{Reason: "webhook answered 410"}
 	}}
 	r.acts.Handler = agent
 	w := r.deliver(r.bot(), "hello")
