@@ -140,13 +140,12 @@ type PollerInput struct {
 	AccountKey string
 	Generation int32
 	// Carried across continue-as-new.
-	Failures     int        // upstream failures in a row
-	PausedUntil  *time.Time // operator or stale-token pause in progress
-	StaleProbe   bool       // the next poll is the probe after a stale-token pause
-	Stopped      bool
-	Loops        int // loops in this run (continue-as-new after MaxLoops)
-	Config       PollerConfig
-	PendingStart []int64 // windows opened but not yet given a workflow (never lost across CAN)
+	Failures    int        // upstream failures in a row
+	PausedUntil *time.Time // operator or stale-token pause in progress
+	StaleProbe  bool       // the next poll is the probe after a stale-token pause
+	Stopped     bool
+	Loops       int // loops in this run (continue-as-new after MaxLoops)
+	Config      PollerConfig
 }
 
 // PollerConfig holds the poller's durations.
@@ -232,9 +231,8 @@ type WindowInput struct {
 	MaxSends      int32
 	// Deliverable is false for a deferred message: the window only waits to expire.
 	Deliverable bool
-	// Carried across continue-as-new.
+	// SendsUsed is the quota already reserved or spent when the workflow started.
 	SendsUsed int32
-	SessionID string
 	// ReofferAfter is how long an unhandled message waits before it is handed off again
 	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
 	ReofferAfter time.Duration

@@ -14,22 +14,60 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// window is the state machine of one reply window.
-type window struct {
-	in      wfapi.WindowInput
-	state   string // a wfapi.WindowState* state
-	sending workflow.Mutex
+// windowState is where a ReplyWindow workflow stands: open until it is retired (the
+// retired signal, or the store found the window superseded or cancelled) or expired.
+type windowState string
 
-	// offers counts hand-offs (the attempt of the next one is offers+1); offered is when
-	// the last one ended.
-	offers  int
-	offered time.Time
-	// reoffer is set while an unhandled message waits to be offered again.
-	reoffer bool
+// The states of a ReplyWindow workflow.
+const (
+	windowOpen    windowState = wfapi.WindowStateOpen
+	windowRetired windowState = wfapi.WindowStateRetired
+	windowExpired windowState = wfapi.WindowStateExpired
+)
+
+// window is the whole state of one ReplyWindow workflow (design.md §4): the input it was
+// started with (never changed), where it stands, what it learned of the message and its
+// agent session, the quota it counts, the hand-offs it made and the verdict.
+type window struct {
+	in    wfapi.WindowInput
+	state windowState
+
+	// messageKey and sessionID name the deliverable message and its current agent
+	// session ("" before the first hand-off).
+	messageKey string
+	sessionID  string
+	// sendsUsed counts the quota reserved or spent, of maxSends.
+	sendsUsed, maxSends int32
+
+	// offers counts hand-offs (the attempt of the next one is offers+1); offeredAt is
+	// when the last one ended; reofferDue is set while an unhandled message waits to be
+	// offered again.
+	offers     int
+	offeredAt  time.Time
+	reofferDue bool
+
 	// verdict is handled or failed once the message was finished through this workflow;
 	// finishing counts the finishes in progress.
 	verdict   string
 	finishing int
+
+	// sending runs the window's sends (and finishes) one at a time.
+	sending workflow.Mutex
+}
+
+// newWindow is the state of a window workflow just started with in. An offer made before
+// the start is known at once, so that an Update that arrived with the start is validated
+// against it (firstOffer takes the rest of it).
+func newWindow(ctx workflow.Context, in wfapi.WindowInput) *window {
+	w := &window{in: in, state: windowOpen, messageKey: in.MessageKey,
+		sendsUsed: in.SendsUsed, maxSends: in.MaxSends, sending: workflow.NewMutex(ctx)}
+	if o := in.Offered; in.Deliverable && o != nil {
+		w.messageKey, w.sessionID = o.MessageKey, o.SessionID
+		if o.Failed {
+			w.verdict = vocab.MessageFailed
+		}
+	}
+	return w
 }
 
 // refusal is the typed error an update validator or handler answers with; its type is
@@ -47,15 +85,7 @@ func refusal(code vocab.Code, format string, args ...any) error {
 // unhandled message again every ReofferAfter while the window is open, expires the window
 // on a timer at expires_at, and ends early when retired.
 func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
-	w := &window{in: in, state: wfapi.WindowStateOpen, sending: workflow.NewMutex(ctx)}
-	if o := in.Offered; in.Deliverable && o != nil {
-		// Known before the handlers are registered: an Update that arrived with the start
-		// is validated against the poll's offer (firstOffer takes the rest of it).
-		w.in.MessageKey, w.in.SessionID = o.MessageKey, o.SessionID
-		if o.Failed {
-			w.verdict = vocab.MessageFailed
-		}
-	}
+	w := newWindow(ctx, in)
 	if err := workflow.SetQueryHandler(ctx, wfapi.QueryWindowState, w.query); err != nil {
 		return err
 	}
@@ -73,31 +103,28 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	case in.Deliverable && in.Offered != nil:
 		// The poll already handed the message off (one activity less per message).
 		w.firstOffer(ctx, *in.Offered)
-	case in.Deliverable && in.SessionID == "":
-		w.handOff(ctx)
 	case in.Deliverable:
-		// Continued with a session: the message may still be unhandled.
-		w.offers, w.offered, w.reoffer = 1, workflow.Now(ctx), true
+		w.handOff(ctx)
 	}
 
-	for w.state == wfapi.WindowStateOpen {
+	for w.state == windowOpen {
 		now := workflow.Now(ctx)
 		wait := w.in.ExpiresAt.Sub(now)
-		reoffer := false
+		offerAgain := false
 		if w.reofferPending() {
-			if at := w.offered.Add(w.reofferAfter()); at.Before(w.in.ExpiresAt) {
-				wait, reoffer = at.Sub(now), true
+			if at := w.offeredAt.Add(w.reofferAfter()); at.Before(w.in.ExpiresAt) {
+				wait, offerAgain = at.Sub(now), true
 			}
 		}
 		fired := sleepOrSignal(ctx, wait, retired)
 		if retired.ReceiveAsync(nil) {
-			w.state = wfapi.WindowStateRetired
+			w.state = windowRetired
 			break
 		}
 		if !fired {
 			continue
 		}
-		if reoffer {
+		if offerAgain {
 			if w.reofferPending() { // not finished while waiting
 				w.handOff(ctx)
 			}
@@ -112,9 +139,9 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 			workflow.GetLogger(ctx).Warn("expire refused", "window", in.ReplyWindowID, "error", err)
 			sleepOrSignal(ctx, time.Second, retired)
 		case st.State == vocab.WindowExpired:
-			w.state = wfapi.WindowStateExpired
+			w.state = windowExpired
 		case st.State != vocab.WindowOpen:
-			w.state = wfapi.WindowStateRetired
+			w.state = windowRetired
 		}
 	}
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
@@ -130,7 +157,7 @@ func (w *window) reofferAfter() time.Duration {
 
 // reofferPending reports whether the message waits to be offered again.
 func (w *window) reofferPending() bool {
-	return w.reoffer && w.in.Deliverable && w.verdict == "" && w.finishing == 0 && w.reofferAfter() > 0
+	return w.reofferDue && w.in.Deliverable && w.verdict == "" && w.finishing == 0 && w.reofferAfter() > 0
 }
 
 // handOff opens a new agent session and hands the message to the agent (the first offer
@@ -144,15 +171,14 @@ func (w *window) handOff(ctx workflow.Context) {
 	var out actapi.HandOffOutput
 	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), actapi.HandOff,
 		actapi.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
-	w.offered = workflow.Now(ctx)
+	w.offeredAt = workflow.Now(ctx)
 	w.took(ctx, attempt, out, err)
 }
 
 // firstOffer takes the hand-off the poll made before it started this workflow as the
 // first offer.
 func (w *window) firstOffer(ctx workflow.Context, o wfapi.Offer) {
-	w.in.Offered = nil
-	w.offers, w.offered = 1, workflow.Now(ctx)
+	w.offers, w.offeredAt = 1, workflow.Now(ctx)
 	if o.Failed { // the verdict was set before the handlers were registered; no re-offer
 		workflow.GetLogger(ctx).Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", 1)
 		return
@@ -168,7 +194,7 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.NonRetryable() {
-			w.reoffer = false
+			w.reofferDue = false
 			switch app.Type() {
 			case actapi.ErrTypeHandOffFailed:
 				w.verdict = vocab.MessageFailed
@@ -180,16 +206,16 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 			}
 			return
 		}
-		w.reoffer = true
+		w.reofferDue = true
 		log.Warn("hand-off failed; the message is offered again later", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
 		return
 	}
-	w.in.SessionID = out.SessionID
-	if w.in.MessageKey == "" {
-		w.in.MessageKey = out.MessageKey
+	w.sessionID = out.SessionID
+	if w.messageKey == "" {
+		w.messageKey = out.MessageKey
 	}
 	// Without a handler nobody is there to offer it to again.
-	w.reoffer = out.Delivered
+	w.reofferDue = out.Delivered
 	for i, text := range out.Replies {
 		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1)}
 		res, err := w.sendOne(ctx, req)
@@ -210,20 +236,20 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 }
 
 func (w *window) query() (wfapi.WindowState, error) {
-	return wfapi.WindowState{ReplyWindowID: w.in.ReplyWindowID, State: w.state, ExpiresAt: w.in.ExpiresAt,
-		SendsLeft: w.in.MaxSends - w.in.SendsUsed, SessionID: w.in.SessionID, Offers: w.offers, Verdict: w.verdict}, nil
+	return wfapi.WindowState{ReplyWindowID: w.in.ReplyWindowID, State: string(w.state), ExpiresAt: w.in.ExpiresAt,
+		SendsLeft: w.maxSends - w.sendsUsed, SessionID: w.sessionID, Offers: w.offers, Verdict: w.verdict}, nil
 }
 
 // validate refuses, before anything is written or recorded, what the store would refuse.
 func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 	switch {
-	case w.state == wfapi.WindowStateExpired || !workflow.Now(ctx).Before(w.in.ExpiresAt):
+	case w.state == windowExpired || !workflow.Now(ctx).Before(w.in.ExpiresAt):
 		return refusal(vocab.CodeReplyWindowExpired, "reply window has expired")
-	case w.state != wfapi.WindowStateOpen:
+	case w.state != windowOpen:
 		return refusal(vocab.CodeReplyWindowInactive, "reply window is %s", w.state)
-	case w.in.SendsUsed >= w.in.MaxSends:
+	case w.sendsUsed >= w.maxSends:
 		return refusal(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
-	case w.in.SessionID == "" && req.SessionID == "":
+	case w.sessionID == "" && req.SessionID == "":
 		return refusal(vocab.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
 		return refusal(vocab.CodeInvalidAgentSession, "the message is already %s", w.verdict)
@@ -255,9 +281,9 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
-	in := actapi.SendInput{SessionID: w.in.SessionID, RequestID: req.RequestID,
+	in := actapi.SendInput{SessionID: w.sessionID, RequestID: req.RequestID,
 		Content: vocab.Content{Type: req.Type, Text: req.Text}}
-	if req.SessionID != "" && req.SessionID != w.in.SessionID {
+	if req.SessionID != "" && req.SessionID != w.sessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
 	var out wfapi.SendResult
@@ -267,9 +293,9 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	}
 	switch {
 	case out.ErrorCode == string(vocab.CodeReplyQuotaExhausted):
-		w.in.SendsUsed = w.in.MaxSends
+		w.sendsUsed = w.maxSends
 	case out.AttemptID != "":
-		w.in.SendsUsed = w.in.MaxSends - out.SendsLeft
+		w.sendsUsed = w.maxSends - out.SendsLeft
 	}
 	if out.Status == "" && out.ErrorCode != "" {
 		// Refused by the store (or the throttle breaker) before anything was sent.
@@ -289,7 +315,7 @@ func verdictOf(req wfapi.FinishRequest) string {
 // validateFinish refuses a finish that cannot be recorded, before anything is written.
 func (w *window) validateFinish(_ workflow.Context, req wfapi.FinishRequest) error {
 	switch {
-	case !w.in.Deliverable || w.in.SessionID == "":
+	case !w.in.Deliverable || w.sessionID == "":
 		return refusal(vocab.CodeInvalidAgentSession, "the window's message was not handed to an agent")
 	case len(req.Reason) > vocab.MaxReasonBytes || !utf8.ValidString(req.Reason):
 		return refusal(vocab.CodeInvalidInput, "reason must be at most %d bytes of UTF-8", vocab.MaxReasonBytes)
@@ -318,7 +344,7 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 	}
 	var out actapi.FinishOutput
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.FinishMessage,
-		actapi.FinishInput{MessageKey: w.in.MessageKey, Status: status, Reason: reason}).Get(ctx, &out)
+		actapi.FinishInput{MessageKey: w.messageKey, Status: status, Reason: reason}).Get(ctx, &out)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() != "" {
@@ -326,6 +352,6 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 		}
 		return wfapi.FinishResult{}, err
 	}
-	w.verdict, w.reoffer = out.Status, false
-	return wfapi.FinishResult{MessageKey: w.in.MessageKey, Status: out.Status}, nil
+	w.verdict, w.reofferDue = out.Status, false
+	return wfapi.FinishResult{MessageKey: w.messageKey, Status: out.Status}, nil
 }
