@@ -61,7 +61,7 @@ func WindowInput(w WindowRef, reofferAfter time.Duration, defaultMaxSends int32,
 	return wfapi.WindowInput{
 		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
 		ExpiresAt: w.ExpiresAt, MaxSends: maxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
-		ReofferAfter: reofferAfter, Offered: offer,
+		ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
 	}
 }
 

@@ -263,7 +263,7 @@ func (c Config) activitiesConfig() activities.Config {
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
 		LeaseTTL:        c.PollLeaseTTL,
-		Poller:          wfapi.PollerConfig{StalePause: c.StalePause},
+		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause)},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
 }

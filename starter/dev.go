@@ -266,7 +266,7 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 	}
 	offer := "qo_demo_" + hex.EncodeToString(raw[:])
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(offer), TaskQueue: taskQueue},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "starter dev", PollGap: 200 * time.Millisecond})
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "starter dev", PollGap: wfapi.Duration(200 * time.Millisecond)})
 	if err != nil {
 		return "", fmt.Errorf("start the demo enrollment: %w", err)
 	}

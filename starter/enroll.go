@@ -58,7 +58,7 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer tc.Close()
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(*offer), TaskQueue: c.taskQueue},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: *offer, RequestedBy: *requestedBy, Lifetime: *lifetime})
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: *offer, RequestedBy: *requestedBy, Lifetime: wfapi.Duration(*lifetime)})
 	if err != nil {
 		return fmt.Errorf("start enrollment: %w", err)
 	}

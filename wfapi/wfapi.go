@@ -147,15 +147,15 @@ type PollerInput struct {
 	PendingStart []int64 // windows opened but not yet given a workflow (never lost across CAN)
 }
 
-// PollerConfig holds the poller's durations.
+// PollerConfig holds the poller's durations (Duration: readable in the Temporal UI).
 type PollerConfig struct {
-	StalePause   time.Duration // pause after -14 (default 1h)
-	ShortBackoff time.Duration // after an upstream error (default 2s)
-	LongBackoff  time.Duration // after three failures in a row (default 30s)
+	StalePause   Duration // pause after -14 (default 1h)
+	ShortBackoff Duration // after an upstream error (default 2s)
+	LongBackoff  Duration // after three failures in a row (default 30s)
 	MaxLoops     int           // continue-as-new after this many loops (default 500)
 	// HeartbeatTimeout is no longer used: poll activities keep no Temporal heartbeat (their
 	// liveness is the poll lease). Kept so that recorded inputs decode.
-	HeartbeatTimeout time.Duration
+	HeartbeatTimeout Duration
 }
 
 // PollLostSignal names the poll activity whose lease expired by its place in the order of
@@ -218,7 +218,7 @@ type WindowInput struct {
 	SessionID string
 	// ReofferAfter is how long an unhandled message waits before it is handed off again
 	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
-	ReofferAfter time.Duration
+	ReofferAfter Duration
 	// Offered is the first hand-off when the activity that started the workflow already
 	// made it (the poll does, right after its commit); nil: the workflow hands off itself.
 	Offered *Offer
@@ -358,8 +358,8 @@ type EnrollmentInput struct {
 	OfferID     string
 	RequestedBy string
 	// Lifetime of the offer (default 5m); PollGap between QR polls (default 1s).
-	Lifetime time.Duration
-	PollGap  time.Duration
+	Lifetime Duration
+	PollGap  Duration
 }
 
 // VerifyCodeSignal answers iLink's need_verifycode.

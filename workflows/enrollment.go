@@ -35,15 +35,15 @@ type enrollment struct {
 // pollers of the accounts the new binding replaced.
 func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.EnrollmentState, error) {
 	if in.Lifetime <= 0 {
-		in.Lifetime = 5 * time.Minute
+		in.Lifetime = wfapi.Duration(5 * time.Minute)
 	}
 	if in.PollGap <= 0 {
-		in.PollGap = time.Second
+		in.PollGap = wfapi.Duration(time.Second)
 	}
 	e := &enrollment{
 		in:       in,
 		st:       wfapi.EnrollmentState{OfferID: in.OfferID, Status: "starting"},
-		deadline: workflow.Now(ctx).Add(in.Lifetime),
+		deadline: workflow.Now(ctx).Add(in.Lifetime.D()),
 		verify:   workflow.GetSignalChannel(ctx, wfapi.SignalVerifyCode),
 		cancel:   workflow.GetSignalChannel(ctx, wfapi.SignalCancel),
 	}
@@ -102,7 +102,7 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		case "confirmed":
 			return e.confirmed(ctx, res.Confirmed)
 		default: // wait, scaned, and anything new: poll again after the gap
-			e.waitFor(ctx, in.PollGap, nil)
+			e.waitFor(ctx, in.PollGap.D(), nil)
 		}
 	}
 }

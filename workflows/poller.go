@@ -14,13 +14,13 @@ var acts *activities.Activities // method values name the activities; never call
 
 func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
 	if c.StalePause <= 0 {
-		c.StalePause = time.Hour
+		c.StalePause = wfapi.Duration(time.Hour)
 	}
 	if c.ShortBackoff <= 0 {
-		c.ShortBackoff = 2 * time.Second
+		c.ShortBackoff = wfapi.Duration(2 * time.Second)
 	}
 	if c.LongBackoff <= 0 {
-		c.LongBackoff = 30 * time.Second
+		c.LongBackoff = wfapi.Duration(30 * time.Second)
 	}
 	if c.MaxLoops <= 0 {
 		c.MaxLoops = 500
@@ -230,7 +230,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 			backoff = p.in.Config.LongBackoff
 		}
 		p.status = "backing_off"
-		sleepOrSignal(ctx, backoff, p.stop, p.rotate)
+		sleepOrSignal(ctx, backoff.D(), p.stop, p.rotate)
 		p.status = "polling"
 	default:
 		p.in.Failures = 0
@@ -319,7 +319,7 @@ func (p *poller) onStaleToken(ctx workflow.Context) error {
 		p.in.Stopped = true
 		return nil
 	}
-	until := now.Add(p.in.Config.StalePause)
+	until := now.Add(p.in.Config.StalePause.D())
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), acts.PauseAccount, activities.PauseInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Until: until, Reason: "bot token stale (-14)", Now: now,
 	}).Get(ctx, nil)

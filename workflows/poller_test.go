@@ -33,7 +33,7 @@ func runStalePause(t *testing.T, r *rig) time.Duration {
 		}
 	})
 	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
-		Config: wfapi.PollerConfig{StalePause: time.Hour}})
+		Config: wfapi.PollerConfig{StalePause: wfapi.Duration(time.Hour)}})
 	if err := r.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestThePollRunsWithoutAHeartbeatTimeout(t *testing.T) {
 			}
 		})
 		r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
-			Config: wfapi.PollerConfig{StalePause: time.Minute, HeartbeatTimeout: configured}})
+			Config: wfapi.PollerConfig{StalePause: wfapi.Duration(time.Minute), HeartbeatTimeout: wfapi.Duration(configured)}})
 		if err := r.env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestThePollRunsWithoutAHeartbeatTimeout(t *testing.T) {
 // from each poll: a setting changed at a restart reaches pollers already running.
 func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
 	r := newRig(t, store.DefaultLimits())
-	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: 30 * time.Second}
+	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: wfapi.Duration(30 * time.Second)}
 	if d := runStalePause(t, r); d < 30*time.Second || d >= time.Hour {
 		t.Fatalf("the probe ran %v after the pause, want the worker's 30s, not the input's 1h", d)
 	}
