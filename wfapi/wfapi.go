@@ -152,7 +152,7 @@ type PollerConfig struct {
 	StalePause   Duration // pause after -14 (default 1h)
 	ShortBackoff Duration // after an upstream error (default 2s)
 	LongBackoff  Duration // after three failures in a row (default 30s)
-	MaxLoops     int           // continue-as-new after this many loops (default 500)
+	MaxLoops     int      // continue-as-new after this many loops (default 500)
 	// HeartbeatTimeout is no longer used: poll activities keep no Temporal heartbeat (their
 	// liveness is the poll lease). Kept so that recorded inputs decode.
 	HeartbeatTimeout Duration
