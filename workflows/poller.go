@@ -33,9 +33,8 @@ type poller struct {
 	in                          wfapi.PollerInput
 	rotate, pause, resume, stop workflow.ReceiveChannel
 	// pollLost: a lease supervisor found the running poll activity's lease expired.
-	pollLost        workflow.ReceiveChannel
-	status          string
-	pages, messages int
+	pollLost workflow.ReceiveChannel
+	status   string
 	// commanded: pause or resume signals arrived since the stored state was last read.
 	commanded bool
 	// lastEpoch is the lease epoch of the last poll activity scheduled.
@@ -130,7 +129,7 @@ func (p *poller) followStore(ctx workflow.Context) {
 
 func (p *poller) state() (wfapi.PollerState, error) {
 	return wfapi.PollerState{AccountKey: p.in.AccountKey, Generation: p.in.Generation, Status: p.status,
-		PausedUntil: p.in.PausedUntil, Failures: p.in.Failures, Pages: p.pages, Messages: p.messages}, nil
+		PausedUntil: p.in.PausedUntil, Failures: p.in.Failures, Pages: p.in.Pages, Messages: p.in.Messages}, nil
 }
 
 // drain applies every pending signal (signals are not carried across continue-as-new).
@@ -197,8 +196,8 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		p.in.Stopped = true
 		return nil
 	}
-	p.pages += res.Pages
-	p.messages += res.Messages
+	p.in.Pages += res.Pages
+	p.in.Messages += res.Messages
 	if c := res.Config; c != nil {
 		// The worker's settings win over those this poller was started with.
 		if c.StalePause > 0 {
@@ -273,6 +272,7 @@ func (p *poller) runPoll(ctx workflow.Context) (res activities.PollResult, lost 
 	defer cancel()
 	fut := workflow.ExecuteActivity(actx, acts.PollAccount, activities.PollInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,
+		PagesBefore: p.in.Pages, MessagesBefore: p.in.Messages,
 	})
 	done := false
 	for !done && !lost {
