@@ -19,7 +19,7 @@ import (
 
 // enrollEvent is one line of `starter enroll --json`.
 type enrollEvent struct {
-	Event      string   `json:"event"` // qr, status, need_code, done
+	Event      string   `json:"event"` // qr, status, need_code, wrong_code, done
 	Status     string   `json:"status,omitempty"`
 	QRContent  string   `json:"qr_content,omitempty"`
 	AccountKey string   `json:"account_key,omitempty"`
@@ -76,7 +76,9 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
 	var lastStatus, shownQR string
-	codeAsked, hinted, started := false, false, time.Now()
+	// askedAt is the count of refused codes when the code was last asked for (-1: not
+	// asked): a prompt is shown once per code iLink wants.
+	askedAt, hinted, started := -1, false, time.Now()
 	for {
 		select {
 		case err := <-done:
@@ -129,9 +131,13 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				return err
 			}
 		}
-		if st.NeedsCode && !codeAsked {
-			codeAsked = true
-			if err := emit(enrollEvent{Event: "need_code"}, "WeChat shows a number: type it here and press Enter:"); err != nil {
+		if st.NeedsCode && st.WrongCodes > askedAt {
+			ev, text := enrollEvent{Event: "need_code"}, "WeChat shows a number: type it here and press Enter:"
+			if askedAt >= 0 && st.WrongCodes > 0 {
+				ev, text = enrollEvent{Event: "wrong_code"}, "That code was wrong: type the number WeChat shows now and press Enter:"
+			}
+			askedAt = st.WrongCodes
+			if err := emit(ev, text); err != nil {
 				return err
 			}
 			if !lines.Scan() {
@@ -142,8 +148,8 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				return fmt.Errorf("send the verification code: %w", err)
 			}
 		}
-		if !st.NeedsCode {
-			codeAsked = false
+		if !st.NeedsCode && st.Status != "need_verifycode" {
+			askedAt = st.WrongCodes - 1 // iLink may ask again later: prompt then
 		}
 	}
 }

@@ -145,6 +145,10 @@ type PollerInput struct {
 	Loops        int // loops in this run (continue-as-new after MaxLoops)
 	Config       PollerConfig
 	PendingStart []int64 // windows opened but not yet given a workflow (never lost across CAN)
+	// Pages and Messages are what the poller's poll sessions committed since it started
+	// (PollerState), carried across continue-as-new.
+	Pages    int `json:",omitempty"`
+	Messages int `json:",omitempty"`
 }
 
 // PollerConfig holds the poller's durations (Duration: readable in the Temporal UI).
@@ -184,9 +188,12 @@ type PollerState struct {
 	Status      string // polling, paused, backing_off, stopped
 	PausedUntil *time.Time
 	Failures    int
-	// Pages and Messages count what the poll activities of this run committed, as of
-	// the last one that returned (one polls for --poll-session across many pages; the
-	// Temporal UI shows the running one's progress in its heartbeat details).
+	// Pages and Messages count what the poller's poll sessions committed since it
+	// started (across continue-as-new), as of the last session that returned: one session
+	// polls for --poll-session across many pages and reports its counts when it ends
+	// (its PollResult), so a message committed by the running session counts once that
+	// session returns. Heartbeat details of a poll session, where recorded, count the
+	// same totals (activities.PollProgress).
 	Pages    int
 	Messages int
 }
@@ -209,8 +216,11 @@ type WindowInput struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
-	ExpiresAt     time.Time
-	MaxSends      int32
+	// PeerID is the WeChat user the window answers (its IlinkPeer search attribute; ""
+	// in inputs recorded before it).
+	PeerID    string `json:",omitempty"`
+	ExpiresAt time.Time
+	MaxSends  int32
 	// Deliverable is false for a deferred message: the window only waits to expire.
 	Deliverable bool
 	// Carried across continue-as-new.
@@ -372,6 +382,9 @@ type EnrollmentState struct {
 	QRContent string // the URL to render as a QR code
 	Host      string
 	NeedsCode bool
+	// WrongCodes counts the verification codes iLink refused (it asked for a code again
+	// after one was sent): a prompt shown after a refusal says the last code was wrong.
+	WrongCodes int `json:",omitempty"`
 	// Set when confirmed.
 	AccountKey string
 	Generation int32

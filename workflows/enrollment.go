@@ -75,9 +75,13 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), acts.PollQRStatus, activities.QRPollInput{
 			OfferID: in.OfferID, QRCode: e.qrcode, Host: e.st.Host, VerifyCode: code, Now: workflow.Now(ctx),
 		}).Get(ctx, &res)
+		sent := code != ""
 		code = ""
 		if err != nil {
 			return e.finish(ctx, "failed", err.Error())
+		}
+		if sent && (res.Status == "need_verifycode" || res.Status == "verify_code_blocked") {
+			e.st.WrongCodes++ // iLink refused the code (state only: no command changes)
 		}
 		e.st.Status = res.Status
 		switch res.Status {
