@@ -59,7 +59,7 @@ func WindowInput(w WindowRef, reofferAfter time.Duration, defaultMaxSends int32,
 		maxSends = defaultMaxSends
 	}
 	return wfapi.WindowInput{
-		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
+		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
 		ExpiresAt: w.ExpiresAt, MaxSends: maxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
 		ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
 	}
@@ -105,7 +105,7 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 		return 0, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), ErrTypeInvalidInput, nil)
 	}
-	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	_, err := tc.ExecuteWorkflow(ctx, wfapi.StartOptions(client.StartWorkflowOptions{
 		ID:                    id,
 		TaskQueue:             taskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -113,7 +113,7 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 		// USE_EXISTING hides; the effect on a running workflow is the same: none.
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, wfapi.ReplyWindowWorkflow, in)
+	}, in.AccountKey, in.PeerID), wfapi.ReplyWindowWorkflow, in)
 	if err == nil {
 		return WindowStarted, nil
 	}
@@ -192,7 +192,7 @@ func (a *Activities) StartPoller(ctx context.Context, in AccountRef) error {
 		}
 	}
 	_, err = a.Temporal.SignalWithStartWorkflow(ctx, ids[0], wfapi.SignalRotate, rotate,
-		client.StartWorkflowOptions{ID: ids[0], TaskQueue: a.cfg().TaskQueue},
+		wfapi.StartOptions(client.StartWorkflowOptions{ID: ids[0], TaskQueue: a.cfg().TaskQueue}, in.AccountKey, ""),
 		wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: in.AccountKey, Generation: in.Generation, Config: a.Config.Poller})
 	if err != nil {
 		return fmt.Errorf("signal-with-start poller: %w", err)

@@ -210,6 +210,9 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...a
 	}
 	if tc, err := dial(); err == nil {
 		say("Temporal: using the server at %s", c.temporal)
+		if err := wfapi.RegisterSearchAttributes(ctx, tc, c.namespace); err != nil {
+			say("Temporal: could not create the search attributes: %v", err)
+		}
 		return tc, "", func() {}, nil
 	}
 	if _, err := devserver.FindCLI(); err != nil {
@@ -224,8 +227,10 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...a
 		return nil, "", nil, fmt.Errorf("--temporal-address: %w", err)
 	}
 	say("Temporal: starting the dev server (%s) on %s with its UI on port %d", cli, c.temporal, uiPort)
-	cmd := exec.Command(cli, "server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
-		"--namespace", c.namespace, "--log-level", "error")
+	// The dev server creates ilinkflow's search attributes in the namespace.
+	args := append([]string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
+		"--namespace", c.namespace, "--log-level", "error"}, wfapi.DevServerArgs()...)
+	cmd := exec.Command(cli, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", nil, fmt.Errorf("start the Temporal dev server: %w", err)
