@@ -48,18 +48,20 @@ func (s *system) listIDs(query string) ([]string, error) {
 // TestWorkflowListByAccountSearchAttributeFindsExactlyThatBotsPollerAndWindows is the
 // acceptance of `temporal workflow list --query 'IlinkAccount="…"'`: with two bots, the
 // query by one account key lists that bot's poller and reply windows (a superseded one
-// too) and nothing of the other bot's; IlinkPeer finds the windows of a WeChat user.
+// too) and the enrollment that created it, and nothing of the other bot's; IlinkPeer
+// finds the windows of a WeChat user.
 func TestWorkflowListByAccountSearchAttributeFindsExactlyThatBotsPollerAndWindows(t *testing.T) {
 	s := start(t, store.DefaultLimits())
 	owners := []string{"o9cq8e2esearch0000000001@im.wechat", "o9cq8e2esearch0000000002@im.wechat"}
 	want := map[string][]string{}
 	var keys []string
 	for i, owner := range owners {
-		acct := s.enroll(fmt.Sprintf("qo_e2e_search_%d", i), owner)
+		offer := fmt.Sprintf("qo_e2e_search_%d", i)
+		acct := s.enroll(offer, owner)
 		keys = append(keys, acct.AccountKey)
 		s.eventually("poller running", 30*time.Second, func() (bool, error) { return s.running(s.pollerWF(acct.AccountKey)), nil })
 		bot := s.botOf(owner)
-		want[acct.AccountKey] = []string{s.pollerWF(acct.AccountKey)}
+		want[acct.AccountKey] = []string{s.pollerWF(acct.AccountKey), wfapi.EnrollmentID(offer)}
 		// The first bot gets two messages: its first window is superseded by the second.
 		var last int64
 		for m := 0; m <= 1-i; m++ {
@@ -72,7 +74,7 @@ func TestWorkflowListByAccountSearchAttributeFindsExactlyThatBotsPollerAndWindow
 		}
 		slices.Sort(want[acct.AccountKey])
 	}
-	if len(want[keys[0]]) != 3 || len(want[keys[1]]) != 2 {
+	if len(want[keys[0]]) != 4 || len(want[keys[1]]) != 3 {
 		t.Fatalf("workflows expected: %v", want)
 	}
 	// Visibility is eventually consistent: wait until the lists settle on what is expected

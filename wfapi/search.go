@@ -21,9 +21,9 @@ import (
 //
 //	temporal workflow list --query 'IlinkAccount="ilk_…"'
 //
-// lists one bot's workflows. An enrollment names no account until it is confirmed and
-// carries neither. The attributes are set when a workflow starts (StartOptions, the one
-// place that sets them) and carried across continue-as-new by the server.
+// lists one bot's workflows. The attributes are set when a workflow starts (StartOptions,
+// the one place that sets them) and carried across continue-as-new. An enrollment names
+// no account when it starts: it sets IlinkAccount (an upsert) once it is confirmed.
 const (
 	SearchAttributeAccount = "IlinkAccount"
 	SearchAttributePeer    = "IlinkPeer"

@@ -135,6 +135,7 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (w
 		return e.finish(ctx, "failed", "confirmation without an account")
 	}
 	e.st.AccountKey, e.st.Generation, e.st.Replaced = c.AccountKey, c.Generation, c.ReplacedAccountKeys
+	e.carryAccount(ctx, c.AccountKey)
 	sctx := withOptions(ctx, storeOptions)
 	if len(c.ReplacedAccountKeys) > 0 {
 		if err := workflow.ExecuteActivity(sctx, acts.StopPollers, c.ReplacedAccountKeys).Get(ctx, nil); err != nil {
@@ -154,6 +155,18 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (w
 	}
 	e.st.Status = EnrollmentConfirmed
 	return e.st, nil
+}
+
+// carryAccount gives the enrollment the account it confirmed as its IlinkAccount search
+// attribute (unknown when it started), so that the account's workflows list it too.
+// Histories recorded before this rule replay without it.
+func (e *enrollment) carryAccount(ctx workflow.Context, accountKey string) {
+	if workflow.GetVersion(ctx, "enrollment-carries-its-account", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, wfapi.AccountAttribute.ValueSet(accountKey)); err != nil {
+		workflow.GetLogger(ctx).Warn("setting the enrollment's account search attribute failed", "account", accountKey, "error", err)
+	}
 }
 
 // finish ends an unconfirmed enrollment: its offer is closed.
