@@ -33,6 +33,11 @@ type PollInput struct {
 	// newer activity takes the poll lease over from an older one. Zero for inputs recorded
 	// before leases: such an activity only takes a free or expired lease.
 	LeaseEpoch int64
+	// PagesBefore and MessagesBefore are what the poller's earlier poll sessions
+	// committed (wfapi.PollerState): the progress in heartbeat details counts from them,
+	// so it shows the totals the state query shows once this session returns.
+	PagesBefore    int `json:",omitempty"`
+	MessagesBefore int `json:",omitempty"`
 }
 
 // WindowRef describes an open window that needs a ReplyWindow workflow (WindowRefOf).
@@ -40,7 +45,9 @@ type WindowRef struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
-	ExpiresAt     time.Time
+	// PeerID is the WeChat user the window answers ("" in histories of older workers).
+	PeerID    string `json:",omitempty"`
+	ExpiresAt time.Time
 	// Deliverable is false for a window whose message was deferred (backlog) or finished.
 	Deliverable bool
 	// MaxSends is the window's quota (0 in histories of older workers: the configured

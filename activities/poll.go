@@ -22,8 +22,12 @@ import (
 // left out (the stored cursor is authoritative anyway).
 const maxHeartbeatCursor = 4096
 
-// PollProgress is the heartbeat detail of PollAccount. The cursor is opaque but not a
-// credential; the stored cursor stays authoritative for a retried attempt.
+// PollProgress is the heartbeat detail of PollAccount (recorded only when the activity is
+// scheduled with a heartbeat timeout, which the AccountPoller no longer does). Pages and
+// Messages are the poller's totals including this session (actapi.PollInput.PagesBefore and
+// MessagesBefore plus what it committed), the counts of the poller's state query. The
+// cursor is opaque but not a credential; the stored cursor stays authoritative for a
+// retried attempt.
 type PollProgress struct {
 	Pages    int
 	Messages int
@@ -208,7 +212,7 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 		}
 		done, err := p.commit(ctx, page)
 		mu.Lock()
-		progress = PollProgress{Pages: p.res.Pages, Messages: p.res.Messages}
+		progress = PollProgress{Pages: in.PagesBefore + p.res.Pages, Messages: in.MessagesBefore + p.res.Messages}
 		if len(p.cursor) <= maxHeartbeatCursor {
 			progress.Cursor = p.cursor
 		}

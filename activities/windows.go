@@ -61,9 +61,9 @@ func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, defaultMaxSends
 		maxSends = defaultMaxSends
 	}
 	return wfapi.WindowInput{
-		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
+		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
 		ExpiresAt: w.ExpiresAt, MaxSends: maxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
-		ReofferAfter: reofferAfter, Offered: offer,
+		ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
 	}
 }
 
@@ -107,7 +107,7 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 		return 0, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), actapi.ErrTypeInvalidInput, nil)
 	}
-	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	_, err := tc.ExecuteWorkflow(ctx, wfapi.StartOptions(client.StartWorkflowOptions{
 		ID:                    id,
 		TaskQueue:             taskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -115,7 +115,7 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 		// USE_EXISTING hides; the effect on a running workflow is the same: none.
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, wfapi.ReplyWindowWorkflow, in)
+	}, in.AccountKey, in.PeerID), wfapi.ReplyWindowWorkflow, in)
 	if err == nil {
 		return WindowStarted, nil
 	}
@@ -185,7 +185,7 @@ func (a *Activities) StartPoller(ctx context.Context, in actapi.AccountRef) erro
 		}
 	}
 	_, err = a.Temporal.SignalWithStartWorkflow(ctx, ids[0], wfapi.SignalRotate, rotate,
-		client.StartWorkflowOptions{ID: ids[0], TaskQueue: a.cfg().TaskQueue},
+		wfapi.StartOptions(client.StartWorkflowOptions{ID: ids[0], TaskQueue: a.cfg().TaskQueue}, in.AccountKey, ""),
 		wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: in.AccountKey, Generation: in.Generation, Config: a.Config.Poller})
 	if err != nil {
 		return fmt.Errorf("signal-with-start poller: %w", err)
@@ -255,6 +255,6 @@ func RunningPoller(ctx context.Context, tc client.Client, inst wfapi.Installatio
 
 // WindowRefOf is the reference of an open window as the store describes it.
 func WindowRefOf(o store.OpenedWindow) actapi.WindowRef {
-	return actapi.WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey,
+	return actapi.WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey, PeerID: o.PeerID,
 		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed}
 }

@@ -74,16 +74,17 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	h.acts.Temporal = c
 	exp := time.Now().Add(24 * time.Hour)
 	opened := []actapi.WindowRef{
-		{ReplyWindowID: 1, AccountKey: h.key, MessageKey: "im_1", ExpiresAt: exp, Deliverable: true},
-		{ReplyWindowID: 2, AccountKey: h.key, MessageKey: "im_2", ExpiresAt: exp},
+		{ReplyWindowID: 1, AccountKey: h.key, MessageKey: "im_1", PeerID: "peer@im.wechat", ExpiresAt: exp, Deliverable: true},
+		{ReplyWindowID: 2, AccountKey: h.key, MessageKey: "im_2", PeerID: "peer@im.wechat", ExpiresAt: exp},
 	}
 	for _, w := range opened {
-		want := client.StartWorkflowOptions{
+		// The window's workflow carries the account and the peer as search attributes.
+		want := wfapi.StartOptions(client.StartWorkflowOptions{
 			ID: wfapi.ReplyWindowID(inst, w.ReplyWindowID), TaskQueue: wfapi.DefaultTaskQueue,
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 			WorkflowExecutionErrorWhenAlreadyStarted: true,
-		}
+		}, h.key, "peer@im.wechat")
 		in := wfapi.WindowInput{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
 			ExpiresAt: w.ExpiresAt, MaxSends: 10, Deliverable: w.Deliverable}
 		var err error
@@ -93,7 +94,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 				Return(nil, serviceerror.NewNotFound("closed and gone")).Once()
 		}
 		c.On("ExecuteWorkflow", mock.Anything, want, wfapi.ReplyWindowWorkflow, mock.MatchedBy(func(got wfapi.WindowInput) bool {
-			return got.ReplyWindowID == in.ReplyWindowID && got.AccountKey == in.AccountKey && got.MessageKey == in.MessageKey &&
+			return got.ReplyWindowID == in.ReplyWindowID && got.AccountKey == in.AccountKey && got.MessageKey == in.MessageKey && got.PeerID == w.PeerID &&
 				got.ExpiresAt.Equal(in.ExpiresAt) && got.MaxSends == in.MaxSends && got.Deliverable == in.Deliverable
 		})).Return(nil, err).Once()
 	}
@@ -123,7 +124,7 @@ func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.
 	h.acts.Temporal = c
 	id := wfapi.AccountPollerID(inst, h.key)
 	c.On("SignalWithStartWorkflow", mock.Anything, id, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
-		client.StartWorkflowOptions{ID: id, TaskQueue: "custom-queue"}, wfapi.AccountPollerWorkflow,
+		wfapi.StartOptions(client.StartWorkflowOptions{ID: id, TaskQueue: "custom-queue"}, h.key, ""), wfapi.AccountPollerWorkflow,
 		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
 	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestAPollerRunningUnderItsLegacyIDIsSignalledInsteadOfStartingASecondOne(t 
 	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3}).
 		Return(serviceerror.NewNotFound("no legacy poller")).Once()
 	c.On("SignalWithStartWorkflow", mock.Anything, current, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
-		client.StartWorkflowOptions{ID: current, TaskQueue: wfapi.DefaultTaskQueue}, wfapi.AccountPollerWorkflow,
+		wfapi.StartOptions(client.StartWorkflowOptions{ID: current, TaskQueue: wfapi.DefaultTaskQueue}, h.key, ""), wfapi.AccountPollerWorkflow,
 		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
 	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,8 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // CLIVersion is the pinned version of the Temporal CLI.
@@ -55,15 +57,17 @@ const SuggestContinueAsNewEvents = 200
 const startTimeout = 2 * time.Minute
 
 // defaultArgs are the dev server flags every server gets: usable continue-as-new
-// thresholds, the APIs the workflows use, and fast SQLite settings.
-var defaultArgs = []string{
+// thresholds, the APIs the workflows use, ilinkflow's search attributes (in the
+// namespace created at start; NewNamespace creates them in its own), and fast SQLite
+// settings.
+var defaultArgs = append([]string{
 	"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=" + strconv.Itoa(SuggestContinueAsNewEvents),
 	"--dynamic-config-value", "limit.historySize.suggestContinueAsNew=1048576",
 	"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
 	"--dynamic-config-value", "frontend.enableExecuteMultiOperation=true",
 	"--sqlite-pragma", "journal_mode=WAL",
 	"--sqlite-pragma", "synchronous=OFF",
-}
+}, wfapi.DevServerArgs()...)
 
 // Options configures [New].
 type Options struct {
@@ -176,8 +180,8 @@ func (s *Server) Dial(ctx context.Context, opts client.Options) (client.Client, 
 	return client.DialContext(ctx, opts)
 }
 
-// NewNamespace registers a namespace of its own for tb on the server and returns its name
-// and a client for it, closed at tb's cleanup. Workflow ids are unique per namespace, so
+// NewNamespace registers a namespace of its own for tb on the server, with ilinkflow's
+// search attributes, and returns its name and a client for it, closed at tb's cleanup. Workflow ids are unique per namespace, so
 // tests whose stores hand out the same ids (every fresh schema's first window is 1) do not
 // collide on a shared server.
 func (s *Server) NewNamespace(tb testing.TB) (string, client.Client) {
@@ -217,6 +221,9 @@ func (s *Server) NewNamespaceDial(tb testing.TB, opts client.Options) (string, c
 			tb.Fatalf("devserver: namespace %s not served: %v", ns, err)
 		case <-tick.C:
 		}
+	}
+	if err := wfapi.RegisterSearchAttributes(ctx, s.Client, ns); err != nil {
+		tb.Fatalf("devserver: %v", err)
 	}
 	opts.HostPort, opts.Namespace = s.HostPort, ns
 	if opts.Logger == nil {

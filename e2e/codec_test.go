@@ -233,7 +233,7 @@ func collectPayloads(m protoreflect.Message, out *[]*commonpb.Payload) {
 		*out = append(*out, v)
 		return
 	case *commonpb.SearchAttributes:
-		return // indexed by the server, never encoded by a codec (and ilinkflow sets none)
+		return // indexed by the server, never encoded by a codec (ilinkflow's: account key and peer id)
 	}
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {

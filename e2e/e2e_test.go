@@ -199,7 +199,7 @@ func (s *system) eventually(what string, within time.Duration, cond func() (bool
 func (s *system) enroll(offerID, owner string) wfapi.EnrollmentState {
 	s.t.Helper()
 	run, err := s.tc.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(offerID), TaskQueue: s.tq},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offerID, RequestedBy: "e2e", Lifetime: time.Minute, PollGap: 100 * time.Millisecond})
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offerID, RequestedBy: "e2e", Lifetime: wfapi.Duration(time.Minute), PollGap: wfapi.Duration(100 * time.Millisecond)})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func TestActivitiesConfigMapsTheConfiguration(t *testing.T) {
 	deferred := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	c.DeferredBefore = &deferred
 	a := c.activitiesConfig()
-	if a.Poller.StalePause != c.StalePause || a.LeaseTTL != c.PollLeaseTTL {
+	if a.Poller.StalePause.D() != c.StalePause || a.LeaseTTL != c.PollLeaseTTL {
 		t.Fatalf("poller config %+v from %+v", a.Poller, c)
 	}
 	if a.SendGap >= 0 {

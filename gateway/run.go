@@ -148,6 +148,16 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		defer tc.Close()
 	}
 
+	// Every workflow of an account carries search attributes: without them in the
+	// namespace no poller or window could start.
+	ns := cfg.TemporalNamespace
+	if opts.Temporal != nil {
+		ns = "" // the injected client's namespace, whatever it is
+	}
+	if err := wfapi.CheckSearchAttributes(ctx, tc, ns); err != nil {
+		return err
+	}
+
 	handler, err := newHandler(cfg, opts, tc, logger)
 	if err != nil {
 		return err
@@ -263,7 +273,7 @@ func (c Config) activitiesConfig() activities.Config {
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
 		LeaseTTL:        c.PollLeaseTTL,
-		Poller:          wfapi.PollerConfig{StalePause: c.StalePause},
+		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause)},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
 }

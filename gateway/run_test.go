@@ -83,7 +83,7 @@ func TestRunServesReconcilesAndStops(t *testing.T) {
 	}
 	var in wfapi.PollerInput
 	startInput(ctx, t, tc, id, info.GetExecution().GetRunId(), &in)
-	if in.AccountKey != acct.key || in.Generation != acct.generation || in.Config.StalePause != cfg.StalePause {
+	if in.AccountKey != acct.key || in.Generation != acct.generation || in.Config.StalePause.D() != cfg.StalePause {
 		t.Fatalf("poller input %+v: the configured stale pause must reach the poller", in)
 	}
 

@@ -35,14 +35,14 @@ func (h *Workflow) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 		// A delivery not made by the HandOff activity names no agent workflow.
 		id = wfapi.LegacyAgentWorkflowID(in.MessageKey)
 	}
-	_, err := h.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	_, err := h.Client.ExecuteWorkflow(ctx, wfapi.StartOptions(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                h.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A running agent workflow is used as it is (no error); a closed one is an error.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, h.WorkflowType, in)
+	}, in.AccountKey, in.PeerID), h.WorkflowType, in)
 	var invalid *serviceerror.InvalidArgument
 	switch {
 	case err == nil:

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // startDevServer starts the dev server with the pinned temporal CLI.
@@ -67,6 +68,10 @@ func openNamespace(ctx context.Context, addr, given, fresh string, logger *slog.
 			return "", nil, nil, fmt.Errorf("namespace %s not served: %w", fresh, err)
 		case <-tick.C:
 		}
+	}
+	if err := wfapi.RegisterSearchAttributes(ctx, c, fresh); err != nil {
+		c.Close()
+		return "", nil, nil, err
 	}
 	drop := func() error {
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -93,7 +93,7 @@ WHERE send_attempts.attempt_id = $1;
 -- name: ListOpenWindows :many
 -- The open windows with what a ReplyWindow workflow needs, newest first.
 SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
-       reply_windows.expires_at, reply_windows.max_sends,
+       reply_windows.peer_id, reply_windows.expires_at, reply_windows.max_sends,
        (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
        inbound.deferred, inbound.status AS message_status
 FROM reply_windows
@@ -102,3 +102,13 @@ WHERE reply_windows.state = 'open'
   AND (sqlc.narg(account_key)::text IS NULL OR reply_windows.account_key = sqlc.narg(account_key))
 ORDER BY reply_windows.reply_window_id DESC
 LIMIT sqlc.arg(max_rows);
+
+-- name: SentCountsOfWindows :many
+-- How many sends of each window iLink accepted (attempts sent); windows with none are absent.
+SELECT reply_windows.reply_window_id, count(send_attempts.attempt_id)::integer AS sent
+FROM reply_windows
+JOIN send_attempts ON send_attempts.source_message_key = reply_windows.source_message_key
+  AND send_attempts.reply_window_id = reply_windows.reply_window_id
+  AND send_attempts.status = 'sent'
+WHERE reply_windows.reply_window_id = ANY(sqlc.arg(window_ids)::bigint[])
+GROUP BY reply_windows.reply_window_id;

@@ -57,13 +57,15 @@ type windowRow struct {
 	ExpiresAt     time.Time `json:"expires_at"`
 	Reserved      int32     `json:"reserved"`
 	Transmitted   int32     `json:"transmitted"`
-	MaxSends      int32     `json:"max_sends"`
-	SendsLeft     int32     `json:"sends_left"`
+	// Sent counts the sends iLink accepted (Transmitted counts refused ones too).
+	Sent      int32 `json:"sent"`
+	MaxSends  int32 `json:"max_sends"`
+	SendsLeft int32 `json:"sends_left"`
 }
 
 func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("windows", help{"windows [--account KEY] [--state S] [--limit N] [--json]",
-		"Lists reply windows, newest first.",
+		"Lists reply windows, newest first (SENT: replies iLink accepted, of the quota; LEFT: sends the window still grants).",
 		"starter windows --account ilk_0123abcd --state open --limit 10"}, withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "only this account")
 	state := fs.String("state", "", "only this state ("+strings.Join(windowStates, ", ")+")")
@@ -86,10 +88,19 @@ func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
+	ids := make([]int64, 0, len(ws))
+	for _, w := range ws {
+		ids = append(ids, w.ReplyWindowID)
+	}
+	sent, err := st.SentCounts(ctx, ids)
+	if err != nil {
+		return err
+	}
 	rows := make([]windowRow, 0, len(ws))
 	for _, w := range ws {
 		rows = append(rows, windowRow{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.SourceMessageKey,
-			State: w.State, ExpiresAt: w.ExpiresAt, Reserved: w.Reserved, Transmitted: w.Transmitted, MaxSends: w.MaxSends, SendsLeft: w.SendsLeft()})
+			State: w.State, ExpiresAt: w.ExpiresAt, Reserved: w.Reserved, Transmitted: w.Transmitted, Sent: sent[w.ReplyWindowID],
+			MaxSends: w.MaxSends, SendsLeft: w.SendsLeft()})
 	}
 	if c.json {
 		return printJSON(stdout, rows)
@@ -97,7 +108,7 @@ func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WINDOW\tACCOUNT\tSTATE\tSENT\tLEFT\tEXPIRES")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\n", r.ReplyWindowID, r.AccountKey, r.State, r.Transmitted, r.MaxSends, r.SendsLeft, r.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\n", r.ReplyWindowID, r.AccountKey, r.State, r.Sent, r.MaxSends, r.SendsLeft, r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
 }

@@ -211,6 +211,9 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...a
 	}
 	if tc, err := dial(); err == nil {
 		say("Temporal: using the server at %s", c.temporal)
+		if err := wfapi.RegisterSearchAttributes(ctx, tc, c.namespace); err != nil {
+			say("Temporal: could not create the search attributes: %v", err)
+		}
 		return tc, "", func() {}, nil
 	}
 	if _, err := devserver.FindCLI(); err != nil {
@@ -225,8 +228,10 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...a
 		return nil, "", nil, fmt.Errorf("--temporal-address: %w", err)
 	}
 	say("Temporal: starting the dev server (%s) on %s with its UI on port %d", cli, c.temporal, uiPort)
-	cmd := exec.Command(cli, "server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
-		"--namespace", c.namespace, "--log-level", "error")
+	// The dev server creates ilinkflow's search attributes in the namespace.
+	args := append([]string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
+		"--namespace", c.namespace, "--log-level", "error"}, wfapi.DevServerArgs()...)
+	cmd := exec.Command(cli, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", nil, fmt.Errorf("start the Temporal dev server: %w", err)
@@ -267,7 +272,7 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 	}
 	offer := "qo_demo_" + hex.EncodeToString(raw[:])
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(offer), TaskQueue: taskQueue},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "starter dev", PollGap: 200 * time.Millisecond})
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "starter dev", PollGap: wfapi.Duration(200 * time.Millisecond)})
 	if err != nil {
 		return "", fmt.Errorf("start the demo enrollment: %w", err)
 	}

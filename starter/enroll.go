@@ -20,7 +20,7 @@ import (
 
 // enrollEvent is one line of `starter enroll --json`.
 type enrollEvent struct {
-	Event      string   `json:"event"` // qr, status, need_code, done
+	Event      string   `json:"event"` // qr, status, need_code, wrong_code, done
 	Status     string   `json:"status,omitempty"`
 	QRContent  string   `json:"qr_content,omitempty"`
 	AccountKey string   `json:"account_key,omitempty"`
@@ -59,7 +59,7 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer tc.Close()
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(*offer), TaskQueue: c.taskQueue},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: *offer, RequestedBy: *requestedBy, Lifetime: *lifetime})
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: *offer, RequestedBy: *requestedBy, Lifetime: wfapi.Duration(*lifetime)})
 	if err != nil {
 		return fmt.Errorf("start enrollment: %w", err)
 	}
@@ -77,7 +77,9 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
 	var lastStatus, shownQR string
-	codeAsked, hinted, started := false, false, time.Now()
+	// askedAt is the count of refused codes when the code was last asked for (-1: not
+	// asked): a prompt is shown once per code iLink wants.
+	askedAt, hinted, started := -1, false, time.Now()
 	for {
 		select {
 		case err := <-done:
@@ -130,9 +132,13 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				return err
 			}
 		}
-		if st.NeedsCode && !codeAsked {
-			codeAsked = true
-			if err := emit(enrollEvent{Event: "need_code"}, "WeChat shows a number: type it here and press Enter:"); err != nil {
+		if st.NeedsCode && st.WrongCodes > askedAt {
+			ev, text := enrollEvent{Event: "need_code"}, "WeChat shows a number: type it here and press Enter:"
+			if askedAt >= 0 && st.WrongCodes > 0 {
+				ev, text = enrollEvent{Event: "wrong_code"}, "That code was wrong: type the number WeChat shows now and press Enter:"
+			}
+			askedAt = st.WrongCodes
+			if err := emit(ev, text); err != nil {
 				return err
 			}
 			if !lines.Scan() {
@@ -143,8 +149,8 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				return fmt.Errorf("send the verification code: %w", err)
 			}
 		}
-		if !st.NeedsCode {
-			codeAsked = false
+		if !st.NeedsCode && st.Status != vocab.EnrollmentNeedsCode {
+			askedAt = st.WrongCodes - 1 // iLink may ask again later: prompt then
 		}
 	}
 }

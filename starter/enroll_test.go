@@ -21,11 +21,12 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode runs `starter enroll --json`
-// against a worker, the real dev server, PostgreSQL and the simulator: the QR code is
-// printed, statuses arrive in order, the verification-code prompt is answered from
-// standard input, and the command ends with the account key.
-func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
+// TestEnrollJSONShowsQRStatusesSaysAWrongVerificationCodeWasWrongAndAsksAgain runs
+// `starter enroll --json` against a worker, the real dev server, PostgreSQL and the
+// simulator: the QR code is printed, statuses arrive in order, a wrong verification code
+// typed at the prompt is answered by a wrong_code event that asks again (not a silent
+// re-prompt), the right one is accepted, and the command ends with the account key.
+func TestEnrollJSONShowsQRStatusesSaysAWrongVerificationCodeWasWrongAndAsksAgain(t *testing.T) {
 	dev := devserver.Start(t)
 	ns, tc := dev.NewNamespace(t)
 	pool := dbtest.NewPool(t)
@@ -84,6 +85,10 @@ func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
 				t.Fatal(err)
 			}
 		case "need_code":
+			if _, err := io.WriteString(stdinW, "000000\n"); err != nil { // a wrong code first
+				t.Fatal(err)
+			}
+		case "wrong_code":
 			if _, err := io.WriteString(stdinW, "135790\n"); err != nil {
 				t.Fatal(err)
 			}
@@ -105,6 +110,13 @@ func TestEnrollJSONShowsQRStatusesAndAnswersTheVerificationCode(t *testing.T) {
 	last := events[len(events)-1]
 	if last.Event != "done" || last.Status != "confirmed" || last.AccountKey == "" {
 		t.Fatalf("last event %+v", last)
+	}
+	var kinds []string
+	for _, ev := range events {
+		kinds = append(kinds, ev.Event)
+	}
+	if !inOrder(kinds, "qr", "need_code", "wrong_code", "done") || strings.Count(strings.Join(kinds, " "), "_code") != 2 {
+		t.Fatalf("events %v, want one need_code, then one wrong_code after the wrong code", kinds)
 	}
 	if !inOrder(statuses, "need_verifycode", "scaned", "confirmed") {
 		t.Fatalf("statuses out of order: %v", statuses)

@@ -464,3 +464,27 @@ func TestReservationWithRequestIDIsIdempotent(t *testing.T) {
 		t.Fatalf("reserved %d, want 1", w.Reserved)
 	}
 }
+
+// TestSentCountsOnlyTheSendsILinkAccepted: a window whose only reply was refused
+// (throttled) has sent nothing, though the refused transmit used its quota; a sent reply
+// counts. This is the SENT column of `starter windows`.
+func TestSentCountsOnlyTheSendsILinkAccepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	id := res.Deliverable.ReplyWindowID
+	throttled := e.startOne(tok, "refused")
+	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: throttled.AttemptID, Status: vocab.AttemptFailed,
+		FailType: vocab.FailThrottled, ErrorCode: "throttle"}); err != nil {
+		t.Fatal(err)
+	}
+	sent, err := e.store.SentCounts(e.ctx, []int64{id})
+	if w, _ := e.store.GetWindow(e.ctx, id); err != nil || sent[id] != 0 || w.Transmitted != 1 {
+		t.Fatalf("after a refused reply: sent %v (%v), transmitted %d; want sent 0 of a quota use of 1", sent, err, w.Transmitted)
+	}
+	e.sendOne(tok, "accepted")
+	if sent, err = e.store.SentCounts(e.ctx, []int64{id, id + 1000}); err != nil || sent[id] != 1 || len(sent) != 1 {
+		t.Fatalf("after an accepted reply: %v %v, want window %d: 1", sent, err, id)
+	}
+}

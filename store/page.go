@@ -319,7 +319,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	if d := deliverable; d != nil {
 		res.Absorbed--
 		res.OpenedWindowID = d.windowID
-		res.Opened = &OpenedWindow{ReplyWindowID: d.windowID, AccountKey: in.AccountKey, MessageKey: d.key,
+		res.Opened = &OpenedWindow{ReplyWindowID: d.windowID, AccountKey: in.AccountKey, MessageKey: d.key, PeerID: rd.account.OwnerPeerID,
 			ExpiresAt: insert.ExpiresAts[slices.Index(insert.MessageKeys, d.key)], MaxSends: s.limits.MaxSends,
 			Deliverable: messageDeliverable(d.deferred, vocab.MessageReceived)}
 		if res.Opened.Deliverable {

@@ -98,6 +98,24 @@ func (s *Store) ListWindows(ctx context.Context, f WindowFilter) ([]Window, erro
 	return out, err
 }
 
+// SentCounts returns how many sends of each of the windows iLink accepted (attempts
+// sent): what a window actually sent, unlike its quota use (Reserved, Transmitted), which
+// counts refused transmits too. A window with none is absent from the map.
+func (s *Store) SentCounts(ctx context.Context, windowIDs []int64) (map[int64]int32, error) {
+	out := map[int64]int32{}
+	if len(windowIDs) == 0 {
+		return out, nil
+	}
+	err := s.read(ctx, "sent counts", func(q *dbq.Queries) error {
+		rows, err := q.SentCountsOfWindows(ctx, windowIDs)
+		for _, r := range rows {
+			out[r.ReplyWindowID] = r.Sent
+		}
+		return err
+	})
+	return out, err
+}
+
 // WindowSecret is an open window with its opened context token.
 type WindowSecret struct {
 	Window
@@ -186,8 +204,10 @@ type OpenedWindow struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
-	ExpiresAt     time.Time
-	MaxSends      int32
+	// PeerID is the WeChat user the window answers.
+	PeerID    string
+	ExpiresAt time.Time
+	MaxSends  int32
 	// SendsUsed counts the quota already reserved or transmitted.
 	SendsUsed int32
 	// Deliverable: the window's message is to be handed to an agent (messageDeliverable).
@@ -216,7 +236,7 @@ func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, limit in
 		rows, err := q.ListOpenWindows(ctx, acct, limit)
 		for _, r := range rows {
 			out = append(out, OpenedWindow{ReplyWindowID: r.ReplyWindowID, AccountKey: r.AccountKey,
-				MessageKey: r.SourceMessageKey, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,
+				MessageKey: r.SourceMessageKey, PeerID: r.PeerID, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,
 				Deliverable: messageDeliverable(r.Deferred, r.MessageStatus)})
 		}
 		return err

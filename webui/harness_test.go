@@ -140,7 +140,7 @@ func (s *system) waitingQR(seen map[string]bool) string {
 func (s *system) enrollDirectly(offerID, owner string) wfapi.EnrollmentState {
 	s.t.Helper()
 	run, err := s.tc.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(offerID), TaskQueue: s.tq},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offerID, RequestedBy: "test", Lifetime: time.Minute, PollGap: 100 * time.Millisecond})
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offerID, RequestedBy: "test", Lifetime: wfapi.Duration(time.Minute), PollGap: wfapi.Duration(100 * time.Millisecond)})
 	if err != nil {
 		s.t.Fatal(err)
 	}

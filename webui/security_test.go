@@ -107,7 +107,7 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 	acc := s.enrollDirectly("qo_0000000000000001", "o9cq8owner@im.wechat")
 	offer := "qo_0000000000000002"
 	if _, err := s.tc.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{ID: wfapi.EnrollmentID(offer), TaskQueue: s.tq},
-		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "test", Lifetime: time.Minute, PollGap: 100 * time.Millisecond}); err != nil {
+		wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "test", Lifetime: wfapi.Duration(time.Minute), PollGap: wfapi.Duration(100 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{system: s, account: acc.AccountKey, offer: offer, forms: []string{

@@ -506,7 +506,7 @@ func (s *server) startEnrollment(w http.ResponseWriter, r *http.Request, _ *sess
 	expires := time.Now().Add(s.cfg.Lifetime)
 	_, err := s.cfg.Temporal.ExecuteWorkflow(r.Context(), client.StartWorkflowOptions{
 		ID: wfapi.EnrollmentID(offer), TaskQueue: s.cfg.TaskQueue, Memo: map[string]any{"expires_at": expires},
-	}, wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "webui", Lifetime: s.cfg.Lifetime, PollGap: s.cfg.PollGap})
+	}, wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "webui", Lifetime: wfapi.Duration(s.cfg.Lifetime), PollGap: wfapi.Duration(s.cfg.PollGap)})
 	if err != nil {
 		s.internal(w, r, "start the enrollment", err)
 		return

@@ -146,17 +146,21 @@ type PollerInput struct {
 	Stopped     bool
 	Loops       int // loops in this run (continue-as-new after MaxLoops)
 	Config      PollerConfig
+	// Pages and Messages are what the poller's poll sessions committed since it started
+	// (PollerState), carried across continue-as-new.
+	Pages    int `json:",omitempty"`
+	Messages int `json:",omitempty"`
 }
 
-// PollerConfig holds the poller's durations.
+// PollerConfig holds the poller's durations (Duration: readable in the Temporal UI).
 type PollerConfig struct {
-	StalePause   time.Duration // pause after -14 (default 1h)
-	ShortBackoff time.Duration // after an upstream error (default 2s)
-	LongBackoff  time.Duration // after three failures in a row (default 30s)
-	MaxLoops     int           // continue-as-new after this many loops (default 500)
+	StalePause   Duration // pause after -14 (default 1h)
+	ShortBackoff Duration // after an upstream error (default 2s)
+	LongBackoff  Duration // after three failures in a row (default 30s)
+	MaxLoops     int      // continue-as-new after this many loops (default 500)
 	// HeartbeatTimeout is no longer used: poll activities keep no Temporal heartbeat (their
 	// liveness is the poll lease). Kept so that recorded inputs decode.
-	HeartbeatTimeout time.Duration
+	HeartbeatTimeout Duration
 }
 
 // PollLostSignal names the poll activity whose lease expired by its place in the order of
@@ -185,9 +189,12 @@ type PollerState struct {
 	Status      string // one of the Poller* statuses
 	PausedUntil *time.Time
 	Failures    int
-	// Pages and Messages count what the poll activities of this run committed, as of
-	// the last one that returned (one polls for --poll-session across many pages; the
-	// Temporal UI shows the running one's progress in its heartbeat details).
+	// Pages and Messages count what the poller's poll sessions committed since it
+	// started (across continue-as-new), as of the last session that returned: one session
+	// polls for --poll-session across many pages and reports its counts when it ends
+	// (its PollResult), so a message committed by the running session counts once that
+	// session returns. Heartbeat details of a poll session, where recorded, count the
+	// same totals (activities.PollProgress).
 	Pages    int
 	Messages int
 }
@@ -227,15 +234,18 @@ type WindowInput struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
-	ExpiresAt     time.Time
-	MaxSends      int32
+	// PeerID is the WeChat user the window answers (its IlinkPeer search attribute; ""
+	// in inputs recorded before it).
+	PeerID    string `json:",omitempty"`
+	ExpiresAt time.Time
+	MaxSends  int32
 	// Deliverable is false for a deferred message: the window only waits to expire.
 	Deliverable bool
 	// SendsUsed is the quota already reserved or spent when the workflow started.
 	SendsUsed int32
 	// ReofferAfter is how long an unhandled message waits before it is handed off again
 	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
-	ReofferAfter time.Duration
+	ReofferAfter Duration
 	// Offered is the first hand-off when the activity that started the workflow already
 	// made it (the poll does, right after its commit); nil: the workflow hands off itself.
 	Offered *Offer
@@ -375,8 +385,8 @@ type EnrollmentInput struct {
 	OfferID     string
 	RequestedBy string
 	// Lifetime of the offer (default 5m); PollGap between QR polls (default 1s).
-	Lifetime time.Duration
-	PollGap  time.Duration
+	Lifetime Duration
+	PollGap  Duration
 }
 
 // VerifyCodeSignal answers iLink's need_verifycode.
@@ -389,6 +399,9 @@ type EnrollmentState struct {
 	QRContent string // the URL to render as a QR code
 	Host      string
 	NeedsCode bool
+	// WrongCodes counts the verification codes iLink refused (it asked for a code again
+	// after one was sent): a prompt shown after a refusal says the last code was wrong.
+	WrongCodes int `json:",omitempty"`
 	// Set when confirmed.
 	AccountKey string
 	Generation int32

@@ -27,15 +27,15 @@ type enrollment struct {
 // pollers of the accounts the new binding replaced.
 func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.EnrollmentState, error) {
 	if in.Lifetime <= 0 {
-		in.Lifetime = 5 * time.Minute
+		in.Lifetime = wfapi.Duration(5 * time.Minute)
 	}
 	if in.PollGap <= 0 {
-		in.PollGap = time.Second
+		in.PollGap = wfapi.Duration(time.Second)
 	}
 	e := &enrollment{
 		in:       in,
 		st:       wfapi.EnrollmentState{OfferID: in.OfferID, Status: vocab.EnrollmentStarting},
-		deadline: workflow.Now(ctx).Add(in.Lifetime),
+		deadline: workflow.Now(ctx).Add(in.Lifetime.D()),
 		verify:   workflow.GetSignalChannel(ctx, wfapi.SignalVerifyCode),
 		cancel:   workflow.GetSignalChannel(ctx, wfapi.SignalCancel),
 	}
@@ -67,9 +67,13 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.PollQRStatus, actapi.QRPollInput{
 			OfferID: in.OfferID, QRCode: e.qrcode, Host: e.st.Host, VerifyCode: code, Now: workflow.Now(ctx),
 		}).Get(ctx, &res)
+		sent := code != ""
 		code = ""
 		if err != nil {
 			return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
+		}
+		if sent && (res.Status == vocab.EnrollmentNeedsCode || res.Status == vocab.EnrollmentBlocked) {
+			e.st.WrongCodes++ // iLink refused the code (state only: no command changes)
 		}
 		e.st.Status = res.Status
 		switch res.Status {
@@ -94,7 +98,7 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		case vocab.EnrollmentConfirmed:
 			return e.confirmed(ctx, res.Confirmed)
 		default: // wait, scaned, and anything new: poll again after the gap
-			e.waitFor(ctx, in.PollGap, nil)
+			e.waitFor(ctx, in.PollGap.D(), nil)
 		}
 	}
 }
@@ -123,6 +127,7 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *actapi.Confirmed) (wfapi
 		return e.finish(ctx, vocab.EnrollmentFailed, "confirmation without an account")
 	}
 	e.st.AccountKey, e.st.Generation, e.st.Replaced = c.AccountKey, c.Generation, c.ReplacedAccountKeys
+	e.carryAccount(ctx, c.AccountKey)
 	sctx := withOptions(ctx, storeOptions)
 	if len(c.ReplacedAccountKeys) > 0 {
 		if err := workflow.ExecuteActivity(sctx, actapi.StopPollers, c.ReplacedAccountKeys).Get(ctx, nil); err != nil {
@@ -142,6 +147,18 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *actapi.Confirmed) (wfapi
 	}
 	e.st.Status = vocab.EnrollmentConfirmed
 	return e.st, nil
+}
+
+// carryAccount gives the enrollment the account it confirmed as its IlinkAccount search
+// attribute (unknown when it started), so that the account's workflows list it too.
+// Histories recorded before this rule replay without it.
+func (e *enrollment) carryAccount(ctx workflow.Context, accountKey string) {
+	if workflow.GetVersion(ctx, "enrollment-carries-its-account", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, wfapi.AccountAttribute.ValueSet(accountKey)); err != nil {
+		workflow.GetLogger(ctx).Warn("setting the enrollment's account search attribute failed", "account", accountKey, "error", err)
+	}
 }
 
 // finish ends an unconfirmed enrollment: its offer is closed.

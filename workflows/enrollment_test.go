@@ -21,7 +21,7 @@ func (r *rig) script(steps map[time.Duration]func()) {
 func (r *rig) enroll(offer string, lifetime time.Duration) wfapi.EnrollmentState {
 	r.t.Helper()
 	r.env.ExecuteWorkflow(workflows.Enrollment, wfapi.EnrollmentInput{OfferID: offer, RequestedBy: "test",
-		Lifetime: lifetime, PollGap: time.Second})
+		Lifetime: wfapi.Duration(lifetime), PollGap: wfapi.Duration(time.Second)})
 	if err := r.env.GetWorkflowError(); err != nil {
 		r.t.Fatal(err)
 	}

@@ -160,7 +160,7 @@ func TestReofferIntervalIsConfigurableAndCanBeOff(t *testing.T) {
 			r.acts.Handler = agent
 			w := r.deliver(r.bot(), "hello")
 			in := windowInput(w, limits)
-			in.ReofferAfter = c.every
+			in.ReofferAfter = wfapi.Duration(c.every)
 			r.env.SetStartTime(time.Now())
 			r.env.ExecuteWorkflow(workflows.ReplyWindow, in)
 			if err := r.env.GetWorkflowError(); err != nil {

@@ -12,13 +12,13 @@ import (
 
 func pollerDefaults(c wfapi.PollerConfig) wfapi.PollerConfig {
 	if c.StalePause <= 0 {
-		c.StalePause = time.Hour
+		c.StalePause = wfapi.Duration(time.Hour)
 	}
 	if c.ShortBackoff <= 0 {
-		c.ShortBackoff = 2 * time.Second
+		c.ShortBackoff = wfapi.Duration(2 * time.Second)
 	}
 	if c.LongBackoff <= 0 {
-		c.LongBackoff = 30 * time.Second
+		c.LongBackoff = wfapi.Duration(30 * time.Second)
 	}
 	if c.MaxLoops <= 0 {
 		c.MaxLoops = 500
@@ -31,9 +31,8 @@ type poller struct {
 	in                          wfapi.PollerInput
 	rotate, pause, resume, stop workflow.ReceiveChannel
 	// pollLost: a lease supervisor found the running poll activity's lease expired.
-	pollLost        workflow.ReceiveChannel
-	status          string
-	pages, messages int
+	pollLost workflow.ReceiveChannel
+	status   string
 	// commanded: pause or resume signals arrived since the stored state was last read.
 	commanded bool
 	// lastEpoch is the lease epoch of the last poll activity scheduled.
@@ -128,7 +127,7 @@ func (p *poller) followStore(ctx workflow.Context) {
 
 func (p *poller) state() (wfapi.PollerState, error) {
 	return wfapi.PollerState{AccountKey: p.in.AccountKey, Generation: p.in.Generation, Status: p.status,
-		PausedUntil: p.in.PausedUntil, Failures: p.in.Failures, Pages: p.pages, Messages: p.messages}, nil
+		PausedUntil: p.in.PausedUntil, Failures: p.in.Failures, Pages: p.in.Pages, Messages: p.in.Messages}, nil
 }
 
 // drain applies every pending signal (signals are not carried across continue-as-new).
@@ -195,8 +194,8 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		p.in.Stopped = true
 		return nil
 	}
-	p.pages += res.Pages
-	p.messages += res.Messages
+	p.in.Pages += res.Pages
+	p.in.Messages += res.Messages
 	if c := res.Config; c != nil {
 		// The worker's settings win over those this poller was started with.
 		if c.StalePause > 0 {
@@ -228,7 +227,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 			backoff = p.in.Config.LongBackoff
 		}
 		p.status = wfapi.PollerBackingOff
-		sleepOrSignal(ctx, backoff, p.stop, p.rotate)
+		sleepOrSignal(ctx, backoff.D(), p.stop, p.rotate)
 		p.status = wfapi.PollerPolling
 	default:
 		p.in.Failures = 0
@@ -271,6 +270,7 @@ func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, lost bool
 	defer cancel()
 	fut := workflow.ExecuteActivity(actx, actapi.PollAccount, actapi.PollInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,
+		PagesBefore: p.in.Pages, MessagesBefore: p.in.Messages,
 	})
 	done := false
 	for !done && !lost {
@@ -317,7 +317,7 @@ func (p *poller) onStaleToken(ctx workflow.Context) error {
 		p.in.Stopped = true
 		return nil
 	}
-	until := now.Add(p.in.Config.StalePause)
+	until := now.Add(p.in.Config.StalePause.D())
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.PauseAccount, actapi.PauseInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Until: until, Reason: "bot token stale (-14)", Now: now,
 	}).Get(ctx, nil)

@@ -34,7 +34,7 @@ func runStalePause(t *testing.T, r *rig) time.Duration {
 		}
 	})
 	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
-		Config: wfapi.PollerConfig{StalePause: time.Hour}})
+		Config: wfapi.PollerConfig{StalePause: wfapi.Duration(time.Hour)}})
 	if err := r.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestThePollRunsWithoutAHeartbeatTimeout(t *testing.T) {
 			}
 		})
 		r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
-			Config: wfapi.PollerConfig{StalePause: time.Minute, HeartbeatTimeout: configured}})
+			Config: wfapi.PollerConfig{StalePause: wfapi.Duration(time.Minute), HeartbeatTimeout: wfapi.Duration(configured)}})
 		if err := r.env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestThePollRunsWithoutAHeartbeatTimeout(t *testing.T) {
 // from each poll: a setting changed at a restart reaches pollers already running.
 func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
 	r := newRig(t, store.DefaultLimits())
-	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: 30 * time.Second}
+	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: wfapi.Duration(30 * time.Second)}
 	if d := runStalePause(t, r); d < 30*time.Second || d >= time.Hour {
 		t.Fatalf("the probe ran %v after the pause, want the worker's 30s, not the input's 1h", d)
 	}
@@ -268,5 +268,55 @@ func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
 	}
 	if len(gens) < 2 || gens[1] != 2 {
 		t.Fatalf("polls of generations %v, want 1 then 2", gens)
+	}
+}
+
+// TestPollerStateCountsWhatItsPollSessionsCommittedAcrossContinueAsNew: the state query's
+// Messages and Pages are the poller's totals, the same numbers its poll session counts
+// from (PollInput.MessagesBefore, the base of its heartbeat progress), kept across
+// continue-as-new: a message committed is counted once, never reset to 0 by a new run.
+func TestPollerStateCountsWhatItsPollSessionsCommittedAcrossContinueAsNew(t *testing.T) {
+	r := newRig(t, store.DefaultLimits())
+	b := r.bot()
+	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", "counted once"); err != nil {
+		t.Fatal(err)
+	}
+	var before []actapi.PollInput
+	r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name == "PollAccount" {
+			var in actapi.PollInput
+			if err := args.Get(&in); err != nil {
+				t.Error(err)
+			}
+			before = append(before, in)
+		}
+	})
+	// As if continued from a run that had committed 3 messages on 2 pages.
+	r.env.ExecuteWorkflow(workflows.AccountPoller, wfapi.PollerInput{AccountKey: b.key, Generation: 1,
+		Pages: 2, Messages: 3, Config: wfapi.PollerConfig{MaxLoops: 1}})
+	var can *workflow.ContinueAsNewError
+	if err := r.env.GetWorkflowError(); !asCAN(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	if len(before) != 1 || before[0].MessagesBefore != 3 || before[0].PagesBefore != 2 {
+		t.Fatalf("poll inputs %+v, want the session to count from 3 messages on 2 pages", before)
+	}
+	var next wfapi.PollerInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Messages != 4 || next.Pages < 3 {
+		t.Fatalf("continued with %d messages on %d pages, want 4 on at least 3", next.Messages, next.Pages)
+	}
+	v, err := r.env.QueryWorkflow(wfapi.QueryPollerState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wfapi.PollerState
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != next.Messages || st.Pages != next.Pages {
+		t.Fatalf("state query says %d messages on %d pages, the poller carries %d on %d", st.Messages, st.Pages, next.Messages, next.Pages)
 	}
 }

@@ -152,7 +152,7 @@ func (w *window) reofferAfter() time.Duration {
 	if w.in.ReofferAfter == 0 {
 		return wfapi.DefaultReofferAfter
 	}
-	return w.in.ReofferAfter
+	return w.in.ReofferAfter.D()
 }
 
 // reofferPending reports whether the message waits to be offered again.

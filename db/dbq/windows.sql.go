@@ -42,7 +42,7 @@ func (q *Queries) GetReplyWindowBySource(ctx context.Context, sourceMessageKey s
 
 const listOpenWindows = `-- name: ListOpenWindows :many
 SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
-       reply_windows.expires_at, reply_windows.max_sends,
+       reply_windows.peer_id, reply_windows.expires_at, reply_windows.max_sends,
        (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
        inbound.deferred, inbound.status AS message_status
 FROM reply_windows
@@ -57,6 +57,7 @@ type ListOpenWindowsRow struct {
 	ReplyWindowID    int64
 	AccountKey       string
 	SourceMessageKey string
+	PeerID           string
 	ExpiresAt        time.Time
 	MaxSends         int32
 	SendsUsed        int32
@@ -78,6 +79,7 @@ func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, maxRo
 			&i.ReplyWindowID,
 			&i.AccountKey,
 			&i.SourceMessageKey,
+			&i.PeerID,
 			&i.ExpiresAt,
 			&i.MaxSends,
 			&i.SendsUsed,
@@ -161,6 +163,42 @@ func (q *Queries) OpenWindowIDsOfAccount(ctx context.Context, accountKey string)
 			return nil, err
 		}
 		items = append(items, reply_window_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sentCountsOfWindows = `-- name: SentCountsOfWindows :many
+SELECT reply_windows.reply_window_id, count(send_attempts.attempt_id)::integer AS sent
+FROM reply_windows
+JOIN send_attempts ON send_attempts.source_message_key = reply_windows.source_message_key
+  AND send_attempts.reply_window_id = reply_windows.reply_window_id
+  AND send_attempts.status = 'sent'
+WHERE reply_windows.reply_window_id = ANY($1::bigint[])
+GROUP BY reply_windows.reply_window_id
+`
+
+type SentCountsOfWindowsRow struct {
+	ReplyWindowID int64
+	Sent          int32
+}
+
+// How many sends of each window iLink accepted (attempts sent); windows with none are absent.
+func (q *Queries) SentCountsOfWindows(ctx context.Context, windowIds []int64) ([]SentCountsOfWindowsRow, error) {
+	rows, err := q.db.Query(ctx, sentCountsOfWindows, windowIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SentCountsOfWindowsRow{}
+	for rows.Next() {
+		var i SentCountsOfWindowsRow
+		if err := rows.Scan(&i.ReplyWindowID, &i.Sent); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
