@@ -20,9 +20,11 @@ import (
 	"github.com/prometheus/common/model"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
@@ -93,7 +95,11 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	bound := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: s.handler,
+		var handler activities.Handler = s.handler
+		if cfg.Handler == handoff.KindWebhook {
+			handler = nil // the configured webhook hands off
+		}
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: handler,
 			Metrics: reg, HTTPStarted: func(a net.Addr) { bound <- a },
 			Ready: func(gateway.ReconcileReport) { close(ready) }})
 	}()
@@ -202,6 +208,7 @@ var replyTables = map[string]string{
 	"reply_window_secrets": "to_jsonb(t)",
 	"send_attempts":        "to_jsonb(t)",
 	"agent_sessions":       "to_jsonb(t)",
+	"outbound_media":       "to_jsonb(t)",
 }
 
 // digest fingerprints every row of every table (as store/harness_test.go does), so a
@@ -210,7 +217,7 @@ func (a *apiSystem) digest() string {
 	a.t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"accounts", "account_secrets", "login_offers", "enrollment_audit", "inbound_messages",
-		"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions"} {
+		"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions", "outbound_media"} {
 		var d *string
 		q := "SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM (SELECT " + replyTables[table] + " AS r FROM " + table + " t) x"
 		if err := a.pool.QueryRow(a.ctx, q).Scan(&d); err != nil {

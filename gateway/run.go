@@ -195,7 +195,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 	defer stop()
 	logger.Info("worker started", "task_queue", cfg.TaskQueue)
-	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, logger, func(err error) {
+	media := &activities.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
+	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, logger, func(err error) {
 		select {
 		case fatal <- err:
 		default:

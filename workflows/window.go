@@ -234,8 +234,14 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(store.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
 		return refusal(store.CodeInvalidAgentSession, "the message is already %s", w.verdict)
+	case req.Type == "image" || req.Type == "file" || req.Type == "video":
+		if req.Media == nil || req.Media.MediaID == "" || req.Text != "" || (req.Type == "file" && req.Media.FileName == "") {
+			return refusal(store.CodeInvalidInput, "a %s reply needs staged media and no text", req.Type)
+		}
 	case req.Type != "text":
-		return refusal(store.CodeInvalidInput, "only text items can be sent through the update")
+		return refusal(store.CodeInvalidInput, "only text, image, file and video items can be sent through the update")
+	case req.Media != nil:
+		return refusal(store.CodeInvalidInput, "a text reply carries no media")
 	case req.Text == "" || len(req.Text) > maxTextBytes || !utf8.ValidString(req.Text):
 		return refusal(store.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", maxTextBytes)
 	case len(req.RequestID) > 256:
@@ -263,7 +269,7 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 		return wfapi.SendResult{}, err
 	}
 	in := activities.SendInput{SessionID: w.in.SessionID, RequestID: req.RequestID,
-		Content: store.Content{Type: req.Type, Text: req.Text}}
+		Content: contentOf(req)}
 	if req.SessionID != "" && req.SessionID != w.in.SessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
@@ -335,4 +341,13 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 	}
 	w.verdict, w.reoffer = out.Status, false
 	return wfapi.FinishResult{MessageKey: w.in.MessageKey, Status: out.Status}, nil
+}
+
+// contentOf is the store content of a send request (media by its staged id only).
+func contentOf(req wfapi.SendRequest) store.Content {
+	c := store.Content{Type: req.Type, Text: req.Text}
+	if m := req.Media; m != nil {
+		c.Media = &store.MediaRef{MediaID: m.MediaID, FileName: m.FileName, Size: m.Size, SHA256: m.SHA256}
+	}
+	return c
 }
