@@ -14,5 +14,6 @@ func (a *Activities) FinishMessage(ctx context.Context, in FinishInput) (FinishO
 		return FinishOutput{}, storeErr("finish message", err)
 	}
 	a.log().Info("message finished", "message", m.MessageKey, "status", m.Status)
+	a.stopTyping(ctx, m.AccountKey, m.PeerID)
 	return FinishOutput{Status: m.Status}, nil
 }

@@ -59,6 +59,9 @@ func (a *Activities) HandOff(ctx context.Context, in HandOffInput) (HandOffOutpu
 	if err != nil {
 		return HandOffOutput{}, storeErr("installation", err)
 	}
+	// The user sees "typing" while the agent works; a typing failure never fails the
+	// hand-off (keepAlive only logs).
+	a.typer().keepAlive(ctx, w)
 	ans, err := a.Handler.Deliver(ctx, Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
 		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(w.ReplyWindowID, msg.MessageKey)})
 	if err != nil {

@@ -117,6 +117,9 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		log.Warn("send failed", "status", c.Status, "fail_type", c.FailType, "error", sendErr)
 	}
 	out, err := a.finish(ctx, c)
+	if c.Status != store.AttemptFailed || c.FailType != store.FailTransport {
+		a.stopTyping(ctx, att.AccountKey, att.PeerID) // the first reply ends "typing"
+	}
 	if throttled {
 		until := at.Add(cfg.ThrottlePenalty)
 		bctx, cancel := detached(ctx, 10*time.Second)

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -165,6 +166,9 @@ func (a *Activities) ExpireWindow(ctx context.Context, in ExpireInput) (WindowSt
 	w, err := a.Store.ExpireWindow(ctx, nowOr(in.Now), in.ReplyWindowID)
 	if err != nil {
 		return WindowState{}, storeErr("expire window", err)
+	}
+	if w.State == store.WindowExpired {
+		a.stopTyping(ctx, w.AccountKey, w.PeerID)
 	}
 	return WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
 }

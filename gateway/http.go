@@ -113,7 +113,7 @@ const UIPath = "/ui"
 
 // startHTTP starts the HTTP server when enabled (nil otherwise); fatal receives a serve
 // failure.
-func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg *metrics.Registry, media replyapi.Media,
+func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg *metrics.Registry, media replyapi.Media, typing replyapi.Typing,
 	logger *slog.Logger, fatal func(error)) (*httpServer, error) {
 	if !httpEnabled(cfg, opts) {
 		return nil, nil
@@ -130,6 +130,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		Logger:        logger.With("component", "replyapi"),
 		MaxTextBytes:  cfg.Limits.MaxTextBytes,
 		Media:         media,
+		Typing:        typing,
 		MaxMediaBytes: cfg.Limits.MediaCap(),
 	}))
 	mux.Handle("/metrics", reg.Handler())
@@ -173,7 +174,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 			fatal(fmt.Errorf("HTTP server: %w", err))
 		}
 	}()
-	routes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /metrics /healthz"
+	routes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing /metrics /healthz"
 	if !cfg.CodecToken.IsZero() {
 		routes += " " + CodecPath
 	}

@@ -75,6 +75,8 @@ func mediaStatus(code string) (int, bool) {
 		return http.StatusBadGateway, true
 	case CodeCDNUnavailable:
 		return http.StatusServiceUnavailable, true
+	case CodeTypingFailed:
+		return http.StatusBadGateway, true
 	}
 	return 0, false
 }

@@ -161,6 +161,8 @@ type Config struct {
 	Now func() time.Time
 	// Media fetches inbound attachments (nil: GET .../attachments answers 503).
 	Media Media
+	// Typing shows and cancels "typing" (nil: POST /v1/typing answers 503).
+	Typing Typing
 	// MaxMediaBytes caps a media reply's file (default DefaultMaxMediaBytes); the store's
 	// Limits.MaxMediaBytes must allow it.
 	MaxMediaBytes int64
@@ -250,6 +252,7 @@ func New(cfg Config) *API {
 		replyJSON(w, r)
 	})
 	a.mux.HandleFunc("/v1/messages/", a.attachment)
+	a.mux.HandleFunc("/v1/typing", a.post("typing", a.typing))
 	a.mux.HandleFunc("/v1/done", a.post("done", a.done))
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, "unknown", &apiError{code: CodeNotFound, msg: "no such endpoint"})
