@@ -16,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+
 	"github.com/ilinkflow/ilinkflow/agent"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -288,6 +291,37 @@ func TestMediaWebhookAgentFetchesEveryAttachmentAndRepliesWithImageAndFile(t *te
 		}
 	}
 	a.assertNoSecretInHistory(secrets)
+	a.assertNotInDecodedPayloads(secrets)
+	a.logs.assertNotLogged(t, secrets...)
+}
+
+// assertNotInDecodedPayloads decodes every payload of every history with the payload codec
+// and fails if any of the values appears in the plaintext: they never passed through
+// Temporal, not even encrypted.
+func (a *apiSystem) assertNotInDecodedPayloads(values []string) {
+	a.t.Helper()
+	codec, err := payloadcodec.New(keyring)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	n := 0
+	for _, e := range a.executions() {
+		var ps []*commonpb.Payload
+		collectPayloads(e.history.ProtoReflect(), &ps)
+		decoded, err := codec.Decode(ps)
+		if err != nil {
+			a.t.Fatalf("decode the payloads of %s: %v", e.workflowID, err)
+		}
+		for _, p := range decoded {
+			n++
+			for _, v := range nonEmpty(values) {
+				if bytes.Contains(p.GetData(), []byte(v)) {
+					a.t.Errorf("a media secret (%d bytes) is in a decoded payload of %s (%s)", len(v), e.workflowID, e.workflowType)
+				}
+			}
+		}
+	}
+	a.t.Logf("no media byte, key or CDN parameter in %d decoded payloads", n)
 }
 
 // done marks a session's message handled through the reply API.

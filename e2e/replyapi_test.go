@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +43,8 @@ type apiSystem struct {
 	base string
 	reg  *metrics.Registry
 	http *http.Client
+	// logs keeps the gateway's log, to look for secrets in it.
+	logs *logSink
 }
 
 // startAPI starts a gateway like start does, with HTTP served on 127.0.0.1:0; tune
@@ -90,6 +94,8 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: cfg.TaskQueue, store: st, sim: sim, srv: srv,
 		ctl: ilinksim.NewControl(srv.URL, srv.Client()), handler: &recorder{}, limits: cfg.Limits}
 
+	logs := &logSink{}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logs, os.Stderr), nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	bound := make(chan net.Addr, 1)
@@ -100,7 +106,7 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 			handler = nil // the configured webhook hands off
 		}
 		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: handler,
-			Metrics: reg, HTTPStarted: func(a net.Addr) { bound <- a },
+			Metrics: reg, Logger: logger, HTTPStarted: func(a net.Addr) { bound <- a },
 			Ready: func(gateway.ReconcileReport) { close(ready) }})
 	}()
 	t.Cleanup(func() {
@@ -118,7 +124,7 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	case <-time.After(time.Minute):
 		t.Fatal("gateway did not become ready")
 	}
-	return &apiSystem{system: s, pool: pool, base: "http://" + addr.String(), reg: reg, http: &http.Client{Timeout: 2 * time.Minute}}
+	return &apiSystem{system: s, pool: pool, base: "http://" + addr.String(), reg: reg, http: &http.Client{Timeout: 2 * time.Minute}, logs: logs}
 }
 
 // answer is one HTTP answer of the gateway.
