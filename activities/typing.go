@@ -18,6 +18,8 @@ const (
 	DefaultTypingFor = 2 * time.Minute
 	// typingCallTimeout bounds one getconfig or sendtyping call.
 	typingCallTimeout = 5 * time.Second
+	// typingFirstTimeout bounds the typing shown before a hand-off.
+	typingFirstTimeout = 3 * time.Second
 	// typingTicketTTL is how long a typing ticket is reused before getconfig is asked again.
 	typingTicketTTL = 10 * time.Minute
 )
@@ -147,9 +149,13 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 		bound = DefaultTypingFor
 	}
 	log := t.log().With("account", w.AccountKey, "reply_window_id", w.ReplyWindowID)
-	if err := t.send(ctx, w.AccountKey, w.PeerID, true); err != nil {
+	// The first call is bounded tightly: it runs before the hand-off, which it must not
+	// hold up.
+	fctx, fcancel := context.WithTimeout(ctx, typingFirstTimeout)
+	if err := t.send(fctx, w.AccountKey, w.PeerID, true); err != nil {
 		log.Warn("typing could not be shown", "error", err)
 	}
+	fcancel()
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	key := conversation(w.AccountKey, w.PeerID)
 	t.mu.Lock()

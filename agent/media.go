@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strings"
 )
@@ -19,7 +21,7 @@ type Attachment struct {
 	Data []byte
 }
 
-// FetchError is a refused fetch: the HTTP status and the reply API's error code
+// FetchError is a refused fetch or media reply: the HTTP status and the reply API's error code
 // (attachment_not_found, wrong_message, media_expired, media_too_large,
 // invalid_agent_session, ...).
 type FetchError struct {
@@ -77,4 +79,72 @@ func FetchAttachment(ctx context.Context, hc *http.Client, gatewayURL, token, fe
 		return Attachment{}, errors.New("agent: attachment fetch: truncated body")
 	}
 	return Attachment{ContentType: resp.Header.Get("Content-Type"), Data: data}, nil
+}
+
+// ReplyMediaResult is the reply API's answer to a media reply (200 sent, 202 unknown).
+type ReplyMediaResult struct {
+	AttemptID         string `json:"attempt_id"`
+	ClientMessageID   string `json:"client_message_id"`
+	Status            string `json:"status"`
+	ProviderMessageID string `json:"provider_message_id"`
+	SendsLeft         int32  `json:"sends_left"`
+	RequestID         string `json:"request_id"`
+}
+
+// ReplyMedia sends an image, a file or a video through the reply API as a webhook agent
+// would with curl -F: kind is image, file or video, fileName names a file, data is the
+// plaintext (at most the gateway's cap, 20 MiB by default), idempotencyKey ("" none)
+// makes a retry answer the first outcome without sending twice. A refusal is a
+// *FetchError with the API's code; the token is never part of an error. Bytes go to the
+// gateway only, never through Temporal.
+func ReplyMedia(ctx context.Context, hc *http.Client, gatewayURL, token, kind, fileName string, data []byte, idempotencyKey string) (ReplyMediaResult, error) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	_ = w.WriteField("type", kind)
+	if fileName != "" {
+		_ = w.WriteField("file_name", fileName)
+	}
+	part, err := w.CreateFormFile("file", "upload")
+	if err != nil {
+		return ReplyMediaResult{}, err
+	}
+	_, _ = part.Write(data)
+	if err := w.Close(); err != nil {
+		return ReplyMediaResult{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(gatewayURL, "/")+"/v1/reply", &body)
+	if err != nil {
+		return ReplyMediaResult{}, errors.New("agent: gateway URL is invalid")
+	}
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+token)
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return ReplyMediaResult{}, fmt.Errorf("agent: media reply: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return ReplyMediaResult{}, fmt.Errorf("agent: media reply: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &e)
+		return ReplyMediaResult{}, &FetchError{Status: resp.StatusCode, Code: e.Error.Code}
+	}
+	var out ReplyMediaResult
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return ReplyMediaResult{}, errors.New("agent: media reply: the answer is not JSON")
+	}
+	return out, nil
 }

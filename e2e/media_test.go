@@ -231,15 +231,17 @@ func TestMediaWebhookAgentFetchesEveryAttachmentAndRepliesWithImageAndFile(t *te
 		kind, name string
 		data       []byte
 	}{{"image", "reply.png", replyImage}, {"file", "notes.txt", replyFile}} {
-		ct, body := multipartReply(t, r.kind, r.name, r.data)
-		got := a.do(http.MethodPost, "/v1/reply", body, "Content-Type", ct, "Authorization", "Bearer "+d.SessionToken,
-			"Idempotency-Key", "media-"+r.kind)
-		var rr replyapi.ReplyResponse
-		got.json(t, &rr)
-		if got.status != http.StatusOK || rr.Status != store.AttemptSent {
-			t.Fatalf("%s reply: %d %s", r.kind, got.status, got.body)
+		name := r.name
+		if r.kind != "file" {
+			name = ""
 		}
-		// The same request again answers the first outcome and sends nothing more.
+		rr, err := agent.ReplyMedia(a.ctx, a.http, a.base, d.SessionToken, r.kind, name, r.data, "media-"+r.kind)
+		if err != nil || rr.Status != store.AttemptSent {
+			t.Fatalf("%s reply: %+v %v", r.kind, rr, err)
+		}
+		// The same request again (as curl -F would make it) answers the first outcome and
+		// sends nothing more.
+		ct, body := multipartReply(t, r.kind, r.name, r.data)
 		again := a.do(http.MethodPost, "/v1/reply", body, "Content-Type", ct, "Authorization", "Bearer "+d.SessionToken,
 			"Idempotency-Key", "media-"+r.kind)
 		var rr2 replyapi.ReplyResponse

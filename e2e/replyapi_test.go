@@ -305,7 +305,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 		{"unknown field", `{"type":"text","txt":"a"}`, replyapi.CodeInvalidJSON, nil},
 		{"empty body", ``, replyapi.CodeInvalidJSON, nil},
 		{"unknown type", `{"type":"sticker","text":"a"}`, replyapi.CodeUnsupportedType, nil},
-		{"media type not yet supported", `{"type":"image","media":{"encrypt_query_param":"x"}}`, replyapi.CodeUnsupportedType, nil},
+		{"media type as JSON (media is multipart)", `{"type":"image","media":{"encrypt_query_param":"x"}}`, replyapi.CodeUnsupportedType, nil},
 		{"missing type", `{"text":"a"}`, replyapi.CodeUnsupportedType, nil},
 		{"text over 16 KiB", `{"type":"text","text":"` + strings.Repeat("y", 16*1024+1) + `"}`, replyapi.CodeTextTooLong, nil},
 		{"empty text", `{"type":"text","text":""}`, replyapi.CodeInvalidText, nil},

@@ -234,6 +234,8 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(store.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
 		return refusal(store.CodeInvalidAgentSession, "the message is already %s", w.verdict)
+	case len(req.RequestID) > 256:
+		return refusal(store.CodeInvalidInput, "request id is too long")
 	case req.Type == "image" || req.Type == "file" || req.Type == "video":
 		if req.Media == nil || req.Media.MediaID == "" || req.Text != "" || (req.Type == "file" && req.Media.FileName == "") {
 			return refusal(store.CodeInvalidInput, "a %s reply needs staged media and no text", req.Type)
@@ -244,8 +246,6 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(store.CodeInvalidInput, "a text reply carries no media")
 	case req.Text == "" || len(req.Text) > maxTextBytes || !utf8.ValidString(req.Text):
 		return refusal(store.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", maxTextBytes)
-	case len(req.RequestID) > 256:
-		return refusal(store.CodeInvalidInput, "request id is too long")
 	}
 	return nil
 }
