@@ -161,7 +161,8 @@ func (a *Activities) GetWindowState(ctx context.Context, windowID int64) (Window
 	return WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
 }
 
-// ExpireWindow retires a window whose expiry passed (idempotent).
+// ExpireWindow retires a window whose expiry passed (idempotent), cancels "typing" for its
+// conversation and sweeps staged media past its retention.
 func (a *Activities) ExpireWindow(ctx context.Context, in ExpireInput) (WindowState, error) {
 	w, err := a.Store.ExpireWindow(ctx, nowOr(in.Now), in.ReplyWindowID)
 	if err != nil {
@@ -169,6 +170,12 @@ func (a *Activities) ExpireWindow(ctx context.Context, in ExpireInput) (WindowSt
 	}
 	if w.State == store.WindowExpired {
 		a.stopTyping(ctx, w.AccountKey, w.PeerID)
+	}
+	// Window ends drive the retention of staged media replies (besides every staging).
+	if n, err := a.Store.SweepMedia(ctx, now()); err != nil {
+		a.log().Warn("staged media sweep failed", "error", err)
+	} else if n > 0 {
+		a.log().Info("staged media swept", "rows", n)
 	}
 	return WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
 }
