@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ const (
 	DefaultTypingFor = 2 * time.Minute
 	// typingCallTimeout bounds one getconfig or sendtyping call.
 	typingCallTimeout = 5 * time.Second
-	// typingFirstTimeout bounds the typing shown before a hand-off.
+	// typingFirstTimeout bounds one show of a keep-alive.
 	typingFirstTimeout = 3 * time.Second
 	// typingTicketTTL is how long a typing ticket is reused before getconfig is asked again.
 	typingTicketTTL = 10 * time.Minute
@@ -46,8 +47,12 @@ type Typer struct {
 
 	mu      sync.Mutex
 	tickets map[string]typingTicket
-	alive   map[string]context.CancelFunc // keep-alives in progress, by conversation
+	alive   map[string]*keepAliveRun // keep-alives in progress, by conversation
+	stripes [64]sync.Mutex
 }
+
+// keepAliveRun is one keep-alive in progress.
+type keepAliveRun struct{ cancel context.CancelFunc }
 
 type typingTicket struct {
 	ticket ilink.Secret
@@ -64,17 +69,29 @@ func (t *Typer) log() *slog.Logger {
 }
 
 // Typing shows (on) or cancels "typing" to peerID on the account's bot. Cancelling also
-// ends a keep-alive this Typer runs for the conversation.
+// ends a keep-alive this Typer runs for the conversation; calls for one conversation are
+// made one at a time, so a cancel is never overtaken by a keep-alive's show.
 func (t *Typer) Typing(ctx context.Context, accountKey, peerID string, on bool) error {
+	key := conversation(accountKey, peerID)
 	if !on {
 		t.mu.Lock()
-		if stop := t.alive[conversation(accountKey, peerID)]; stop != nil {
-			stop()
-			delete(t.alive, conversation(accountKey, peerID))
+		if k := t.alive[key]; k != nil {
+			k.cancel()
+			delete(t.alive, key)
 		}
 		t.mu.Unlock()
 	}
+	mu := t.lockOf(key)
+	mu.Lock()
+	defer mu.Unlock()
 	return t.send(ctx, accountKey, peerID, on)
+}
+
+// lockOf is the lock that orders the typing calls of a conversation (striped).
+func (t *Typer) lockOf(key string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return &t.stripes[h.Sum32()%uint32(len(t.stripes))]
 }
 
 func (t *Typer) send(ctx context.Context, accountKey, peerID string, on bool) error {
@@ -137,9 +154,10 @@ func (t *Typer) ticket(ctx context.Context, cl *ilink.Client, accountKey, peerID
 	return cfg.TypingTicket, nil
 }
 
-// keepAlive shows "typing" for a window's message now and again every Every until the
-// window has transmitted a reply, its message is finished, the window is no longer open,
-// Typing(off) is called for the conversation, or For has passed. Failures are logged.
+// keepAlive shows "typing" for a window's message now (in the background: a hand-off
+// never waits for it) and again every Every until the window has a reply sent or
+// reserved, its message is finished, the window is no longer open, Typing(off) is called
+// for the conversation, or For has passed. Failures are logged.
 func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 	every, bound := t.Every, t.For
 	if every <= 0 {
@@ -149,26 +167,41 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 		bound = DefaultTypingFor
 	}
 	log := t.log().With("account", w.AccountKey, "reply_window_id", w.ReplyWindowID)
-	// The first call is bounded tightly: it runs before the hand-off, which it must not
-	// hold up.
-	fctx, fcancel := context.WithTimeout(ctx, typingFirstTimeout)
-	if err := t.send(fctx, w.AccountKey, w.PeerID, true); err != nil {
-		log.Warn("typing could not be shown", "error", err)
-	}
-	fcancel()
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	key := conversation(w.AccountKey, w.PeerID)
+	run := &keepAliveRun{cancel: cancel}
 	t.mu.Lock()
 	if t.alive == nil {
-		t.alive = map[string]context.CancelFunc{}
+		t.alive = map[string]*keepAliveRun{}
 	}
 	if prev := t.alive[key]; prev != nil {
-		prev()
+		prev.cancel()
 	}
-	t.alive[key] = cancel
+	t.alive[key] = run
 	t.mu.Unlock()
+	show := func(what string) {
+		mu := t.lockOf(key)
+		mu.Lock()
+		defer mu.Unlock()
+		if kctx.Err() != nil {
+			return // cancelled meanwhile: never show after a cancel
+		}
+		sctx, scancel := context.WithTimeout(kctx, typingFirstTimeout)
+		defer scancel()
+		if err := t.send(sctx, w.AccountKey, w.PeerID, true); err != nil {
+			log.Warn("typing could not be "+what, "error", err)
+		}
+	}
 	go func() {
-		defer cancel()
+		defer func() {
+			cancel()
+			t.mu.Lock()
+			if t.alive[key] == run {
+				delete(t.alive, key)
+			}
+			t.mu.Unlock()
+		}()
+		show("shown")
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
@@ -185,9 +218,7 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 			if err != nil || m.Status != store.MessageProcessing {
 				return
 			}
-			if err := t.send(kctx, w.AccountKey, w.PeerID, true); err != nil {
-				log.Warn("typing could not be kept alive", "error", err)
-			}
+			show("kept alive")
 		}
 	}()
 }
