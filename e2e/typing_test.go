@@ -66,7 +66,7 @@ func (a *apiSystem) peerTyping(botID, peer string) int {
 	return 0
 }
 
-func TestTypingIsShownFromTheHandOffUntilTheFirstReplyAndNeverCostsQuota(t *testing.T) {
+func TestTypingIsShownFromTheHandOffUntilTheFirstReplyOrTheVerdictAndNeverCostsQuota(t *testing.T) {
 	rcv, url := newReceiver(t, func(int, handoff.WebhookDelivery) (int, string) { return http.StatusOK, `{}` })
 	limits := store.DefaultLimits()
 	limits.MaxSends = 3
@@ -151,5 +151,21 @@ func TestTypingIsShownFromTheHandOffUntilTheFirstReplyAndNeverCostsQuota(t *test
 	d2 := rcv.next(2, time.Minute)
 	if got := a.reply(d2.SessionToken, "second answer", ""); got.status != http.StatusOK {
 		t.Fatalf("reply with typing failing: %d %s", got.status, got.body)
+	}
+
+	// The verdict cancels typing too.
+	if err := a.ctl.ClearFaults(a.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ctl.InjectText(a.ctx, bot.BotID, "", "third question"); err != nil {
+		t.Fatal(err)
+	}
+	d3 := rcv.next(3, time.Minute)
+	a.eventually("typing shown for the third message", 30*time.Second, func() (bool, error) {
+		return a.peerTyping(bot.BotID, owner) == 1, nil
+	})
+	a.done(d3.SessionToken)
+	if got := a.peerTyping(bot.BotID, owner); got != 2 {
+		t.Fatalf("after the verdict the user sees typing status %d, want 2 (cancelled)", got)
 	}
 }
