@@ -146,8 +146,9 @@ func validMediaKind(kind, fileName string) error {
 	return nil
 }
 
-// StageMedia checks the session (ValidateSession's rules) and stages the media of a reply
-// sealed, for the send activity to upload. The retention sweep runs in the same
+// StageMedia checks the session (ValidateSession's rules) and the window's quota
+// (reply_quota_exhausted) and stages the media of a reply sealed, for the send activity
+// to upload. The retention sweep runs in the same
 // transaction: staged media past its expiry (its window's expiry plus
 // MediaRetentionAfterWindow) is deleted.
 func (s *Store) StageMedia(ctx context.Context, now time.Time, in StageMediaInput) (StagedMedia, error) {
@@ -167,6 +168,9 @@ func (s *Store) StageMedia(ctx context.Context, now time.Time, in StageMediaInpu
 		sess, w, err := sessionWindow(ctx, q, now, in.Session)
 		if err != nil {
 			return err
+		}
+		if w.Reserved+w.Transmitted >= w.MaxSends {
+			return fail(CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
 		}
 		id := uuid.New()
 		sealed, err := s.keys.Seal(sealing.PurposeOutboundMedia, mediaBinding(id.String()), sealing.NewSecret(string(in.Data)))

@@ -113,7 +113,7 @@ func TestPageRefusesMediaLocatorsInconsistentWithAttachments(t *testing.T) {
 	e.unchanged(before)
 }
 
-func TestStagedMediaIsSealedUploadedOnceAndSweptAfterItsWindow(t *testing.T) {
+func TestStagedMediaIsSealedNeedsQuotaKeepsTheFirstUploadAndIsSweptAfterItsWindow(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "send me a picture")
@@ -158,6 +158,16 @@ func TestStagedMediaIsSealedUploadedOnceAndSweptAfterItsWindow(t *testing.T) {
 	if got, err := e.store.GetStagedMedia(e.ctx, staged.MediaID); err != nil || got.Upload.Reveal() != "upload-1" {
 		t.Fatalf("upload reads back wrong: %v", err)
 	}
+
+	// A window without quota left stages nothing.
+	if _, err := e.pool.Exec(e.ctx, `UPDATE reply_windows SET transmitted = max_sends, next_send_index = max_sends WHERE reply_window_id = $1`,
+		res.Deliverable.ReplyWindowID); err != nil {
+		t.Fatal(err)
+	}
+	before = e.digest()
+	_, err = e.store.StageMedia(e.ctx, t0, store.StageMediaInput{Session: store.ByToken(tok), Kind: "image", Data: data})
+	wantCode(t, err, store.CodeReplyQuotaExhausted)
+	e.unchanged(before)
 
 	if n, err := e.store.SweepMedia(e.ctx, staged.ExpiresAt.Add(-time.Second)); err != nil || n != 0 {
 		t.Fatalf("swept %d before the retention ended: %v", n, err)
