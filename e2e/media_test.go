@@ -186,8 +186,8 @@ func TestMediaWebhookAgentFetchesEveryAttachmentAndRepliesWithImageAndFile(t *te
 	}
 	secrets = append(secrets, string(img), inj.Media.EncryptQueryParam, inj.Media.AESKeyHex, inj.Media.AESKey)
 	d := rcv.next(len(inbound)+1, time.Minute)
-	if !a.sim.ExpireCDNObject(inj.Media.EncryptQueryParam) {
-		t.Fatal("the injected image is not on the simulator's CDN")
+	if err := a.ctl.ExpireCDNObject(a.ctx, inj.Media.EncryptQueryParam); err != nil {
+		t.Fatalf("expire the injected image on the simulator's CDN: %v", err)
 	}
 	auth = []string{"Authorization", "Bearer " + d.SessionToken}
 	a.refused("an attachment expired on the CDN", http.StatusGone, replyapi.CodeMediaExpired, bot.BotID,
