@@ -69,6 +69,10 @@ type Activities struct {
 	Logger   *slog.Logger
 	// NewClient builds an iLink client for a base URL and bot token (nil: ilink.New).
 	NewClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
+	// Typer shows "typing" while an agent works (nil: one of the activities' own). Share
+	// it with the reply API so that an agent's POST /v1/typing stops the keep-alive.
+	Typer     *Typer
+	typerOnce sync.Once
 
 	// hooks lets tests of this package observe fixed points of an activity (nil in
 	// production).

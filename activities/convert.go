@@ -37,24 +37,35 @@ var (
 	errNoContextToken = errors.New("message has no usable context token")
 )
 
-// ImageLocator is what the sealed locator of an inbound image holds: the image's CDN
-// media reference and the key that decrypts it (everything a later download needs).
-// It is a secret: it is only ever stored sealed.
+// ImageLocator is what the sealed locator of an inbound image (or file, voice or video)
+// holds: the item's CDN media reference and the key that decrypts it (everything a later
+// download needs). It is a secret: it is only ever stored sealed.
 type ImageLocator struct {
-	// Media is the image's CDN media reference (encrypt_query_param, aes_key, full_url).
+	// Media is the item's CDN media reference (encrypt_query_param, aes_key, full_url).
 	Media ilink.CDNMedia `json:"media"`
 	// AESKey is image_item.aeskey (32 hex characters) when the message carried it.
 	AESKey ilink.Secret `json:"aeskey,omitempty"`
+	// ItemType is the item's type (0: an image, as in locators written before media).
+	ItemType ilink.ItemType `json:"item_type,omitempty"`
 }
 
-// OpenImageLocator decodes an image locator (as returned by store.GetInboundImage) into
-// an inbound image item that ilink.Client.DownloadItem can download and decrypt.
+// OpenImageLocator decodes a media locator (as returned by store.GetInboundImage or
+// store.GetAttachment) into an inbound item that ilink.Client.DownloadItem can download
+// and decrypt.
 func OpenImageLocator(locator sealing.Secret) (*ilink.Item, error) {
 	var l ImageLocator
 	if err := json.Unmarshal([]byte(locator.Reveal()), &l); err != nil {
-		return nil, errors.New("activities: image locator does not decode")
+		return nil, errors.New("activities: media locator does not decode")
 	}
 	media := l.Media
+	switch l.ItemType {
+	case ilink.ItemFile:
+		return &ilink.Item{Type: ilink.ItemFile, FileItem: &ilink.FileItem{Media: &media}}, nil
+	case ilink.ItemVoice:
+		return &ilink.Item{Type: ilink.ItemVoice, VoiceItem: &ilink.VoiceItem{Media: &media}}, nil
+	case ilink.ItemVideo:
+		return &ilink.Item{Type: ilink.ItemVideo, VideoItem: &ilink.VideoItem{Media: &media}}, nil
+	}
 	return &ilink.Item{Type: ilink.ItemImage, ImageItem: &ilink.ImageItem{Media: &media, AESKey: l.AESKey}}, nil
 }
 
@@ -83,7 +94,7 @@ func convertMessage(m *ilink.Message, cursor string, received time.Time) (store.
 		seq := m.Seq
 		e.ProviderSeq = &seq
 	}
-	e.Payload, e.Images = payloadOf(m.ItemList)
+	e.Payload, e.Images, e.Media = payloadOf(m.ItemList)
 	return e, nil
 }
 
@@ -105,11 +116,23 @@ func providerMessageID(m *ilink.Message) string {
 	return derivedIDPrefix + hex.EncodeToString(h.Sum(nil))[:derivedIDHexChars]
 }
 
-// payloadOf builds the summary and attachment descriptors of a message's items, and the
-// sealed CDN locators of its images by position.
-func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator) {
+// payloadOf builds the summary and attachment descriptors of a message's items, the CDN
+// locators of its images by position, and those of its files, voice and videos (at
+// store.MediaPositionBase and up).
+func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator, []store.ImageLocator) {
 	var p store.Payload
-	var images []store.ImageLocator
+	var images, media []store.ImageLocator
+	// withMedia gives a file, voice or video attachment its locator, when it has one.
+	withMedia := func(att store.Attachment, it ilink.ItemType, m *ilink.CDNMedia) store.Attachment {
+		if len(p.Attachments) >= maxAttachments {
+			return att
+		}
+		if loc, ok := mediaLocator(it, m); ok {
+			att.Position = store.MediaPositionBase + len(media)
+			media = append(media, store.ImageLocator{Position: int32(att.Position), Locator: loc})
+		}
+		return att
+	}
 	var parts []string
 	for i := range items {
 		it := &items[i]
@@ -139,6 +162,9 @@ func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator) {
 				part = clean(it.VoiceItem.Text, maxSummaryBytes)
 				att.Text = part
 			}
+			if it.VoiceItem != nil {
+				att = withMedia(att, ilink.ItemVoice, it.VoiceItem.Media)
+			}
 			p.Attachments = appendAttachment(p.Attachments, att)
 		case ilink.ItemFile:
 			part = "[file]"
@@ -151,6 +177,7 @@ func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator) {
 				if n, err := it.FileItem.Len.Int64(); err == nil {
 					att.Size = n
 				}
+				att = withMedia(att, ilink.ItemFile, it.FileItem.Media)
 			}
 			p.Attachments = appendAttachment(p.Attachments, att)
 		case ilink.ItemVideo:
@@ -158,6 +185,9 @@ func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator) {
 			att := store.Attachment{Kind: "video"}
 			if it.VideoItem != nil && it.VideoItem.VideoSize > 0 {
 				att.Size = it.VideoItem.VideoSize
+			}
+			if it.VideoItem != nil {
+				att = withMedia(att, ilink.ItemVideo, it.VideoItem.Media)
 			}
 			p.Attachments = appendAttachment(p.Attachments, att)
 		}
@@ -169,7 +199,7 @@ func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator) {
 		}
 	}
 	p.Summary = clean(strings.Join(parts, "\n"), maxSummaryBytes)
-	return p, images
+	return p, images, media
 }
 
 func appendAttachment(list []store.Attachment, a store.Attachment) []store.Attachment {
@@ -186,6 +216,19 @@ func imageLocator(img *ilink.ImageItem) (sealing.Secret, bool) {
 		return sealing.Secret{}, false
 	}
 	data, err := json.Marshal(ImageLocator{Media: *img.Media, AESKey: img.AESKey})
+	if err != nil || len(data) > maxLocatorBytes {
+		return sealing.Secret{}, false
+	}
+	return sealing.NewSecret(string(data)), true
+}
+
+// mediaLocator is the locator of a file, voice or video item's CDN object; an item
+// without a CDN reference has nothing to download and gets none.
+func mediaLocator(it ilink.ItemType, m *ilink.CDNMedia) (sealing.Secret, bool) {
+	if m == nil || (m.EncryptQueryParam == "" && m.FullURL == "") {
+		return sealing.Secret{}, false
+	}
+	data, err := json.Marshal(ImageLocator{Media: *m, ItemType: it})
 	if err != nil || len(data) > maxLocatorBytes {
 		return sealing.Secret{}, false
 	}

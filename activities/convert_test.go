@@ -124,7 +124,7 @@ func TestConversionSummarizesEveryItemKindAndQuotes(t *testing.T) {
 	}
 	wantAtt := []store.Attachment{
 		{Kind: "image", Position: 0, Size: 99},
-		{Kind: "file", Name: "name.pdf", Size: 1234},
+		{Kind: "file", Name: "name.pdf", Size: 1234, Position: store.MediaPositionBase}, // has a CDN locator
 		{Kind: "voice", Text: "spoken words"},
 		{Kind: "voice"},
 		{Kind: "video", Size: 5},
@@ -144,6 +144,12 @@ func TestConversionSummarizesEveryItemKindAndQuotes(t *testing.T) {
 	if err != nil || item.ImageItem.Media.EncryptQueryParam != "eqp" || item.ImageItem.Media.AESKey != "a2V5" ||
 		item.ImageItem.AESKey != "00112233445566778899aabbccddeeff" {
 		t.Fatalf("locator %+v %v", item, err)
+	}
+	if len(e.Media) != 1 || e.Media[0].Position != store.MediaPositionBase {
+		t.Fatalf("media locators %+v", e.Media)
+	}
+	if item, err := OpenImageLocator(e.Media[0].Locator); err != nil || item.Type != ilink.ItemFile || item.FileItem.Media.EncryptQueryParam != "f" {
+		t.Fatalf("file locator %+v %v", item, err)
 	}
 }
 

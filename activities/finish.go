@@ -16,5 +16,6 @@ func (a *Activities) FinishMessage(ctx context.Context, in actapi.FinishInput) (
 		return actapi.FinishOutput{}, storeErr("finish message", err)
 	}
 	a.log().Info("message finished", "message", m.MessageKey, "status", m.Status)
+	a.stopTyping(ctx, m.AccountKey, m.PeerID)
 	return actapi.FinishOutput{Status: m.Status}, nil
 }

@@ -55,6 +55,9 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 	if err != nil {
 		return actapi.HandOffOutput{}, storeErr("installation", err)
 	}
+	// The user sees "typing" while the agent works; a typing failure never fails the
+	// hand-off (keepAlive only logs).
+	a.typer().keepAlive(ctx, w)
 	ans, err := a.Handler.Deliver(ctx, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
 		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(w.ReplyWindowID, msg.MessageKey)})
 	if err != nil {

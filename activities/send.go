@@ -2,9 +2,9 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -12,6 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -86,10 +87,22 @@ func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.Send
 			FailType: vocab.FailTransport, ErrorCode: vocab.SendNotSent, ErrorMessage: "no iLink client for the account"})
 	}
 
+	item := itemOf(att.Content)
+	if att.Content.Media != nil {
+		// Media is uploaded once and its upload recorded before the message is sent: a
+		// retry sends what the first upload stored (or, started already, never sends).
+		var code string
+		if item, code = a.uploadedItem(ctx, cl, att); code != "" {
+			log.Warn("media upload failed; not sent", "code", code)
+			return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptFailed,
+				FailType: vocab.FailTransport, ErrorCode: vocab.SendNotSent, ErrorMessage: "media upload failed: " + code})
+		}
+	}
+
 	// From here on the request may leave: the outcome is recorded, never retried.
 	res, sendErr := cl.SendItem(ctx, ilink.SendOptions{
 		ToUserID: att.PeerID, ContextToken: ilink.Secret(st.ContextToken.Reveal()), ClientID: att.ClientMessageID,
-	}, itemOf(att.Content))
+	}, item)
 	at := now()
 	c, throttled := a.classify(st.Window, sendErr, res, at)
 	c.AttemptID = att.AttemptID
@@ -97,6 +110,9 @@ func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.Send
 		log.Warn("send failed", "status", c.Status, "fail_type", c.FailType, "error", sendErr)
 	}
 	out, err := a.finish(ctx, c)
+	if c.Status != vocab.AttemptFailed || c.FailType != vocab.FailTransport {
+		a.stopTyping(ctx, att.AccountKey, att.PeerID) // the first reply ends "typing"
+	}
 	if throttled {
 		until := at.Add(cfg.ThrottlePenalty)
 		bctx, cancel := detached(ctx, 10*time.Second)
@@ -246,25 +262,59 @@ func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Tim
 	return out
 }
 
-// itemOf builds the one iLink item of a send. Media items reference media already
-// uploaded to the CDN.
+// itemOf builds the one iLink item of a text send (media items: uploadedItem).
 func itemOf(c vocab.Content) ilink.Item {
-	if c.Type == "text" {
-		return ilink.NewTextItem(c.Text)
+	return ilink.NewTextItem(c.Text)
+}
+
+// mediaUpload is what the sealed upload result of staged media holds: a secret (its CDN
+// download reference and AES key), only ever stored sealed.
+type mediaUpload struct {
+	EncryptQueryParam string `json:"eqp"`
+	AESKeyHex         string `json:"key"`
+	RawSize           int64  `json:"raw"`
+	CipherSize        int64  `json:"cipher"`
+}
+
+// uploadedItem returns the iLink item of a media attempt: the staged media's recorded
+// upload, or a new upload of it recorded first. It answers a failure code instead (the
+// message was not sent): media_not_found, or the upload's failure kind.
+func (a *Activities) uploadedItem(ctx context.Context, cl *ilink.Client, att store.Attempt) (ilink.Item, string) {
+	ref := att.Content.Media
+	staged, err := a.Store.GetStagedMedia(ctx, ref.MediaID)
+	if err != nil {
+		return ilink.Item{}, string(store.CodeOf(err))
 	}
-	var ref vocab.MediaRef
-	if c.Media != nil {
-		ref = *c.Media
+	if staged.ReplyWindowID != att.ReplyWindowID || staged.Kind != att.Content.Type {
+		return ilink.Item{}, string(vocab.CodeMediaNotFound)
 	}
-	media := &ilink.CDNMedia{EncryptQueryParam: ref.EncryptQueryParam, EncryptType: ilink.EncryptTypePacked}
-	switch c.Type {
+	upload := staged.Upload
+	if upload.IsZero() {
+		mt := map[string]ilink.MediaType{"image": ilink.MediaImage, "video": ilink.MediaVideo, "file": ilink.MediaFile}[staged.Kind]
+		up, err := cl.UploadMedia(ctx, ilink.UploadRequest{ToUserID: att.PeerID, MediaType: mt, Data: []byte(staged.Data.Reveal())})
+		if err != nil {
+			return ilink.Item{}, "upload_" + string(ilink.CodeOf(err))
+		}
+		data, _ := json.Marshal(mediaUpload{EncryptQueryParam: up.EncryptQueryParam, AESKeyHex: up.AESKey.Reveal(),
+			RawSize: up.RawSize, CipherSize: up.CipherSize})
+		rctx, cancel := detached(ctx, 10*time.Second)
+		upload, err = a.Store.RecordMediaUpload(rctx, now(), ref.MediaID, sealing.NewSecret(string(data)))
+		cancel()
+		if err != nil {
+			return ilink.Item{}, "record_upload_" + string(store.CodeOf(err))
+		}
+	}
+	var u mediaUpload
+	if err := json.Unmarshal([]byte(upload.Reveal()), &u); err != nil {
+		return ilink.Item{}, "upload_record_invalid"
+	}
+	m := &ilink.UploadedMedia{EncryptQueryParam: u.EncryptQueryParam, AESKey: ilink.Secret(u.AESKeyHex),
+		RawSize: u.RawSize, CipherSize: u.CipherSize}
+	switch staged.Kind {
 	case "image":
-		return ilink.Item{Type: ilink.ItemImage, ImageItem: &ilink.ImageItem{Media: media, MidSize: ref.Size}}
-	case "file":
-		return ilink.Item{Type: ilink.ItemFile, FileItem: &ilink.FileItem{Media: media, FileName: ref.FileName,
-			Len: ilink.DecimalString(strconv.FormatInt(ref.Size, 10))}}
+		return m.ImageItem(), ""
 	case "video":
-		return ilink.Item{Type: ilink.ItemVideo, VideoItem: &ilink.VideoItem{Media: media, VideoSize: ref.Size}}
+		return m.VideoItem(), ""
 	}
-	return ilink.Item{}
+	return m.FileItem(staged.FileName), ""
 }

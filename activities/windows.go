@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -153,11 +154,21 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// ExpireWindow retires a window whose expiry passed (idempotent).
+// ExpireWindow retires a window whose expiry passed (idempotent), cancels "typing" for its
+// conversation and sweeps staged media past its retention.
 func (a *Activities) ExpireWindow(ctx context.Context, in actapi.ExpireInput) (actapi.WindowState, error) {
 	w, err := a.Store.ExpireWindow(ctx, nowOr(in.Now), in.ReplyWindowID)
 	if err != nil {
 		return actapi.WindowState{}, storeErr("expire window", err)
+	}
+	if w.State == vocab.WindowExpired {
+		a.stopTyping(ctx, w.AccountKey, w.PeerID)
+	}
+	// Window ends drive the retention of staged media replies (besides every staging).
+	if n, err := a.Store.SweepMedia(ctx, now()); err != nil {
+		a.log().Warn("staged media sweep failed", "error", err)
+	} else if n > 0 {
+		a.log().Info("staged media swept", "rows", n)
 	}
 	return actapi.WindowState{State: w.State, ExpiresAt: w.ExpiresAt, SendsLeft: w.SendsLeft()}, nil
 }

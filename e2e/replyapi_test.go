@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
+	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
@@ -40,6 +43,8 @@ type apiSystem struct {
 	base string
 	reg  *metrics.Registry
 	http *http.Client
+	// logs keeps the gateway's log, to look for secrets in it.
+	logs *logSink
 }
 
 // startAPI starts a gateway like start does, with HTTP served on 127.0.0.1:0; tune
@@ -89,13 +94,19 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: cfg.TaskQueue, store: st, sim: sim, srv: srv,
 		ctl: ilinksim.NewControl(srv.URL, srv.Client()), handler: &recorder{}, limits: cfg.Limits}
 
+	logs := &logSink{}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logs, os.Stderr), nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	bound := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: s.handler,
-			Metrics: reg, HTTPStarted: func(a net.Addr) { bound <- a },
+		var handler handoff.Handler = s.handler
+		if cfg.Handler == handoff.KindWebhook {
+			handler = nil // the configured webhook hands off
+		}
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: handler,
+			Metrics: reg, Logger: logger, HTTPStarted: func(a net.Addr) { bound <- a },
 			Ready: func(gateway.ReconcileReport) { close(ready) }})
 	}()
 	t.Cleanup(func() {
@@ -113,7 +124,7 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	case <-time.After(time.Minute):
 		t.Fatal("gateway did not become ready")
 	}
-	return &apiSystem{system: s, pool: pool, base: "http://" + addr.String(), reg: reg, http: &http.Client{Timeout: 2 * time.Minute}}
+	return &apiSystem{system: s, pool: pool, base: "http://" + addr.String(), reg: reg, http: &http.Client{Timeout: 2 * time.Minute}, logs: logs}
 }
 
 // answer is one HTTP answer of the gateway.
@@ -203,6 +214,7 @@ var replyTables = map[string]string{
 	"reply_window_secrets": "to_jsonb(t)",
 	"send_attempts":        "to_jsonb(t)",
 	"agent_sessions":       "to_jsonb(t)",
+	"outbound_media":       "to_jsonb(t)",
 }
 
 // digest fingerprints every row of every table (as store/harness_test.go does), so a
@@ -211,7 +223,7 @@ func (a *apiSystem) digest() string {
 	a.t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"accounts", "account_secrets", "login_offers", "enrollment_audit", "inbound_messages",
-		"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions"} {
+		"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions", "outbound_media"} {
 		var d *string
 		q := "SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM (SELECT " + replyTables[table] + " AS r FROM " + table + " t) x"
 		if err := a.pool.QueryRow(a.ctx, q).Scan(&d); err != nil {
@@ -293,7 +305,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 		{"unknown field", `{"type":"text","txt":"a"}`, replyapi.CodeInvalidJSON, nil},
 		{"empty body", ``, replyapi.CodeInvalidJSON, nil},
 		{"unknown type", `{"type":"sticker","text":"a"}`, replyapi.CodeUnsupportedType, nil},
-		{"media type not yet supported", `{"type":"image","media":{"encrypt_query_param":"x"}}`, replyapi.CodeUnsupportedType, nil},
+		{"media type as JSON (media is multipart)", `{"type":"image","media":{"encrypt_query_param":"x"}}`, replyapi.CodeUnsupportedType, nil},
 		{"missing type", `{"text":"a"}`, replyapi.CodeUnsupportedType, nil},
 		{"text over 16 KiB", `{"type":"text","text":"` + strings.Repeat("y", 16*1024+1) + `"}`, replyapi.CodeTextTooLong, nil},
 		{"empty text", `{"type":"text","text":""}`, replyapi.CodeInvalidText, nil},

@@ -231,6 +231,13 @@ var settings = []setting{
 			c.Limits.MaxSends = int32(n)
 			return err
 		}},
+	{flag: "max-media-bytes", env: "ILINKFLOW_MAX_MEDIA_BYTES", help: "cap of one media reply's file in bytes (1024..104857600)",
+		def: func(c Config) string { return strconv.FormatInt(c.Limits.MediaCap(), 10) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 1024, 100<<20)
+			c.Limits.MaxMediaBytes = n
+			return err
+		}},
 	{flag: "send-gap", env: "ILINKFLOW_SEND_GAP", help: "minimum gap between two sends of one bot",
 		def: func(c Config) string { return shortDuration(c.SendGap) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.SendGap }, true)},

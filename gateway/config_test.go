@@ -70,6 +70,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"ILINK_CDN_BASE_URL":           "http://127.0.0.1:9001/c2c",
 		"ILINKFLOW_WINDOW_LIFETIME":    "12h",
 		"ILINKFLOW_MAX_SENDS":          "5",
+		"ILINKFLOW_MAX_MEDIA_BYTES":    "1048576",
 		"ILINKFLOW_SEND_GAP":           "0s",
 		"ILINKFLOW_THROTTLE_PENALTY":   "30m",
 		"ILINKFLOW_STALE_PAUSE":        "2h",
@@ -94,7 +95,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if cfg.TemporalAddress != "temporal.internal:7233" || cfg.TemporalNamespace != "prod" || cfg.TaskQueue != "ilinkflow-eu" ||
 		cfg.DatabaseURL != "postgres://app:pw@db.internal:5432/ilinkflow" ||
 		cfg.ILinkBaseURL != "http://127.0.0.1:9000" || cfg.ILinkCDNBaseURL != "http://127.0.0.1:9001/c2c" ||
-		cfg.Limits.WindowLifetime != 12*time.Hour || cfg.Limits.MaxSends != 5 || cfg.SendGap != 0 ||
+		cfg.Limits.WindowLifetime != 12*time.Hour || cfg.Limits.MaxSends != 5 || cfg.Limits.MaxMediaBytes != 1<<20 || cfg.SendGap != 0 ||
 		cfg.ThrottlePenalty != 30*time.Minute || cfg.StalePause != 2*time.Hour || cfg.PollSession != 5*time.Minute || cfg.PollLeaseTTL != 2*time.Minute || cfg.DBMaxConns != 7 ||
 		cfg.MaxAccounts != 3 || cfg.SessionTTL != time.Hour || cfg.Heartbeat != 3*time.Second ||
 		cfg.ShutdownGrace != 45*time.Second || cfg.DeferredBefore == nil || !cfg.DeferredBefore.Equal(deferred) ||
@@ -149,6 +150,8 @@ func TestConfigRefusesBadValuesClearly(t *testing.T) {
 			[]string{"flag --max-sends", "1..1000"}},
 		{"max sends not a number", map[string]string{"ILINKFLOW_MAX_SENDS": "ten"}, nil,
 			[]string{"ILINKFLOW_MAX_SENDS", `"ten"`}},
+		{"max media bytes range", nil, []string{"--max-media-bytes", "200000000"},
+			[]string{"flag --max-media-bytes", "1024..104857600"}},
 		{"max accounts", map[string]string{"ILINKFLOW_MAX_ACCOUNTS": "0"}, nil,
 			[]string{"ILINKFLOW_MAX_ACCOUNTS"}},
 		{"temporal address", map[string]string{"TEMPORAL_ADDRESS": "localhost"}, nil,

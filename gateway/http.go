@@ -113,7 +113,7 @@ const UIPath = "/ui"
 
 // startHTTP starts the HTTP server when enabled (nil otherwise); fatal receives a serve
 // failure.
-func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg *metrics.Registry,
+func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg *metrics.Registry, media replyapi.Media, typing replyapi.Typing,
 	logger *slog.Logger, fatal func(error)) (*httpServer, error) {
 	if !httpEnabled(cfg, opts) {
 		return nil, nil
@@ -124,11 +124,14 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", replyapi.New(replyapi.Config{
-		Store:        st,
-		Temporal:     tc,
-		Metrics:      reg.Product(),
-		Logger:       logger.With("component", "replyapi"),
-		MaxTextBytes: cfg.Limits.MaxTextBytes,
+		Store:         st,
+		Temporal:      tc,
+		Metrics:       reg.Product(),
+		Logger:        logger.With("component", "replyapi"),
+		MaxTextBytes:  cfg.Limits.MaxTextBytes,
+		Media:         media,
+		Typing:        typing,
+		MaxMediaBytes: cfg.Limits.MediaCap(),
 	}))
 	mux.Handle("/metrics", reg.Handler())
 	mux.Handle("/healthz", &metrics.Health{Source: st, Window: cfg.HealthWindow, Logger: log})
@@ -171,7 +174,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 			fatal(fmt.Errorf("HTTP server: %w", err))
 		}
 	}()
-	routes := "/v1/reply /v1/done /metrics /healthz"
+	routes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing /metrics /healthz"
 	if !cfg.CodecToken.IsZero() {
 		routes += " " + CodecPath
 	}

@@ -175,6 +175,10 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	if acts.Config.Client.HTTPClient == nil && opts.NewILinkClient == nil {
 		acts.Config.Client.HTTPClient = ilink.NewSharedHTTPClient(cfg.MaxAccounts + 64)
 	}
+	// One Typer for the hand-offs and the reply API: an agent's POST /v1/typing cancel
+	// ends the keep-alive its hand-off started.
+	acts.Typer = &activities.Typer{Store: st, Client: acts.Config.Client, NewClient: opts.NewILinkClient,
+		Logger: logger.With("component", "typing")}
 	fatal := make(chan error, 1)
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
 		// Every polled bot runs one long activity; sends, hand-offs and store activities
@@ -205,7 +209,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 	defer stop()
 	logger.Info("worker started", "task_queue", cfg.TaskQueue)
-	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, logger, func(err error) {
+	media := &activities.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
+	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, acts.Typer, logger, func(err error) {
 		select {
 		case fatal <- err:
 		default:

@@ -216,7 +216,7 @@ func TestWebhookPostsASignedDeliveryAndReadsTheAnswer(t *testing.T) {
 	want := handoff.WebhookDelivery{
 		Message: handoff.WebhookMessage{MessageKey: "msg-1", AccountKey: "acct-1", PeerID: "peer@im.wechat",
 			SentAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), Summary: "hello agent",
-			Attachments: []store.Attachment{{Kind: "voice", Text: "transcript"}}},
+			Attachments: []handoff.WebhookAttachment{{Attachment: store.Attachment{Kind: "voice", Text: "transcript"}}}},
 		SessionToken: token, SessionID: "6f1c2e1a-0000-4000-8000-000000000001",
 		Window: handoff.WebhookWindow{ReplyWindowID: 42, ExpiresAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), SendsLeft: 7},
 	}

@@ -118,12 +118,20 @@ type WebhookDelivery struct {
 
 // WebhookMessage is the delivered message.
 type WebhookMessage struct {
-	MessageKey  string             `json:"message_key"`
-	AccountKey  string             `json:"account_key"`
-	PeerID      string             `json:"peer_id"`
-	SentAt      time.Time          `json:"sent_at"`
-	Summary     string             `json:"summary"`
-	Attachments []store.Attachment `json:"attachments"`
+	MessageKey  string              `json:"message_key"`
+	AccountKey  string              `json:"account_key"`
+	PeerID      string              `json:"peer_id"`
+	SentAt      time.Time           `json:"sent_at"`
+	Summary     string              `json:"summary"`
+	Attachments []WebhookAttachment `json:"attachments"`
+}
+
+// WebhookAttachment is one attachment of the delivered message: its descriptor and, when
+// it has media to download, the reply API path that fetches it with the session token
+// (GET <gateway><fetch_path>, Authorization: Bearer <session_token>).
+type WebhookAttachment struct {
+	store.Attachment
+	FetchPath string `json:"fetch_path,omitempty"`
 }
 
 // WebhookWindow is the reply window of the message.
@@ -198,11 +206,11 @@ func checkURL(raw string) error {
 // Body returns the JSON body of a delivery.
 func Body(d Delivery) ([]byte, error) {
 	msg := WebhookMessage{MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
-		SentAt: d.Message.SentAt, Attachments: []store.Attachment{}}
+		SentAt: d.Message.SentAt, Attachments: []WebhookAttachment{}}
 	if p := d.Message.Payload; p != nil {
 		msg.Summary = p.Summary
-		if len(p.Attachments) > 0 {
-			msg.Attachments = p.Attachments
+		for i, a := range p.Attachments {
+			msg.Attachments = append(msg.Attachments, WebhookAttachment{Attachment: a, FetchPath: fetchPath(d.Message.MessageKey, i, a)})
 		}
 	}
 	return json.Marshal(WebhookDelivery{

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -66,10 +67,20 @@ func AgentInput(d Delivery) wfapi.AgentInput {
 	}
 	if p := d.Message.Payload; p != nil {
 		in.Summary = p.Summary
-		for _, a := range p.Attachments {
+		for i, a := range p.Attachments {
 			in.Attachments = append(in.Attachments, wfapi.AgentAttachment{
-				Kind: a.Kind, Position: a.Position, Name: a.Name, Size: a.Size, Text: a.Text})
+				Kind: a.Kind, Position: a.Position, Name: a.Name, Size: a.Size, Text: a.Text,
+				FetchPath: fetchPath(d.Message.MessageKey, i, a)})
 		}
 	}
 	return in
+}
+
+// fetchPath is the reply API path that downloads an attachment, or "" when it has no
+// media to download (a file, voice or video without a CDN locator).
+func fetchPath(messageKey string, index int, a store.Attachment) string {
+	if a.Kind != "image" && a.Position < store.MediaPositionBase {
+		return ""
+	}
+	return wfapi.AttachmentPath(messageKey, index)
 }

@@ -250,3 +250,13 @@ func (s *Server) CDNObject(encryptQueryParam string) (CDNObject, error) {
 	}
 	return out, nil
 }
+
+// ExpireCDNObject removes a stored object, as the real CDN forgets media after a while: a
+// later download of it answers 404. It reports whether the object existed.
+func (s *Server) ExpireCDNObject(encryptQueryParam string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.objects[encryptQueryParam]
+	delete(s.objects, encryptQueryParam)
+	return ok
+}

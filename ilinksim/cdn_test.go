@@ -277,3 +277,21 @@ func TestInboundMediaDecryptsInEveryKeyEncoding(t *testing.T) {
 		t.Fatal("aeskey-hex on a file accepted")
 	}
 }
+
+func TestAnExpiredCDNObjectAnswers404(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.bot()
+	dl, _ := e.upload(b, []byte("soon gone"), 3)
+	if status, _, _ := e.download(dl); status != http.StatusOK {
+		t.Fatalf("download before expiry: %d", status)
+	}
+	if err := e.ctl.ExpireCDNObject(e.ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := e.download(dl); status != http.StatusNotFound {
+		t.Fatalf("download after expiry: %d, want 404", status)
+	}
+	if err := e.ctl.ExpireCDNObject(e.ctx, dl); err == nil {
+		t.Fatal("expiring an unknown object succeeded")
+	}
+}

@@ -262,6 +262,12 @@ func (c *Control) ClearRequests(ctx context.Context) error {
 	return c.do(ctx, "ClearRequests", http.MethodDelete, "/_sim/requests", nil, nil)
 }
 
+// ExpireCDNObject removes a CDN object, as the real CDN forgets media: later downloads
+// of it answer 404.
+func (c *Control) ExpireCDNObject(ctx context.Context, encryptQueryParam string) error {
+	return c.do(ctx, "ExpireCDNObject", http.MethodDelete, "/_sim/cdn?encrypted_query_param="+url.QueryEscape(encryptQueryParam), nil, nil)
+}
+
 // CDNObject reads a CDN object by its encrypt_query_param (x-encrypted-param).
 func (c *Control) CDNObject(ctx context.Context, encryptQueryParam string) (CDNObject, error) {
 	var out CDNObject

@@ -30,6 +30,7 @@ import (
 //	GET    /_sim/requests               -> []RecordedRequest
 //	DELETE /_sim/requests
 //	GET    /_sim/cdn?encrypted_query_param=P -> CDNObject
+//	DELETE /_sim/cdn?encrypted_query_param=P (the object expires: downloads answer 404)
 func (s *Server) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("POST /_sim/bots", s.ctlCreateBot)
 	m.HandleFunc("GET /_sim/bots", s.ctlBots)
@@ -50,6 +51,7 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /_sim/requests", s.ctlRequests)
 	m.HandleFunc("DELETE /_sim/requests", s.ctlClearRequests)
 	m.HandleFunc("GET /_sim/cdn", s.ctlCDN)
+	m.HandleFunc("DELETE /_sim/cdn", s.ctlExpireCDN)
 	m.HandleFunc("/_sim/", func(w http.ResponseWriter, r *http.Request) {
 		ctlError(w, http.StatusNotFound, "unknown control route "+r.Method+" "+r.URL.Path)
 	})
@@ -319,6 +321,14 @@ func (s *Server) ctlRequests(w http.ResponseWriter, _ *http.Request) { writeJSON
 func (s *Server) ctlClearRequests(w http.ResponseWriter, _ *http.Request) {
 	s.ClearRequests()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) ctlExpireCDN(w http.ResponseWriter, r *http.Request) {
+	if !s.ExpireCDNObject(r.URL.Query().Get("encrypted_query_param")) {
+		ctlError(w, http.StatusNotFound, "no such CDN object")
+		return
+	}
+	writeJSON(w, map[string]bool{"expired": true})
 }
 
 func (s *Server) ctlCDN(w http.ResponseWriter, r *http.Request) {

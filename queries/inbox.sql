@@ -102,7 +102,7 @@ SELECT sqlc.arg(message_key), unnest(sqlc.arg(positions)::integer[]), sqlc.arg(a
        unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now);
 
 -- name: ReceivedBacklogImages :batchmany
--- The images of ReceivedBacklog's messages, newest first.
+-- The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
 FROM inbound_images AS image
 JOIN (
@@ -117,6 +117,7 @@ JOIN (
     WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
       AND unanswered.state = 'open' AND unanswered.transmitted = 0 AND handed.status = 'processing'
 ) AS backlog ON backlog.message_key = image.message_key
+WHERE image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
 ORDER BY backlog.inbox_seq DESC, image.position;
 
 -- name: DeleteImagesOfMessages :batchexec

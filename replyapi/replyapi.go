@@ -113,6 +113,9 @@ func StatusOf(code string) int {
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	}
+	if status, ok := mediaStatus(code); ok {
+		return status
+	}
 	return http.StatusInternalServerError
 }
 
@@ -124,6 +127,10 @@ type Store interface {
 	FindReply(ctx context.Context, ref store.SessionRef, requestID string) (store.SendOutcome, bool, error)
 	// WindowWorkflowID is the workflow id of a window's ReplyWindow workflow.
 	WindowWorkflowID(ctx context.Context, windowID int64) (string, error)
+	// GetAttachment resolves an attachment of a session's message (a read).
+	GetAttachment(ctx context.Context, now time.Time, ref store.SessionRef, messageKey string, index int) (store.AttachmentLocator, error)
+	// StageMedia stages a media reply's bytes (sealed) under a valid session.
+	StageMedia(ctx context.Context, now time.Time, in store.StageMediaInput) (store.StagedMedia, error)
 }
 
 // Updater executes Updates and answers health checks (a Temporal client.Client).
@@ -151,6 +158,13 @@ type Config struct {
 	ReplyTimeout time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Media fetches inbound attachments (nil: GET .../attachments answers 503).
+	Media Media
+	// Typing shows and cancels "typing" (nil: POST /v1/typing answers 503).
+	Typing Typing
+	// MaxMediaBytes caps a media reply's file (default DefaultMaxMediaBytes); the store's
+	// Limits.MaxMediaBytes must allow it.
+	MaxMediaBytes int64
 }
 
 // ReplyRequest is the body of POST /v1/reply. Type is "text" today; media types will
@@ -220,11 +234,24 @@ func New(cfg Config) *API {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxMediaBytes <= 0 {
+		cfg.MaxMediaBytes = DefaultMaxMediaBytes
+	}
 	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	a.mux.HandleFunc("/v1/reply", a.post("reply", a.reply))
+	replyJSON := a.post("reply", a.reply)
+	replyMultipart := a.postStream("reply", a.replyMedia)
+	a.mux.HandleFunc("/v1/reply", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && isMultipart(r) {
+			replyMultipart(w, r)
+			return
+		}
+		replyJSON(w, r)
+	})
+	a.mux.HandleFunc("/v1/messages/", a.attachment)
+	a.mux.HandleFunc("/v1/typing", a.post("typing", a.typing))
 	a.mux.HandleFunc("/v1/done", a.post("done", a.done))
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, "unknown", &apiError{code: CodeNotFound, msg: "no such endpoint"})
@@ -257,6 +284,12 @@ func (a *API) post(route string, h func(r *http.Request, body []byte, token seal
 			a.refuse(w, route, &apiError{code: CodeInvalidSession, msg: "an agent session token is required as Authorization: Bearer <token>"})
 			return
 		}
+		if route == "reply" {
+			if e := checkReplyContentType(r); e != nil {
+				a.refuse(w, route, e)
+				return
+			}
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
@@ -268,6 +301,28 @@ func (a *API) post(route string, h func(r *http.Request, body []byte, token seal
 			return
 		}
 		status, out, aerr := h(r, body, token)
+		if aerr != nil {
+			a.refuse(w, route, aerr)
+			return
+		}
+		code := "ok"
+		if rr, ok := out.(ReplyResponse); ok && rr.Status == vocab.AttemptUnknown {
+			code = "unknown"
+		}
+		a.cfg.Metrics.ReplyRequest(route, code)
+		writeJSON(w, status, out)
+	}
+}
+
+// postStream is post for a handler that reads the request body itself.
+func (a *API) postStream(route string, h func(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			a.refuse(w, route, &apiError{code: CodeInvalidSession, msg: "an agent session token is required as Authorization: Bearer <token>"})
+			return
+		}
+		status, out, aerr := h(w, r, token)
 		if aerr != nil {
 			a.refuse(w, route, aerr)
 			return
@@ -386,8 +441,10 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 		return 0, nil, err
 	}
 	switch {
+	case req.Type == "image" || req.Type == "file" || req.Type == "video":
+		return 0, nil, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("a %s reply is sent as multipart/form-data (type=%s, file=@path), not JSON", req.Type, req.Type)}
 	case req.Type != "text":
-		return 0, nil, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("unsupported message type %q: only \"text\" is supported", clip(req.Type, 32))}
+		return 0, nil, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("unsupported message type %q: \"text\" (JSON) or \"image\", \"file\", \"video\" (multipart)", clip(req.Type, 32))}
 	case len(req.Media) > 0:
 		return 0, nil, &apiError{code: CodeInvalidJSON, msg: "a text message carries no media"}
 	case strings.TrimSpace(req.Text) == "":
@@ -408,12 +465,19 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 		}
 		return 0, nil, aerr
 	}
+	return a.sendUpdate(r, a.log.With("route", "reply"), token, key, sess, req, nil, func(att store.Attempt) bool { return sameReply(att, req) })
+}
+
+// sendUpdate runs a reply's send Update under a validated session (media: staged media)
+// and answers its outcome; match tells whether a stored attempt carries this reply.
+func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret, key string, sess store.Session, req ReplyRequest,
+	media *wfapi.MediaRef, match func(store.Attempt) bool) (int, any, *apiError) {
 	explicit := key != ""
 	if key == "" {
 		key = uuid.NewString()
 	}
 	id := UpdateID(key)
-	log := a.log.With("route", "reply", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
+	log = log.With("session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
 	workflowID, aerr := a.windowWorkflow(r.Context(), log, sess)
 	if aerr != nil {
 		return 0, nil, aerr
@@ -430,7 +494,7 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 		UpdateID:     id,
 		WorkflowID:   workflowID,
 		UpdateName:   wfapi.UpdateSend,
-		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID}},
+		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID, Media: media}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -439,7 +503,7 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if explicit && errors.As(err, &nf) {
-			if status, out, e, ok := a.firstOutcome(ctx, log, token, key, req); ok {
+			if status, out, e, ok := a.firstOutcomeMatching(ctx, log, token, key, match); ok {
 				return status, out, e
 			}
 		}
@@ -448,7 +512,7 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	if explicit && res.AttemptID != "" {
 		// Temporal answers a repeated Update id with the first Update's outcome, whatever
 		// this request carries: a key reused for another reply is a conflict.
-		if prior, ok, ferr := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), id); ferr == nil && ok && !sameReply(prior.Attempt, req) {
+		if prior, ok, ferr := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), id); ferr == nil && ok && !match(prior.Attempt) {
 			return 0, nil, reusedKey()
 		}
 	}
@@ -479,17 +543,7 @@ func reusedKey() *apiError {
 // firstOutcome answers a repeated request (its Idempotency-Key) with the outcome of the
 // attempt the first one made, when there is one.
 func (a *API) firstOutcome(ctx context.Context, log *slog.Logger, token sealing.Secret, key string, req ReplyRequest) (int, any, *apiError, bool) {
-	prior, ok, err := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), UpdateID(key))
-	if err != nil || !ok {
-		return 0, nil, nil, false
-	}
-	if !sameReply(prior.Attempt, req) {
-		return 0, nil, reusedKey(), true
-	}
-	att := prior.Attempt
-	status, out, e := a.answer(log, key, wfapi.SendResult{AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID,
-		Status: att.Status, ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: prior.Window.SendsLeft()})
-	return status, out, e, true
+	return a.firstOutcomeMatching(ctx, log, token, key, func(att store.Attempt) bool { return sameReply(att, req) })
 }
 
 // answer maps a send's outcome to the reply's answer.

@@ -58,6 +58,16 @@ func (f *fakeStore) ValidateSession(_ context.Context, _ time.Time, ref store.Se
 
 func (f *fakeStore) GetWindow(context.Context, int64) (store.Window, error) { return f.window, nil }
 
+// GetAttachment and StageMedia are not reached by these tests (e2e/media_test.go covers
+// the media endpoints against the real store).
+func (f *fakeStore) GetAttachment(context.Context, time.Time, store.SessionRef, string, int) (store.AttachmentLocator, error) {
+	return store.AttachmentLocator{}, &store.Error{Code: vocab.CodeAttachmentNotFound, Msg: "none"}
+}
+
+func (f *fakeStore) StageMedia(context.Context, time.Time, store.StageMediaInput) (store.StagedMedia, error) {
+	return store.StagedMedia{}, &store.Error{Code: vocab.CodeUnavailable, Msg: "not staged here"}
+}
+
 // testInstallation is the installation id of the fake store's windows.
 const testInstallation = "0123456789ab"
 

@@ -172,11 +172,15 @@ const (
 	PurposeBotToken     Purpose = "bot_token"
 	PurposeContextToken Purpose = "context_token"
 	PurposeImageLocator Purpose = "image_locator"
+	// PurposeOutboundMedia seals the bytes of a media reply staged for its send.
+	PurposeOutboundMedia Purpose = "outbound_media"
+	// PurposeMediaUpload seals the CDN reference and AES key of uploaded media.
+	PurposeMediaUpload Purpose = "media_upload"
 )
 
 func (p Purpose) valid() bool {
 	switch p {
-	case PurposeBotToken, PurposeContextToken, PurposeImageLocator:
+	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload:
 		return true
 	}
 	return false

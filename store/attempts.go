@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/db/dbq"
@@ -58,8 +59,8 @@ func (s *Store) validateContent(c vocab.Content, metadata map[string]any) (prepa
 			return preparedContent{}, fail(vocab.CodeInvalidInput, "text is not UTF-8")
 		}
 	case "image", "file", "video":
-		if c.Media == nil || c.Media.EncryptQueryParam == "" || len(c.Media.EncryptQueryParam) > 4096 ||
-			len(c.Media.FileName) > 1024 || c.Media.Size < 0 || c.Text != "" {
+		if c.Media == nil || uuid.Validate(c.Media.MediaID) != nil || len(c.Media.SHA256) > 64 ||
+			len(c.Media.FileName) > 1024 || !utf8.ValidString(c.Media.FileName) || c.Media.Size < 0 || c.Text != "" {
 			return preparedContent{}, fail(vocab.CodeInvalidInput, "a %s item needs a valid media reference", c.Type)
 		}
 		if c.Type == "file" && c.Media.FileName == "" {

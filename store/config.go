@@ -19,6 +19,20 @@ type Limits struct {
 	MaxTextBytes int
 	// MaxClockSkew is how far in the future an inbound sent-at may lie.
 	MaxClockSkew time.Duration
+	// MaxMediaBytes caps the plaintext of one outbound media item staged for a reply
+	// (0: DefaultMaxMediaBytes).
+	MaxMediaBytes int64
+}
+
+// DefaultMaxMediaBytes is the default cap of one outbound media item (20 MiB).
+const DefaultMaxMediaBytes = 20 << 20
+
+// MediaCap is the effective cap of one outbound media item.
+func (l Limits) MediaCap() int64 {
+	if l.MaxMediaBytes <= 0 {
+		return DefaultMaxMediaBytes
+	}
+	return l.MaxMediaBytes
 }
 
 // DefaultLimits returns the defaults of design.md §3.
@@ -29,6 +43,7 @@ func DefaultLimits() Limits {
 		MaxMergedSummaryBytes: vocab.DefaultMaxMergedSummaryBytes,
 		MaxTextBytes:          vocab.MaxTextBytes,
 		MaxClockSkew:          vocab.DefaultMaxClockSkew,
+		MaxMediaBytes:         DefaultMaxMediaBytes,
 	}
 }
 

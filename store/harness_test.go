@@ -146,6 +146,7 @@ func storeReply(tok sealing.Secret, s string) store.ReplyInput {
 var allTables = []string{
 	"accounts", "account_secrets", "login_offers", "enrollment_audit", "inbound_messages",
 	"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions",
+	"outbound_media",
 }
 
 // digest fingerprints every row of every table, so a test can assert that a failed

@@ -42,6 +42,10 @@ type PageEntry struct {
 	Payload      Payload
 	// Images are the CDN locators of the payload's image attachments, by position.
 	Images []ImageLocator
+	// Media are the CDN locators of the payload's file, voice and video attachments that
+	// have one, by position (MediaPositionBase and up, the attachment's Position). Only
+	// the deliverable message keeps them: a merge carries images only.
+	Media []ImageLocator
 }
 
 // ImageLocator is the CDN locator of one inbound image.
@@ -141,16 +145,23 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 		return fail(vocab.CodeInvalidInput, "too many attachments")
 	}
 	imagePositions := map[int32]bool{}
+	mediaPositions := map[int32]bool{}
 	for _, a := range e.Payload.Attachments {
 		switch a.Kind {
 		case "image":
-			if a.Position < 0 || a.Position >= maxSendIndex || imagePositions[int32(a.Position)] {
+			if a.Position < 0 || a.Position >= MediaPositionBase || imagePositions[int32(a.Position)] {
 				return fail(vocab.CodeInvalidInput, "image attachment positions are inconsistent")
 			}
 			imagePositions[int32(a.Position)] = true
 		case "file", "voice", "video":
 			if a.Size < 0 {
 				return fail(vocab.CodeInvalidInput, "attachment size is negative")
+			}
+			if a.Position != 0 {
+				if a.Position < MediaPositionBase || a.Position >= maxSendIndex || mediaPositions[int32(a.Position)] {
+					return fail(vocab.CodeInvalidInput, "media attachment positions are inconsistent")
+				}
+				mediaPositions[int32(a.Position)] = true
 			}
 		default:
 			return fail(vocab.CodeInvalidInput, "attachment kind is invalid")
@@ -170,6 +181,18 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 		seen[img.Position] = true
 		if img.Locator.IsZero() || len(img.Locator.Reveal()) > 8192 {
 			return fail(vocab.CodeInvalidInput, "image locator is missing or too long")
+		}
+	}
+	if len(e.Media) != len(mediaPositions) {
+		return fail(vocab.CodeInvalidInput, "media locator count is inconsistent with media attachments")
+	}
+	for _, m := range e.Media {
+		if !mediaPositions[m.Position] || seen[m.Position] {
+			return fail(vocab.CodeInvalidInput, "media locator position is inconsistent")
+		}
+		seen[m.Position] = true
+		if m.Locator.IsZero() || len(m.Locator.Reveal()) > 8192 {
+			return fail(vocab.CodeInvalidInput, "media locator is missing or too long")
 		}
 	}
 	e.SentAt = e.SentAt.Truncate(time.Microsecond)
@@ -522,7 +545,7 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 		if p.ImagesInvolved > held[b.MessageKey] {
 			droppedImages += p.ImagesInvolved - held[b.MessageKey]
 		}
-		if held[b.MessageKey] > 0 {
+		if held[b.MessageKey] > 0 || holdsMedia(p) {
 			plan.dropImagesOf = append(plan.dropImagesOf, b.MessageKey)
 		}
 	}
@@ -548,6 +571,9 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 	}
 	for i := range rd.images {
 		images = append(images, pageImage{stored: &rd.images[i]})
+	}
+	if err := s.planMedia(&plan, d); err != nil {
+		return plan, err
 	}
 	if len(units) <= 1 && len(images) == 0 {
 		var err error
@@ -594,6 +620,34 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 		return plan, &Error{Code: vocab.CodeInternal, Msg: "encode merged payload", Err: err}
 	}
 	return plan, nil
+}
+
+// holdsMedia reports whether a stored payload has a file, voice or video locator (whose
+// row goes with the images when the message is absorbed: the merge drops its descriptor).
+func holdsMedia(p Payload) bool {
+	for _, a := range p.Attachments {
+		if a.Kind != "image" && a.Position >= MediaPositionBase {
+			return true
+		}
+	}
+	return false
+}
+
+// planMedia seals the deliverable's own file, voice and video locators under their
+// positions (MediaPositionBase and up): they are inserted by the statement that inserts
+// the images, and never move.
+func (s *Store) planMedia(plan *mergePlan, d *newEntry) error {
+	for _, m := range d.entry.Media {
+		sealed, err := s.keys.Seal(sealing.PurposeImageLocator, imageBinding(d.key, m.Position), m.Locator)
+		if err != nil {
+			return &Error{Code: vocab.CodeInternal, Msg: "seal media locator", Err: err}
+		}
+		plan.images.Positions = append(plan.images.Positions, m.Position)
+		plan.images.KeyGenerations = append(plan.images.KeyGenerations, sealed.KeyGeneration)
+		plan.images.Nonces = append(plan.images.Nonces, sealed.Nonce)
+		plan.images.Ciphertexts = append(plan.images.Ciphertexts, sealed.Ciphertext)
+	}
+	return nil
 }
 
 // insertParams is the one statement that inserts the page's new messages, their windows

@@ -33,6 +33,12 @@ const (
 	CodeInvalidAgentSession Code = "invalid_agent_session"
 	CodeUnavailable         Code = "store_unavailable"
 	CodeInternal            Code = "internal"
+	// CodeAttachmentNotFound: the message has no downloadable attachment at that index.
+	CodeAttachmentNotFound Code = "attachment_not_found"
+	// CodeWrongMessage: the session was opened for another message.
+	CodeWrongMessage Code = "wrong_message"
+	// CodeMediaNotFound: staged outbound media is unknown, expired or not the window's.
+	CodeMediaNotFound Code = "media_not_found"
 )
 
 // Account statuses.
@@ -163,11 +169,14 @@ type Content struct {
 	Media *MediaRef `json:"media,omitempty"`
 }
 
-// MediaRef references media already uploaded to the iLink CDN.
+// MediaRef references media staged for a reply (StageMedia): never its bytes, CDN
+// reference or key, which stay sealed in the store.
 type MediaRef struct {
-	// EncryptQueryParam is the CDN download reference (the upload's x-encrypted-param).
-	EncryptQueryParam string `json:"encrypt_query_param"`
-	// FileName and Size describe a file item.
+	// MediaID is the staged media's id.
+	MediaID string `json:"media_id"`
+	// FileName names a file item.
 	FileName string `json:"file_name,omitempty"`
-	Size     int64  `json:"size,omitempty"`
+	// Size is the plaintext size; SHA256 its SHA-256 in lower-case hex.
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 }

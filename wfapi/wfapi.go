@@ -278,6 +278,17 @@ type SendRequest struct {
 	// whose bearer token it checked); empty: the window's latest session. A reply can so
 	// arrive before the window has taken in the hand-off that opened its session.
 	SessionID string
+	// Media names the staged media of an image, file or video reply (nil for text).
+	Media *MediaRef `json:",omitempty"`
+}
+
+// MediaRef names media staged in the store for a reply (store.StageMedia): its id and
+// description, never its bytes, CDN reference or key.
+type MediaRef struct {
+	MediaID  string
+	FileName string
+	Size     int64
+	SHA256   string
 }
 
 // SendResult is the outcome of a send.
@@ -364,10 +375,19 @@ func (in AgentInput) WindowWorkflow() string {
 // AgentAttachment describes one attachment of the message (never its media locator).
 type AgentAttachment struct {
 	Kind     string // image, file, voice or video
-	Position int    // the image's position among the message's images
+	Position int    // the attachment's locator position (images 0.., other media 500..)
 	Name     string
 	Size     int64
 	Text     string // a voice transcript
+	// FetchPath is the reply API path that downloads the attachment with the session's
+	// bearer token ("" when it has no media to download), e.g.
+	// /v1/messages/<message key>/attachments/<index>.
+	FetchPath string `json:",omitempty"`
+}
+
+// AttachmentPath is the reply API path of the index-th attachment (from 0) of a message.
+func AttachmentPath(messageKey string, index int) string {
+	return "/v1/messages/" + messageKey + "/attachments/" + strconv.Itoa(index)
 }
 
 // Enrollment signals and query.

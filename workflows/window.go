@@ -253,12 +253,18 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(vocab.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
 		return refusal(vocab.CodeInvalidAgentSession, "the message is already %s", w.verdict)
-	case req.Type != "text":
-		return refusal(vocab.CodeInvalidInput, "only text items can be sent through the update")
-	case req.Text == "" || len(req.Text) > vocab.MaxTextBytes || !utf8.ValidString(req.Text):
-		return refusal(vocab.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", vocab.MaxTextBytes)
 	case len(req.RequestID) > 256:
 		return refusal(vocab.CodeInvalidInput, "request id is too long")
+	case req.Type == "image" || req.Type == "file" || req.Type == "video":
+		if req.Media == nil || req.Media.MediaID == "" || req.Text != "" || (req.Type == "file" && req.Media.FileName == "") {
+			return refusal(vocab.CodeInvalidInput, "a %s reply needs staged media and no text", req.Type)
+		}
+	case req.Type != "text":
+		return refusal(vocab.CodeInvalidInput, "only text, image, file and video items can be sent through the update")
+	case req.Media != nil:
+		return refusal(vocab.CodeInvalidInput, "a text reply carries no media")
+	case req.Text == "" || len(req.Text) > vocab.MaxTextBytes || !utf8.ValidString(req.Text):
+		return refusal(vocab.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", vocab.MaxTextBytes)
 	}
 	return nil
 }
@@ -282,7 +288,7 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 		return wfapi.SendResult{}, err
 	}
 	in := actapi.SendInput{SessionID: w.sessionID, RequestID: req.RequestID,
-		Content: vocab.Content{Type: req.Type, Text: req.Text}}
+		Content: contentOf(req)}
 	if req.SessionID != "" && req.SessionID != w.sessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
@@ -354,4 +360,13 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 	}
 	w.verdict, w.reofferDue = out.Status, false
 	return wfapi.FinishResult{MessageKey: w.messageKey, Status: out.Status}, nil
+}
+
+// contentOf is the store content of a send request (media by its staged id only).
+func contentOf(req wfapi.SendRequest) vocab.Content {
+	c := vocab.Content{Type: req.Type, Text: req.Text}
+	if m := req.Media; m != nil {
+		c.Media = &vocab.MediaRef{MediaID: m.MediaID, FileName: m.FileName, Size: m.Size, SHA256: m.SHA256}
+	}
+	return c
 }

@@ -1226,6 +1226,7 @@ JOIN (
     WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
       AND unanswered.state = 'open' AND unanswered.transmitted = 0 AND handed.status = 'processing'
 ) AS backlog ON backlog.message_key = image.message_key
+WHERE image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
 ORDER BY backlog.inbox_seq DESC, image.position
 `
 
@@ -1248,7 +1249,7 @@ type ReceivedBacklogImagesRow struct {
 	Ciphertext    []byte
 }
 
-// The images of ReceivedBacklog's messages, newest first.
+// The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
 func (q *Queries) ReceivedBacklogImages(ctx context.Context, arg []ReceivedBacklogImagesParams) *ReceivedBacklogImagesBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

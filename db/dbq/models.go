@@ -105,6 +105,25 @@ type LoginOffer struct {
 	UpdatedAt   time.Time
 }
 
+type OutboundMedium struct {
+	MediaID             uuid.UUID
+	SessionID           uuid.UUID
+	ReplyWindowID       int64
+	Kind                string
+	FileName            string
+	Size                int64
+	Sha256              string
+	KeyGeneration       int32
+	Nonce               []byte
+	Ciphertext          []byte
+	UploadKeyGeneration *int32
+	UploadNonce         []byte
+	UploadCiphertext    []byte
+	UploadedAt          *time.Time
+	CreatedAt           time.Time
+	ExpiresAt           time.Time
+}
+
 type PollLease struct {
 	AccountKey    string
 	Holder        *string
