@@ -272,45 +272,32 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
 
+// post serves a POST route whose handler takes the whole request body (at most
+// MaxBodyBytes).
 func (a *API) post(route string, h func(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			a.refuse(w, route, &apiError{code: CodeMethodNotAllowed, msg: "use POST"})
-			return
-		}
-		token, ok := bearer(r.Header.Get("Authorization"))
-		if !ok {
-			a.refuse(w, route, &apiError{code: CodeInvalidSession, msg: "an agent session token is required as Authorization: Bearer <token>"})
-			return
-		}
+	withBody := a.postStream(route, func(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError) {
 		if route == "reply" {
 			if e := checkReplyContentType(r); e != nil {
-				a.refuse(w, route, e)
-				return
+				return 0, nil, e
 			}
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				a.refuse(w, route, &apiError{code: CodeBodyTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", a.cfg.MaxBodyBytes)})
-				return
+				return 0, nil, &apiError{code: CodeBodyTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", a.cfg.MaxBodyBytes)}
 			}
-			a.refuse(w, route, &apiError{code: CodeInvalidJSON, msg: "request body could not be read"})
+			return 0, nil, &apiError{code: CodeInvalidJSON, msg: "request body could not be read"}
+		}
+		return h(r, body, token)
+	})
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			a.refuse(w, route, &apiError{code: CodeMethodNotAllowed, msg: "use POST"})
 			return
 		}
-		status, out, aerr := h(r, body, token)
-		if aerr != nil {
-			a.refuse(w, route, aerr)
-			return
-		}
-		code := "ok"
-		if rr, ok := out.(ReplyResponse); ok && rr.Status == vocab.AttemptUnknown {
-			code = "unknown"
-		}
-		a.cfg.Metrics.ReplyRequest(route, code)
-		writeJSON(w, status, out)
+		withBody(w, r)
 	}
 }
 
