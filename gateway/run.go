@@ -94,31 +94,11 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		}
 	}()
 
-	pool := opts.Pool
-	if pool == nil {
-		pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-		if err != nil {
-			return errors.New("database URL is not a valid PostgreSQL URL or DSN")
-		}
-		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns)
-		pool, err = pgxpool.NewWithConfig(ctx, pc)
-		if err != nil {
-			return fmt.Errorf("connect PostgreSQL: %w", err)
-		}
-		defer pool.Close()
-		if err := pool.Ping(ctx); err != nil {
-			return fmt.Errorf("connect PostgreSQL at %s:%d: %w", pc.ConnConfig.Host, pc.ConnConfig.Port, err)
-		}
-	}
-	mig, err := db.Migrate(ctx, pool, logger.With("component", "migrate"))
+	pool, st, closePool, err := openStore(ctx, cfg, opts, logger)
 	if err != nil {
 		return err
 	}
-	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
-	st, err := store.New(pool, cfg.Keyring, cfg.Limits)
-	if err != nil {
-		return err
-	}
+	defer closePool()
 
 	reg, err := newRegistry(cfg, opts, logger)
 	if err != nil {
@@ -128,25 +108,11 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		defer func() { _ = reg.Close(context.Background()) }()
 	}
 
-	tc := opts.Temporal
-	if tc == nil {
-		// Every payload is encrypted in Temporal (docs/payload-codec.md).
-		dc, err := payloadcodec.DataConverter(cfg.Keyring)
-		if err != nil {
-			return err
-		}
-		tc, err = client.DialContext(ctx, client.Options{
-			HostPort:       cfg.TemporalAddress,
-			Namespace:      cfg.TemporalNamespace,
-			Logger:         NewTemporalLogger(logger.With("component", "temporal")),
-			MetricsHandler: temporalMetrics(reg),
-			DataConverter:  dc,
-		})
-		if err != nil {
-			return fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
-		}
-		defer tc.Close()
+	tc, closeTemporal, err := dialTemporal(ctx, cfg, opts, reg, logger)
+	if err != nil {
+		return err
 	}
+	defer closeTemporal()
 
 	// Every workflow of an account carries search attributes: without them in the
 	// namespace no poller or window could start.
@@ -162,40 +128,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
-	acts := &activities.Activities{
-		Store:     st,
-		Pool:      pool,
-		Temporal:  tc,
-		Handler:   handler,
-		Metrics:   reg.Product(),
-		Config:    cfg.activitiesConfig(),
-		Logger:    logger.With("component", "activities"),
-		NewClient: opts.NewILinkClient,
-	}
-	if acts.Config.Client.HTTPClient == nil && opts.NewILinkClient == nil {
-		acts.Config.Client.HTTPClient = ilink.NewSharedHTTPClient(cfg.MaxAccounts + 64)
-	}
-	// One Typer for the hand-offs and the reply API: an agent's POST /v1/typing cancel
-	// ends the keep-alive its hand-off started.
-	acts.Typer = &activities.Typer{Store: st, Client: acts.Config.Client, NewClient: opts.NewILinkClient,
-		Logger: logger.With("component", "typing")}
+	acts := newActivities(cfg, opts, st, pool, tc, handler, reg, logger)
 	fatal := make(chan error, 1)
-	w := worker.New(tc, cfg.TaskQueue, worker.Options{
-		// Every polled bot runs one long activity; sends, hand-offs and store activities
-		// need slots besides.
-		MaxConcurrentActivityExecutionSize: cfg.MaxAccounts + activitySlotsBesidePolls,
-		// Stop waits this long for in-flight activities, so a send in progress completes
-		// (or records its outcome) instead of being abandoned mid-transmit.
-		WorkerStopTimeout: cfg.ShutdownGrace,
-		OnFatalError: func(err error) {
-			select {
-			case fatal <- err:
-			default:
-			}
-		},
-	})
-	workflows.Register(w)
-	w.RegisterActivity(acts)
+	w := newWorker(tc, cfg, acts, fatal)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.TaskQueue, err)
 	}
@@ -323,4 +258,107 @@ func sendGap(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// openStore connects to PostgreSQL (or takes the injected pool), brings the schema up to
+// date and opens the store. The returned function closes a pool it opened.
+func openStore(ctx context.Context, cfg Config, opts Options, logger *slog.Logger) (*pgxpool.Pool, *store.Store, func(), error) {
+	pool, closePool := opts.Pool, func() {}
+	if pool == nil {
+		pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+		if err != nil {
+			return nil, nil, nil, errors.New("database URL is not a valid PostgreSQL URL or DSN")
+		}
+		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns)
+		pool, err = pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("connect PostgreSQL: %w", err)
+		}
+		closePool = pool.Close
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, nil, nil, fmt.Errorf("connect PostgreSQL at %s:%d: %w", pc.ConnConfig.Host, pc.ConnConfig.Port, err)
+		}
+	}
+	mig, err := db.Migrate(ctx, pool, logger.With("component", "migrate"))
+	if err != nil {
+		closePool()
+		return nil, nil, nil, err
+	}
+	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
+	st, err := store.New(pool, cfg.Keyring, cfg.Limits)
+	if err != nil {
+		closePool()
+		return nil, nil, nil, err
+	}
+	return pool, st, closePool, nil
+}
+
+// dialTemporal connects to Temporal with the payload codec (or takes the injected
+// client). The returned function closes a client it dialed.
+func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Registry, logger *slog.Logger) (client.Client, func(), error) {
+	if opts.Temporal != nil {
+		return opts.Temporal, func() {}, nil
+	}
+	// Every payload is encrypted in Temporal (docs/payload-codec.md).
+	dc, err := payloadcodec.DataConverter(cfg.Keyring)
+	if err != nil {
+		return nil, nil, err
+	}
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.TemporalNamespace,
+		Logger:         NewTemporalLogger(logger.With("component", "temporal")),
+		MetricsHandler: temporalMetrics(reg),
+		DataConverter:  dc,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
+	}
+	return tc, tc.Close, nil
+}
+
+// newActivities wires the activities' dependencies: all bots share one HTTP client, and
+// the hand-offs and the reply API share one Typer (an agent's POST /v1/typing cancel ends
+// the keep-alive its hand-off started).
+func newActivities(cfg Config, opts Options, st *store.Store, pool *pgxpool.Pool, tc client.Client,
+	handler handoff.Handler, reg *metrics.Registry, logger *slog.Logger) *activities.Activities {
+	acts := &activities.Activities{
+		Store:     st,
+		Pool:      pool,
+		Temporal:  tc,
+		Handler:   handler,
+		Metrics:   reg.Product(),
+		Config:    cfg.activitiesConfig(),
+		Logger:    logger.With("component", "activities"),
+		NewClient: opts.NewILinkClient,
+	}
+	if acts.Config.Client.HTTPClient == nil && opts.NewILinkClient == nil {
+		acts.Config.Client.HTTPClient = ilink.NewSharedHTTPClient(cfg.MaxAccounts + 64)
+	}
+	acts.Typer = &activities.Typer{Store: st, Client: acts.Config.Client, NewClient: opts.NewILinkClient,
+		Logger: logger.With("component", "typing")}
+	return acts
+}
+
+// newWorker is the Temporal worker of the workflows and acts; a fatal worker error goes
+// to fatal.
+func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal chan<- error) worker.Worker {
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+		// Every polled bot runs one long activity; sends, hand-offs and store activities
+		// need slots besides.
+		MaxConcurrentActivityExecutionSize: cfg.MaxAccounts + activitySlotsBesidePolls,
+		// Stop waits this long for in-flight activities, so a send in progress completes
+		// (or records its outcome) instead of being abandoned mid-transmit.
+		WorkerStopTimeout: cfg.ShutdownGrace,
+		OnFatalError: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
+	})
+	workflows.Register(w)
+	w.RegisterActivity(acts)
+	return w
 }
