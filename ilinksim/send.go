@@ -55,32 +55,7 @@ func (s *Server) handleSendMessage(c *call) {
 		http.Error(c.w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	var req struct {
-		Msg json.RawMessage `json:"msg"`
-	}
-	var msg outboundMsg
-	rec := SentMessage{}
-	parseErr := decodeBody(c.body, &req)
-	if parseErr == nil {
-		if len(req.Msg) == 0 || bytes.Equal(req.Msg, []byte("null")) {
-			parseErr = errEmptyMsg
-		} else {
-			parseErr = json.Unmarshal(req.Msg, &msg)
-		}
-	}
-	rec.Msg = req.Msg
-	rec.ToUserID, rec.ClientID, rec.ContextToken = msg.ToUserID, msg.ClientID, msg.ContextToken
-	rec.MessageState = 2
-	if msg.MessageState != nil {
-		rec.MessageState = *msg.MessageState
-	}
-	rec.ItemTypes = []int{}
-	for _, it := range msg.ItemList {
-		rec.ItemTypes = append(rec.ItemTypes, it.Type)
-		if it.TextItem != nil && rec.Text == "" {
-			rec.Text = it.TextItem.Text
-		}
-	}
+	msg, rec, parseErr := parseSend(c.body)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -107,47 +82,112 @@ func (s *Server) handleSendMessage(c *call) {
 		finish(s.staleBody(), ReasonStaleToken)
 		return
 	}
-	// Validation (does not count toward the throttle).
-	if parseErr != nil {
-		finish(invalidArgs(), ReasonInvalid)
+	// Validation first (it does not count toward the throttle), then the bot-wide burst
+	// throttle, then the reply policy of the (bot, peer) pair.
+	if body, reason := s.invalidSendLocked(b, msg, parseErr); reason != "" {
+		finish(body, reason)
 		return
 	}
-	if len(msg.ItemList) != 1 {
-		finish(invalidArgs(), ReasonInvalid)
+	if body, reason := s.throttleLocked(b, now); reason != "" {
+		finish(body, reason)
 		return
+	}
+	if body, reason := s.replyPolicyLocked(b, msg, now); reason != "" {
+		finish(body, reason)
+		return
+	}
+
+	// Accepted.
+	b.peers[msg.ToUserID].state.SendsSinceInbound++
+	if msg.ClientID != "" {
+		if _, seen := b.clientIDs[msg.ClientID]; !seen {
+			b.clientIDs[msg.ClientID] = rec.MessageState
+		}
+	}
+	rec.MessageID = s.nextMessageIDLocked()
+	rec.Rendered, rec.RenderNote = true, ""
+	if note := s.renderNoteLocked(b, c.r, msg, msg.ItemList[0], rec.MessageState); note != "" {
+		rec.Rendered, rec.RenderNote = false, note
+	}
+	b.connSends[c.r.RemoteAddr]++
+	switch s.cfg.SendSuccessStyle {
+	case SendSuccessEmpty:
+		finish(map[string]any{}, "")
+	case SendSuccessRet0:
+		finish(map[string]any{"ret": 0}, "")
+	default:
+		finish(map[string]any{"ret": 0, "message_id": rec.MessageID}, "")
+	}
+}
+
+// parseSend decodes a sendmessage body and the record of it (everything but the outcome
+// and the bot); parseErr is set when the body is not a message.
+func parseSend(body []byte) (msg outboundMsg, rec SentMessage, parseErr error) {
+	var req struct {
+		Msg json.RawMessage `json:"msg"`
+	}
+	parseErr = decodeBody(body, &req)
+	if parseErr == nil {
+		if len(req.Msg) == 0 || bytes.Equal(req.Msg, []byte("null")) {
+			parseErr = errEmptyMsg
+		} else {
+			parseErr = json.Unmarshal(req.Msg, &msg)
+		}
+	}
+	rec.Msg = req.Msg
+	rec.ToUserID, rec.ClientID, rec.ContextToken = msg.ToUserID, msg.ClientID, msg.ContextToken
+	rec.MessageState = 2
+	if msg.MessageState != nil {
+		rec.MessageState = *msg.MessageState
+	}
+	rec.ItemTypes = []int{}
+	for _, it := range msg.ItemList {
+		rec.ItemTypes = append(rec.ItemTypes, it.Type)
+		if it.TextItem != nil && rec.Text == "" {
+			rec.Text = it.TextItem.Text
+		}
+	}
+	return msg, rec, parseErr
+}
+
+// invalidSendLocked is the answer and reason of a message iLink refuses as malformed
+// ("" when it is well formed): one item whose payload matches its type, a recipient, text
+// within the limit, a decimal file length, and no second state for one client id.
+func (s *Server) invalidSendLocked(b *bot, msg outboundMsg, parseErr error) (map[string]any, string) {
+	if parseErr != nil || len(msg.ItemList) != 1 {
+		return invalidArgs(), ReasonInvalid
 	}
 	if msg.ToUserID == "" {
-		finish(map[string]any{"ret": -2, "errmsg": "to_user_id required"}, ReasonInvalid)
-		return
+		return map[string]any{"ret": -2, "errmsg": "to_user_id required"}, ReasonInvalid
 	}
 	item := msg.ItemList[0]
 	if !payloadMatches(item) {
-		finish(invalidArgs(), ReasonInvalid)
-		return
+		return invalidArgs(), ReasonInvalid
 	}
 	if item.Type == itemText && len(item.TextItem.Text) > s.cfg.MaxTextBytes && s.cfg.MaxTextBytes > 0 {
-		finish(map[string]any{"ret": -2}, ReasonTextTooLong)
-		return
+		return map[string]any{"ret": -2}, ReasonTextTooLong
 	}
 	if item.Type == itemFile && !decimalString(item.FileItem.Len) {
-		finish(invalidArgs(), ReasonInvalid)
-		return
+		return invalidArgs(), ReasonInvalid
 	}
 	if msg.ClientID != "" {
 		if st, seen := b.clientIDs[msg.ClientID]; seen && st == 1 {
 			// GENERATING then FINISH with the same client_id: no editing/streaming.
-			finish(refusedBody(), ReasonInvalid)
-			return
+			return refusedBody(), ReasonInvalid
 		}
 	}
+	return nil, ""
+}
 
-	// Burst throttle (bot-wide).
+// throttleLocked applies the bot-wide burst throttle to one more send attempt: refused
+// while a penalty runs (an attempt may extend it), and a burst of ThrottleBurst attempts
+// within ThrottleInterval starts one.
+func (s *Server) throttleLocked(b *bot, now time.Time) (map[string]any, string) {
 	if !b.penaltyUntil.IsZero() && now.Before(b.penaltyUntil) {
 		if s.cfg.ThrottleExtendOnAttempt {
 			b.penaltyUntil = now.Add(s.cfg.ThrottlePenalty)
 		}
-		finish(refusedBody(), ReasonThrottle)
-		return
+		return refusedBody(), ReasonThrottle
 	}
 	if s.cfg.ThrottleBurst > 0 {
 		cut := now.Add(-s.cfg.ThrottleInterval)
@@ -161,64 +201,40 @@ func (s *Server) handleSendMessage(c *call) {
 		if len(b.attempts) >= s.cfg.ThrottleBurst {
 			b.penaltyUntil = now.Add(s.cfg.ThrottlePenalty)
 			b.attempts = b.attempts[:0]
-			finish(refusedBody(), ReasonThrottle)
-			return
+			return refusedBody(), ReasonThrottle
 		}
 	}
+	return nil, ""
+}
 
-	// Reply policy per (bot, peer).
+// replyPolicyLocked applies the reply policy of the (bot, peer) pair: an inbound message
+// first, within the idle and reply windows, within the quota, with a valid context token.
+func (s *Server) replyPolicyLocked(b *bot, msg outboundMsg, now time.Time) (map[string]any, string) {
 	p := b.peers[msg.ToUserID]
 	if p == nil || p.state.LastInboundAt.IsZero() {
-		finish(refusedBody(), ReasonNoInbound)
-		return
+		return refusedBody(), ReasonNoInbound
 	}
 	since := now.Sub(p.state.LastInboundAt)
 	if s.cfg.IdleStaleAfter > 0 && since >= s.cfg.IdleStaleAfter {
-		finish(s.staleBody(), ReasonIdle)
-		return
+		return s.staleBody(), ReasonIdle
 	}
 	if s.cfg.ReplyWindow > 0 && since >= s.cfg.ReplyWindow {
-		finish(refusedBody(), ReasonWindow)
-		return
+		return refusedBody(), ReasonWindow
 	}
 	if s.cfg.ReplyQuota > 0 && p.state.SendsSinceInbound >= s.cfg.ReplyQuota {
-		finish(refusedBody(), ReasonQuota)
-		return
+		return refusedBody(), ReasonQuota
 	}
 	switch s.cfg.ContextTokenMode {
 	case TokenPresent:
 		if msg.ContextToken == "" || !p.tokens[msg.ContextToken] {
-			finish(refusedBody(), ReasonContextToken)
-			return
+			return refusedBody(), ReasonContextToken
 		}
 	case TokenLatest:
 		if msg.ContextToken == "" || msg.ContextToken != p.state.LatestContextToken {
-			finish(refusedBody(), ReasonContextToken)
-			return
+			return refusedBody(), ReasonContextToken
 		}
 	}
-
-	// Accepted.
-	p.state.SendsSinceInbound++
-	if msg.ClientID != "" {
-		if _, seen := b.clientIDs[msg.ClientID]; !seen {
-			b.clientIDs[msg.ClientID] = rec.MessageState
-		}
-	}
-	rec.MessageID = s.nextMessageIDLocked()
-	rec.Rendered, rec.RenderNote = true, ""
-	if note := s.renderNoteLocked(b, c.r, msg, item, rec.MessageState); note != "" {
-		rec.Rendered, rec.RenderNote = false, note
-	}
-	b.connSends[c.r.RemoteAddr]++
-	switch s.cfg.SendSuccessStyle {
-	case SendSuccessEmpty:
-		finish(map[string]any{}, "")
-	case SendSuccessRet0:
-		finish(map[string]any{"ret": 0}, "")
-	default:
-		finish(map[string]any{"ret": 0, "message_id": rec.MessageID}, "")
-	}
+	return nil, ""
 }
 
 type sendError string
