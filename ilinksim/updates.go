@@ -152,38 +152,9 @@ func (s *Server) enqueueLocked(b *bot, m *wireMessage, visibleAt time.Time) {
 // Inject queues an inbound user message (the same as POST /_sim/bots/{bot}/messages).
 // cdnBase is the CDN base URL used for media full_url values.
 func (s *Server) Inject(botID string, req InjectRequest, cdnBase string) (Injected, error) {
-	kind := req.Kind
-	if kind == "" {
-		kind = KindText
-	}
-	switch kind {
-	case KindText, KindImage, KindFile, KindVoice, KindVideo:
-	default:
-		return Injected{}, badRequest("unknown kind %q", req.Kind)
-	}
-	enc := req.KeyEncoding
-	if enc == "" {
-		enc = KeyHexBase64
-		if kind == KindImage {
-			enc = KeyRawBase64
-		}
-	}
-	switch enc {
-	case KeyRawBase64, KeyHexBase64:
-	case KeyImageHex, KeyNone:
-		if kind != KindImage {
-			return Injected{}, badRequest("key encoding %q is for images only", enc)
-		}
-	default:
-		return Injected{}, badRequest("unknown key encoding %q", req.KeyEncoding)
-	}
-	if req.NoMessageID && req.MessageID != 0 {
-		return Injected{}, badRequest("message_id and no_message_id are exclusive")
-	}
-	for _, d := range req.Duplicates {
-		if err := checkDup(d); err != nil {
-			return Injected{}, err
-		}
+	kind, enc, err := checkInject(req)
+	if err != nil {
+		return Injected{}, err
 	}
 
 	s.mu.Lock()
@@ -228,44 +199,10 @@ func (s *Server) Inject(botID string, req InjectRequest, cdnBase string) (Inject
 	if kind == KindText {
 		item.TextItem = &wireText{Text: req.Text}
 	} else {
-		var wm *wireMedia
-		var ctLen int
-		wm, media, ctLen = s.storeInboundLocked(b, req.Data, enc, req.FullURL, cdnBase)
-		plainLen := len(req.Data)
-		if plainLen == 0 {
-			plainLen = defaultMediaSize
-		}
-		switch kind {
-		case KindImage:
-			item.Type = itemImage
-			item.ImageItem = &wireImageItem{Media: wm, MidSize: ctLen, HDSize: ctLen}
-			if enc == KeyImageHex {
-				item.ImageItem.AESKey = media.AESKeyHex
-			}
-		case KindFile:
-			name := req.FileName
-			if name == "" {
-				name = "file.bin"
-			}
-			item.Type = itemFile
-			item.FileItem = &wireFileItem{Media: wm, FileName: name, MD5: media.PlaintextMD5, Len: strconv.Itoa(plainLen)}
-		case KindVoice:
-			item.Type = itemVoice
-			item.VoiceItem = &wireVoiceItem{Media: wm, EncodeType: 6, BitsPerSample: 16, SampleRate: 16000, Playtime: 1000 + plainLen/2, Text: req.Text}
-		case KindVideo:
-			item.Type = itemVideo
-			item.VideoItem = &wireVideoItem{Media: wm, VideoSize: ctLen, PlayLength: 3, VideoMD5: media.PlaintextMD5}
-		}
+		media = s.mediaItemLocked(b, &item, kind, enc, req, cdnBase)
 	}
 	if req.Ref != nil {
-		ref := &wireRef{Title: req.Ref.Title, PartialText: req.Ref.PartialText}
-		if req.Ref.SvrID != 0 {
-			ref.SvrID = &wireID{v: req.Ref.SvrID, numeric: s.cfg.NumericItemIDs}
-		}
-		if req.Ref.Text != "" {
-			ref.MessageItem = &wireItem{Type: itemText, TextItem: &wireText{Text: req.Ref.Text}}
-		}
-		item.RefMsg = ref
+		item.RefMsg = s.refOf(*req.Ref)
 	}
 	m.ItemList = []wireItem{item}
 
@@ -284,6 +221,89 @@ func (s *Server) Inject(botID string, req InjectRequest, cdnBase string) (Inject
 		out.Duplicates = append(out.Duplicates, injected(dm, nil))
 	}
 	return out, nil
+}
+
+// checkInject validates an injection before anything changes and resolves its kind
+// (default text) and key encoding (default raw base64 for images, hex base64 otherwise).
+func checkInject(req InjectRequest) (kind, enc string, err error) {
+	kind = req.Kind
+	if kind == "" {
+		kind = KindText
+	}
+	switch kind {
+	case KindText, KindImage, KindFile, KindVoice, KindVideo:
+	default:
+		return "", "", badRequest("unknown kind %q", req.Kind)
+	}
+	enc = req.KeyEncoding
+	if enc == "" {
+		enc = KeyHexBase64
+		if kind == KindImage {
+			enc = KeyRawBase64
+		}
+	}
+	switch enc {
+	case KeyRawBase64, KeyHexBase64:
+	case KeyImageHex, KeyNone:
+		if kind != KindImage {
+			return "", "", badRequest("key encoding %q is for images only", enc)
+		}
+	default:
+		return "", "", badRequest("unknown key encoding %q", req.KeyEncoding)
+	}
+	if req.NoMessageID && req.MessageID != 0 {
+		return "", "", badRequest("message_id and no_message_id are exclusive")
+	}
+	for _, d := range req.Duplicates {
+		if err := checkDup(d); err != nil {
+			return "", "", err
+		}
+	}
+	return kind, enc, nil
+}
+
+// mediaItemLocked stores the injected media on the CDN (encrypted as kind and enc say)
+// and makes item the media item that references it; it returns the media's reference.
+func (s *Server) mediaItemLocked(b *bot, item *wireItem, kind, enc string, req InjectRequest, cdnBase string) *MediaRef {
+	wm, media, ctLen := s.storeInboundLocked(b, req.Data, enc, req.FullURL, cdnBase)
+	plainLen := len(req.Data)
+	if plainLen == 0 {
+		plainLen = defaultMediaSize
+	}
+	switch kind {
+	case KindImage:
+		item.Type = itemImage
+		item.ImageItem = &wireImageItem{Media: wm, MidSize: ctLen, HDSize: ctLen}
+		if enc == KeyImageHex {
+			item.ImageItem.AESKey = media.AESKeyHex
+		}
+	case KindFile:
+		name := req.FileName
+		if name == "" {
+			name = "file.bin"
+		}
+		item.Type = itemFile
+		item.FileItem = &wireFileItem{Media: wm, FileName: name, MD5: media.PlaintextMD5, Len: strconv.Itoa(plainLen)}
+	case KindVoice:
+		item.Type = itemVoice
+		item.VoiceItem = &wireVoiceItem{Media: wm, EncodeType: 6, BitsPerSample: 16, SampleRate: 16000, Playtime: 1000 + plainLen/2, Text: req.Text}
+	case KindVideo:
+		item.Type = itemVideo
+		item.VideoItem = &wireVideoItem{Media: wm, VideoSize: ctLen, PlayLength: 3, VideoMD5: media.PlaintextMD5}
+	}
+	return media
+}
+
+// refOf is the quoted message of an injection.
+func (s *Server) refOf(r RefSpec) *wireRef {
+	ref := &wireRef{Title: r.Title, PartialText: r.PartialText}
+	if r.SvrID != 0 {
+		ref.SvrID = &wireID{v: r.SvrID, numeric: s.cfg.NumericItemIDs}
+	}
+	if r.Text != "" {
+		ref.MessageItem = &wireItem{Type: itemText, TextItem: &wireText{Text: r.Text}}
+	}
+	return ref
 }
 
 func checkDup(d DuplicateSpec) error {
