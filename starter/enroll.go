@@ -63,96 +63,136 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return fmt.Errorf("start enrollment: %w", err)
 	}
-	emit := func(ev enrollEvent, text string) error {
-		if c.json {
-			return printJSON(stdout, ev)
-		}
-		_, err := fmt.Fprintln(stdout, text)
-		return err
-	}
-	lines := bufio.NewScanner(stdin)
+	f := &enrollFollower{c: c, tc: tc, run: run, lines: bufio.NewScanner(stdin), stdout: stdout, stderr: stderr,
+		askedAt: -1, started: time.Now()}
 	done := make(chan error, 1)
 	var final wfapi.EnrollmentState
 	go func() { done <- run.Get(ctx, &final) }()
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
-	var lastStatus, shownQR string
-	// askedAt is the count of refused codes when the code was last asked for (-1: not
-	// asked): a prompt is shown once per code iLink wants.
-	askedAt, hinted, started := -1, false, time.Now()
 	for {
 		select {
 		case err := <-done:
 			if err != nil {
 				return fmt.Errorf("enrollment: %w", err)
 			}
-			if final.Status != lastStatus && final.Status != "" {
-				// The workflow ended before a query showed its last status: show it now, so
-				// the statuses always end with the final one.
-				if err := emit(enrollEvent{Event: "status", Status: final.Status}, "status: "+final.Status); err != nil {
-					return err
-				}
-			}
-			if err := emit(enrollEvent{Event: "done", Status: final.Status, AccountKey: final.AccountKey, Generation: final.Generation,
-				Replaced: final.Replaced, Error: final.Error}, doneText(final)); err != nil {
-				return err
-			}
-			if final.Status != vocab.EnrollmentConfirmed {
-				return fmt.Errorf("enrollment ended %s", final.Status)
-			}
-			return nil
+			return f.ended(final)
 		case <-ctx.Done():
 			_ = tc.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), wfapi.SignalCancel, nil)
 			return ctx.Err()
 		case <-tick.C:
-		}
-		if shownQR == "" && !hinted && time.Since(started) >= enrollHintAfter {
-			// Without a worker on the task queue nothing moves: say so instead of sitting silent.
-			hinted = true
-			fmt.Fprintf(stderr, "starter: no QR code after %s: is a worker running on task queue %q (namespace %q, Temporal at %s)? Start one with `go run ./worker` (see the README, \"Run a worker\").\n",
-				enrollHintAfter, c.taskQueue, c.namespace, c.temporal)
-		}
-		v, err := tc.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), wfapi.QueryEnrollmentState)
-		if err != nil {
-			continue // the first workflow task may not have run yet
-		}
-		var st wfapi.EnrollmentState
-		if err := v.Get(&st); err != nil {
-			return err
-		}
-		if st.QRContent != "" && st.QRContent != shownQR {
-			shownQR = st.QRContent
-			if err := emit(enrollEvent{Event: "qr", QRContent: st.QRContent}, renderQR(st.QRContent)); err != nil {
+			if err := f.refresh(ctx); err != nil {
 				return err
 			}
-		}
-		if st.Status != lastStatus && st.Status != vocab.EnrollmentStarting {
-			lastStatus = st.Status
-			if err := emit(enrollEvent{Event: "status", Status: st.Status}, "status: "+st.Status); err != nil {
-				return err
-			}
-		}
-		if st.NeedsCode && st.WrongCodes > askedAt {
-			ev, text := enrollEvent{Event: "need_code"}, "WeChat shows a number: type it here and press Enter:"
-			if askedAt >= 0 && st.WrongCodes > 0 {
-				ev, text = enrollEvent{Event: "wrong_code"}, "That code was wrong: type the number WeChat shows now and press Enter:"
-			}
-			askedAt = st.WrongCodes
-			if err := emit(ev, text); err != nil {
-				return err
-			}
-			if !lines.Scan() {
-				return errors.New("no verification code on standard input")
-			}
-			code := strings.TrimSpace(lines.Text())
-			if err := tc.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code}); err != nil {
-				return fmt.Errorf("send the verification code: %w", err)
-			}
-		}
-		if !st.NeedsCode && st.Status != vocab.EnrollmentNeedsCode {
-			askedAt = st.WrongCodes - 1 // iLink may ask again later: prompt then
 		}
 	}
+}
+
+// enrollFollower shows a running enrollment to the operator: its QR code, each status,
+// and the verification-code prompts, whose answers it signals to the workflow.
+type enrollFollower struct {
+	c      *conn
+	tc     client.Client
+	run    client.WorkflowRun
+	lines  *bufio.Scanner
+	stdout io.Writer
+	stderr io.Writer
+
+	lastStatus, shownQR string
+	// askedAt is the count of refused codes when the code was last asked for (-1: not
+	// asked): a prompt is shown once per code iLink wants.
+	askedAt int
+	hinted  bool
+	started time.Time
+}
+
+// emit writes one event: a JSON line with --json, else the text.
+func (f *enrollFollower) emit(ev enrollEvent, text string) error {
+	if f.c.json {
+		return printJSON(f.stdout, ev)
+	}
+	_, err := fmt.Fprintln(f.stdout, text)
+	return err
+}
+
+// ended shows how the enrollment ended; an enrollment that did not confirm is an error.
+func (f *enrollFollower) ended(final wfapi.EnrollmentState) error {
+	if final.Status != f.lastStatus && final.Status != "" {
+		// The workflow ended before a query showed its last status: show it now, so the
+		// statuses always end with the final one.
+		if err := f.emit(enrollEvent{Event: "status", Status: final.Status}, "status: "+final.Status); err != nil {
+			return err
+		}
+	}
+	if err := f.emit(enrollEvent{Event: "done", Status: final.Status, AccountKey: final.AccountKey, Generation: final.Generation,
+		Replaced: final.Replaced, Error: final.Error}, doneText(final)); err != nil {
+		return err
+	}
+	if final.Status != vocab.EnrollmentConfirmed {
+		return fmt.Errorf("enrollment ended %s", final.Status)
+	}
+	return nil
+}
+
+// refresh reads the enrollment's state and shows what changed: a new QR code, a new
+// status, a request for the verification code (read from the terminal and signalled).
+func (f *enrollFollower) refresh(ctx context.Context) error {
+	if f.shownQR == "" && !f.hinted && time.Since(f.started) >= enrollHintAfter {
+		// Without a worker on the task queue nothing moves: say so instead of sitting silent.
+		f.hinted = true
+		fmt.Fprintf(f.stderr, "starter: no QR code after %s: is a worker running on task queue %q (namespace %q, Temporal at %s)? Start one with `go run ./worker` (see the README, \"Run a worker\").\n",
+			enrollHintAfter, f.c.taskQueue, f.c.namespace, f.c.temporal)
+	}
+	v, err := f.tc.QueryWorkflow(ctx, f.run.GetID(), f.run.GetRunID(), wfapi.QueryEnrollmentState)
+	if err != nil {
+		return nil // the first workflow task may not have run yet
+	}
+	var st wfapi.EnrollmentState
+	if err := v.Get(&st); err != nil {
+		return err
+	}
+	if st.QRContent != "" && st.QRContent != f.shownQR {
+		f.shownQR = st.QRContent
+		if err := f.emit(enrollEvent{Event: "qr", QRContent: st.QRContent}, renderQR(st.QRContent)); err != nil {
+			return err
+		}
+	}
+	if st.Status != f.lastStatus && st.Status != vocab.EnrollmentStarting {
+		f.lastStatus = st.Status
+		if err := f.emit(enrollEvent{Event: "status", Status: st.Status}, "status: "+st.Status); err != nil {
+			return err
+		}
+	}
+	if st.NeedsCode && st.WrongCodes > f.askedAt {
+		if err := f.askCode(ctx, st); err != nil {
+			return err
+		}
+	}
+	if !st.NeedsCode && st.Status != vocab.EnrollmentNeedsCode {
+		f.askedAt = st.WrongCodes - 1 // iLink may ask again later: prompt then
+	}
+	return nil
+}
+
+// askCode prompts for the verification code (saying when the last one was wrong) and
+// signals it to the enrollment.
+func (f *enrollFollower) askCode(ctx context.Context, st wfapi.EnrollmentState) error {
+	ev, text := enrollEvent{Event: "need_code"}, "WeChat shows a number: type it here and press Enter:"
+	if f.askedAt >= 0 && st.WrongCodes > 0 {
+		ev, text = enrollEvent{Event: "wrong_code"}, "That code was wrong: type the number WeChat shows now and press Enter:"
+	}
+	f.askedAt = st.WrongCodes
+	if err := f.emit(ev, text); err != nil {
+		return err
+	}
+	if !f.lines.Scan() {
+		return errors.New("no verification code on standard input")
+	}
+	code := strings.TrimSpace(f.lines.Text())
+	if err := f.tc.SignalWorkflow(ctx, f.run.GetID(), f.run.GetRunID(), wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code}); err != nil {
+		return fmt.Errorf("send the verification code: %w", err)
+	}
+	return nil
 }
 
 // enrollHintAfter is how long enroll waits for a QR code before it suggests that no
