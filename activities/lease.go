@@ -212,7 +212,8 @@ func (l *pollLease) release(ctx context.Context) {
 
 // LeaseSupervisor finds bots whose poll died with its worker (their lease expired) and has
 // each bot's AccountPoller replace the dead poll activity. Every worker runs one; each
-// expired lease is claimed by one supervisor.
+// expired lease is claimed by one supervisor, never by the holder's own worker (its poll
+// is alive: after a database outage it commits the page it holds before it lets go).
 type LeaseSupervisor struct {
 	a *Activities
 	// Every is the period of the scan (default LeaseRenewEvery).
@@ -255,7 +256,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dead, err := s.a.Store.ClaimExpiredPollLeases(ctx, s.Grace, maxClaimsPerScan)
+	dead, err := s.a.Store.ClaimExpiredPollLeases(ctx, s.a.keeper().holder, s.Grace, maxClaimsPerScan)
 	if err != nil {
 		return 0, err
 	}
