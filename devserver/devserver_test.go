@@ -312,7 +312,7 @@ func TestARestartedServerKeepsItsStateOnTheSameAddress(t *testing.T) {
 	if err := srv.Halt(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.DescribeWorkflowExecution(ctx, run.GetID(), ""); err == nil {
+	if _, err := c.DescribeWorkflow(ctx, run.GetID(), ""); err == nil {
 		t.Fatal("a halted server answered")
 	}
 	if err := srv.Restart(ctx); err != nil {
