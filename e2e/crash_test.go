@@ -244,8 +244,8 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	t.Logf("timings: build+setup %v, stream %v, quiet after %v, total %v", ready.Sub(began).Round(time.Millisecond),
 		streamed.Sub(ready).Round(time.Millisecond), quieted.Sub(streamed).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	t.Logf("COUNTS: %d messages, %d kills, in-flight allowance used %d, %d lost, %d doubles, %d handled of which %d false; "+
-		"PostgreSQL outage %v (%d connections refused, recovered %v after), Temporal restart down %v (recovered %v after); total %v",
-		len(msgs), kills, len(excused), lost, doubles, handled, falseHandled, faults.outage.Round(time.Millisecond), faults.refusals,
+		"PostgreSQL outage %v (%d connections refused, %d messages handed out during it, recovered %v after), Temporal restart down %v (recovered %v after); total %v",
+		len(msgs), kills, len(excused), lost, doubles, handled, falseHandled, faults.outage.Round(time.Millisecond), faults.refusals, faults.heldMsgs,
 		faults.outageRecovery.Round(time.Millisecond), faults.temporalDown.Round(time.Millisecond),
 		faults.temporalRecovery.Round(time.Millisecond), time.Since(began).Round(time.Second))
 }
@@ -314,6 +314,7 @@ func crashPause(ctx context.Context, d time.Duration) error {
 type crashPage struct {
 	seq, epoch int
 	ids        []uint64
+	at         time.Time // the request's arrival
 }
 
 type crashTap struct {
@@ -345,7 +346,7 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.seq++
 	c.lastArrival = time.Now()
-	page := crashPage{seq: c.seq, epoch: c.epoch}
+	page := crashPage{seq: c.seq, epoch: c.epoch, at: c.lastArrival}
 	if c.inflight == nil {
 		c.inflight = map[int]time.Time{}
 	}
@@ -460,6 +461,20 @@ func (c *crashTap) allPages() []crashPage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]crashPage(nil), c.pages...)
+}
+
+// pagesBetween counts the non-empty responses to requests that arrived between from and
+// to, and their messages.
+func (c *crashTap) pagesBetween(from, to time.Time) (pages, msgs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pages {
+		if !p.at.Before(from) && p.at.Before(to) {
+			pages++
+			msgs += len(p.ids)
+		}
+	}
+	return pages, msgs
 }
 
 // fetchedSince reports whether a getupdates request arrived after t.
@@ -718,13 +733,14 @@ func (w *crashWorker) killAndRestart(ctx context.Context, r *mrand.Rand, how str
 type crashFaults struct {
 	outage, outageRecovery         time.Duration // cut for; first getupdates after the restore
 	refusals                       int64         // connections the proxy refused while cut
+	heldPages, heldMsgs            int           // handed out while PostgreSQL was cut off
 	temporalDown, temporalRecovery time.Duration // halted for (until it answered again); first getupdates after
 }
 
 func (f crashFaults) String() string {
-	return fmt.Sprintf("PostgreSQL cut for %v (%d connections refused), the worker fetched again %v after the restore; "+
-		"Temporal dev server down for %v, the worker fetched again %v after it was back",
-		f.outage.Round(time.Millisecond), f.refusals, f.outageRecovery.Round(time.Millisecond),
+	return fmt.Sprintf("PostgreSQL cut for %v (%d connections refused; %d pages of %d messages handed out meanwhile), "+
+		"the worker fetched again %v after the restore; Temporal dev server down for %v, the worker fetched again %v after it was back",
+		f.outage.Round(time.Millisecond), f.refusals, f.heldPages, f.heldMsgs, f.outageRecovery.Round(time.Millisecond),
 		f.temporalDown.Round(time.Millisecond), f.temporalRecovery.Round(time.Millisecond))
 }
 
@@ -748,7 +764,9 @@ func (w *crashWorker) faultLoop(ctx context.Context, rig *procRig, count *atomic
 	rig.dbProxy.Restore()
 	restored := time.Now()
 	out.outage, out.refusals = restored.Sub(cut), rig.dbProxy.Refusals()-refusedBefore
-	w.t.Logf("PostgreSQL outage over after %v (%d connections refused)", out.outage.Round(time.Millisecond), out.refusals)
+	out.heldPages, out.heldMsgs = w.tap.pagesBetween(cut, restored)
+	w.t.Logf("PostgreSQL outage over after %v (%d connections refused; %d pages of %d messages handed out meanwhile)",
+		out.outage.Round(time.Millisecond), out.refusals, out.heldPages, out.heldMsgs)
 	err := w.awaitFetch(ctx, restored)
 	out.outageRecovery = time.Since(restored)
 	w.faults.Unlock()
