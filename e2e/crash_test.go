@@ -244,8 +244,8 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	t.Logf("timings: build+setup %v, stream %v, quiet after %v, total %v", ready.Sub(began).Round(time.Millisecond),
 		streamed.Sub(ready).Round(time.Millisecond), quieted.Sub(streamed).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	t.Logf("COUNTS: %d messages, %d kills, in-flight allowance used %d, %d lost, %d doubles, %d handled of which %d false; "+
-		"PostgreSQL outage %v (%d connections refused, %d messages handed out during it, recovered %v after), Temporal restart down %v (recovered %v after); total %v",
-		len(msgs), kills, len(excused), lost, doubles, handled, falseHandled, faults.outage.Round(time.Millisecond), faults.refusals, faults.heldMsgs,
+		"PostgreSQL outage %v (cut at a page of %d messages, %d connections refused, %d more messages handed out during it, recovered %v after), Temporal restart down %v (recovered %v after); total %v",
+		len(msgs), kills, len(excused), lost, doubles, handled, falseHandled, faults.outage.Round(time.Millisecond), faults.cutPage, faults.refusals, faults.heldMsgs,
 		faults.outageRecovery.Round(time.Millisecond), faults.temporalDown.Round(time.Millisecond),
 		faults.temporalRecovery.Round(time.Millisecond), time.Since(began).Round(time.Second))
 }
@@ -328,6 +328,7 @@ type crashTap struct {
 	last         map[int]crashPage // per epoch, the response to its latest request
 	armed        string            // the kill trigger armed, if any
 	trigger      chan struct{}     // closed when the armed trigger fires
+	faultPage    chan crashPage    // the fault trigger: gets the next non-empty page, if armed
 	inflight     map[int]time.Time // getupdates requests not answered yet, by seq, with arrival
 	lastArrival  time.Time         // of the latest getupdates request
 }
@@ -372,6 +373,10 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(page.ids) > 0 {
 		c.pages = append(c.pages, page)
 		c.lastNonEmpty = max(c.lastNonEmpty, page.seq)
+		if c.faultPage != nil {
+			c.faultPage <- page // before the response leaves this handler
+			c.faultPage = nil
+		}
 	}
 	c.mu.Unlock()
 	if len(page.ids) > 0 {
@@ -392,6 +397,15 @@ func (c *crashTap) arm(kind string) <-chan struct{} {
 	defer c.mu.Unlock()
 	c.armed, c.trigger = kind, make(chan struct{})
 	return c.trigger
+}
+
+// armFault returns a channel that gets the next non-empty page, before its response
+// reaches the worker (the fault then hits that page's commit).
+func (c *crashTap) armFault() <-chan crashPage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faultPage = make(chan crashPage, 1)
+	return c.faultPage
 }
 
 func (c *crashTap) disarm() {
@@ -733,14 +747,15 @@ func (w *crashWorker) killAndRestart(ctx context.Context, r *mrand.Rand, how str
 type crashFaults struct {
 	outage, outageRecovery         time.Duration // cut for; first getupdates after the restore
 	refusals                       int64         // connections the proxy refused while cut
+	cutPage                        int           // messages of the page whose commit the cut hit
 	heldPages, heldMsgs            int           // handed out while PostgreSQL was cut off
 	temporalDown, temporalRecovery time.Duration // halted for (until it answered again); first getupdates after
 }
 
 func (f crashFaults) String() string {
-	return fmt.Sprintf("PostgreSQL cut for %v (%d connections refused; %d pages of %d messages handed out meanwhile), "+
+	return fmt.Sprintf("PostgreSQL cut for %v at the hand-out of a page of %d messages (%d connections refused; %d more pages of %d messages handed out meanwhile), "+
 		"the worker fetched again %v after the restore; Temporal dev server down for %v, the worker fetched again %v after it was back",
-		f.outage.Round(time.Millisecond), f.refusals, f.heldPages, f.heldMsgs, f.outageRecovery.Round(time.Millisecond),
+		f.outage.Round(time.Millisecond), f.cutPage, f.refusals, f.heldPages, f.heldMsgs, f.outageRecovery.Round(time.Millisecond),
 		f.temporalDown.Round(time.Millisecond), f.temporalRecovery.Round(time.Millisecond))
 }
 
@@ -752,10 +767,24 @@ func (w *crashWorker) faultLoop(ctx context.Context, rig *procRig, count *atomic
 		return fmt.Errorf("waiting for message %d: %w", crashOutageAt, err)
 	}
 	w.faults.Lock()
+	// The cut comes as a page is handed out, before the worker has it: its commit meets
+	// the outage (the case a gateway must not lose).
+	var page crashPage
+	select {
+	case page = <-w.tap.armFault():
+	case <-time.After(crashRecoverWithin):
+		w.faults.Unlock()
+		return fmt.Errorf("no page handed out within %v after message %d", crashRecoverWithin, crashOutageAt)
+	case <-ctx.Done():
+		w.faults.Unlock()
+		return ctx.Err()
+	}
 	refusedBefore := rig.dbProxy.Refusals()
 	rig.dbProxy.Cut()
 	cut := time.Now()
-	w.t.Logf("PostgreSQL outage: the worker's connections are cut (message %d injected, worker process #%d)", count.Load(), w.current().index)
+	out.cutPage = len(page.ids)
+	w.t.Logf("PostgreSQL outage: the worker's connections are cut as getupdates #%d hands out %d messages (message %d injected, worker process #%d)",
+		page.seq, len(page.ids), count.Load(), w.current().index)
 	if err := crashPause(ctx, crashOutage); err != nil {
 		rig.dbProxy.Restore()
 		w.faults.Unlock()
