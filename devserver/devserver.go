@@ -5,7 +5,10 @@
 //
 // A test binary shares one server when its TestMain calls [Main]; without it, [Start] gives
 // each test a private server that its cleanup stops. Either way each test should use its
-// own task queue ([TaskQueue]) so that tests stay isolated on a shared server.
+// own task queue ([TaskQueue]) so that tests stay isolated on a shared server. A server
+// started by [New] with a database file ([Options.DBFile]) can be halted and restarted with
+// its state on the same address ([Server.Halt], [Server.Restart]), as a test of a Temporal
+// restart needs.
 package devserver
 
 import (
