@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1446,6 +1448,18 @@ GROUP BY m.provider_message_id ORDER BY m.provider_message_id`)
 		}
 		t.Errorf("%d of %d handled messages have no send the simulator accepted (falsely handled): %v", falseHandled, handled, bad)
 	}
+	// The other side, logged: a message failed because no reply was confirmed sent may
+	// still have had one reach the user (a kill between the transmission and the record of
+	// its outcome leaves it unknown to the gateway).
+	var failed, failedAnswered int
+	if err := pool.QueryRow(context.Background(), `
+SELECT count(*), count(*) FILTER (WHERE clients && $1::text[]) FROM (
+    SELECT coalesce(array_agg(a.client_message_id) FILTER (WHERE a.attempt_id IS NOT NULL), '{}') AS clients
+    FROM inbound_messages AS m LEFT JOIN send_attempts AS a ON a.source_message_key = m.message_key
+    WHERE m.status = 'failed' GROUP BY m.message_key) AS f`, slices.Collect(maps.Keys(accepted))).Scan(&failed, &failedAnswered); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failed messages: %d, of which %d had a reply the simulator accepted (its outcome unknown to the gateway)", failed, failedAnswered)
 	return handled, falseHandled
 }
 
