@@ -212,13 +212,20 @@ func (l *pollLease) release(ctx context.Context) {
 
 // LeaseSupervisor finds bots whose poll died with its worker (their lease expired) and has
 // each bot's AccountPoller replace the dead poll activity. Every worker runs one; each
-// expired lease is claimed by one supervisor.
+// expired lease is claimed by one supervisor, never by the holder's own worker (its poll
+// is alive: after a database outage it commits the page it holds before it lets go).
 type LeaseSupervisor struct {
 	a *Activities
 	// Every is the period of the scan (default LeaseRenewEvery).
 	Every time.Duration
 	// Grace is how long past its expiry a lease is left before it is claimed.
 	Grace time.Duration
+
+	mu sync.Mutex
+	// untold are the leases claimed whose poller could not be told yet (Temporal
+	// unreachable): the claim freed their rows, so no later scan finds them again; each
+	// scan tells them first, until the signal is delivered or no poller runs.
+	untold map[string]store.PollLease
 }
 
 // NewLeaseSupervisor returns the supervisor of a's leases.
@@ -255,25 +262,41 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dead, err := s.a.Store.ClaimExpiredPollLeases(ctx, s.Grace, maxClaimsPerScan)
-	if err != nil {
-		return 0, err
+	dead, claimErr := s.a.Store.ClaimExpiredPollLeases(ctx, s.a.keeper().holder, s.Grace, maxClaimsPerScan)
+	s.mu.Lock()
+	if s.untold == nil {
+		s.untold = map[string]store.PollLease{}
 	}
-	n := 0
 	for _, l := range dead {
+		if prev, ok := s.untold[l.AccountKey]; !ok || l.Epoch > prev.Epoch || (l.Epoch == prev.Epoch && l.Attempt > prev.Attempt) {
+			s.untold[l.AccountKey] = l
+		}
+	}
+	tell := make([]store.PollLease, 0, len(s.untold))
+	for _, l := range s.untold {
+		tell = append(tell, l)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, l := range tell {
 		_, err := SignalPoller(ctx, s.a.Temporal, inst, l.AccountKey, wfapi.SignalPollLost,
 			wfapi.PollLostSignal{Epoch: l.Epoch, Attempt: l.Attempt})
 		switch {
 		case isNotFound(err):
 			// No poller runs: the start-up reconcile of a worker starts it.
 		case err != nil:
-			s.a.log().Warn("telling a poller its poll activity died failed", "account", l.AccountKey, "error", err)
+			s.a.log().Warn("telling a poller its poll activity died failed; told again at the next scan", "account", l.AccountKey, "error", err)
 			continue
 		}
+		s.mu.Lock()
+		if cur, ok := s.untold[l.AccountKey]; ok && cur == l {
+			delete(s.untold, l.AccountKey)
+		}
+		s.mu.Unlock()
 		s.a.log().Info("poll lease expired: the poller replaces its poll activity", "account", l.AccountKey)
 		n++
 	}
-	return n, nil
+	return n, claimErr
 }
 
 // heartbeat records a heartbeat every period until the returned stop function is

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -12,69 +11,9 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/tcpproxy"
 	"github.com/ilinkflow/ilinkflow/store"
 )
-
-// cuttableProxy forwards TCP connections to PostgreSQL until it is cut: then it closes
-// every open connection and refuses new ones (reporting each refusal) until restored.
-type cuttableProxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	cut     bool
-	conns   []net.Conn
-	refused chan struct{}
-}
-
-func newCuttableProxy(t *testing.T, target string) *cuttableProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cuttableProxy{ln: ln, target: target, refused: make(chan struct{}, 1000)}
-	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *cuttableProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = c.Close()
-			p.refused <- struct{}{}
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-	}
-}
-
-func (p *cuttableProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-		p.conns = nil
-	}
-}
 
 // A page iLink handed out is stored even when PostgreSQL is unreachable at its commit:
 // the poll keeps the page and retries until the database is back (the simulator, like
@@ -83,9 +22,13 @@ func TestAPageFetchedDuringADatabaseOutageIsCommittedWhenItComesBack(t *testing.
 	h := newHarness(t)
 	// The store reaches PostgreSQL through a proxy the test cuts; the poll lease does not.
 	cfg := h.pool.Config()
-	proxy := newCuttableProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	proxy, err := tcpproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
 	pcfg := cfg.Copy()
-	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.ln.Addr().(*net.TCPAddr).Port)
+	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
 	viaProxy, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +40,7 @@ func TestAPageFetchedDuringADatabaseOutageIsCommittedWhenItComesBack(t *testing.
 	}
 	h.acts.Store = st
 	cutOnce := sync.Once{}
-	h.acts.hooks = &testHooks{afterFetch: func(int) { cutOnce.Do(func() { proxy.setCut(true) }) }}
+	h.acts.hooks = &testHooks{afterFetch: func(int) { cutOnce.Do(func() { proxy.Cut() }) }}
 	injected := h.inject(ilinksim.InjectRequest{Text: "sent during the outage"})
 
 	type result struct {
@@ -113,13 +56,13 @@ func TestAPageFetchedDuringADatabaseOutageIsCommittedWhenItComesBack(t *testing.
 	// a poll that ends meanwhile has given the page up.
 	for refusals := 0; refusals < 2; {
 		select {
-		case <-proxy.refused:
+		case <-proxy.Refused():
 			refusals++
 		case got := <-done:
 			t.Fatalf("the poll ended during the outage (%+v, %v): the fetched page was not kept", got.res, got.err)
 		}
 	}
-	proxy.setCut(false)
+	proxy.Restore()
 	got := <-done
 	if got.err != nil {
 		t.Fatalf("poll: %v", got.err)

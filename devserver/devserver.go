@@ -5,7 +5,10 @@
 //
 // A test binary shares one server when its TestMain calls [Main]; without it, [Start] gives
 // each test a private server that its cleanup stops. Either way each test should use its
-// own task queue ([TaskQueue]) so that tests stay isolated on a shared server.
+// own task queue ([TaskQueue]) so that tests stay isolated on a shared server. A server
+// started by [New] with a database file ([Options.DBFile]) can be halted and restarted with
+// its state on the same address ([Server.Halt], [Server.Restart]), as a test of a Temporal
+// restart needs.
 package devserver
 
 import (
@@ -80,6 +83,10 @@ type Options struct {
 	LogLevel string
 	// Logger receives the SDK client's log (warnings and errors to stderr when nil).
 	Logger *slog.Logger
+	// DBFile is the SQLite file the server keeps its state in, so that [Server.Restart]
+	// brings back its namespaces, workflows and task queues. Empty: state in memory, lost
+	// when the process stops (the server cannot be restarted).
+	DBFile string
 }
 
 // Server is a running dev server.
@@ -91,11 +98,15 @@ type Server struct {
 	// Client is connected to the server and Namespace. Do not close it; Stop does.
 	Client client.Client
 
-	dev      *testsuite.DevServer
+	opts     Options // as started, with defaults filled in
+	cli      string
 	out      *tail
 	logger   tlog.Logger
 	stopOnce sync.Once
 	stopErr  error
+
+	mu  sync.Mutex // guards dev across Halt, Restart and Stop
+	dev *testsuite.DevServer
 }
 
 // New starts a dev server with the CLI that [FindCLI] finds, installing the pinned CLI
@@ -118,34 +129,91 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	out := &tail{max: 64 << 10}
 	clientLogger := tlog.NewStructuredLogger(logger.With("component", "devserver-client"))
+	s := &Server{Namespace: opts.Namespace, opts: opts, cli: path, out: out, logger: clientLogger}
+	dev, err := s.start(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	s.dev, s.HostPort, s.Client = dev, dev.FrontendHostPort(), dev.Client()
+	return s, nil
+}
+
+// start runs the server process, on hostPort when set (else a free port).
+func (s *Server) start(ctx context.Context, hostPort string) (*testsuite.DevServer, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath: path,
+		ExistingPath: s.cli,
 		ClientOptions: &client.Options{
-			Namespace: opts.Namespace,
-			Logger:    clientLogger,
+			HostPort:  hostPort,
+			Namespace: s.opts.Namespace,
+			Logger:    s.logger,
 		},
-		EnableUI:  false,
-		LogLevel:  opts.LogLevel,
-		LogFormat: "json",
-		ExtraArgs: append(append([]string(nil), defaultArgs...), opts.ExtraArgs...),
+		DBFilename: s.opts.DBFile,
+		EnableUI:   false,
+		LogLevel:   s.opts.LogLevel,
+		LogFormat:  "json",
+		ExtraArgs:  append(append([]string(nil), defaultArgs...), s.opts.ExtraArgs...),
 		// A writer that is not an *os.File makes exec copy through a pipe owned by this
 		// process, so an abandoned server cannot hold the test's output open.
-		Stdout: out,
-		Stderr: out,
+		Stdout: s.out,
+		Stderr: s.out,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("devserver: start %s: %w%s", path, err, out.suffix())
+		return nil, fmt.Errorf("devserver: start %s: %w%s", s.cli, err, s.out.suffix())
 	}
-	return &Server{
-		HostPort:  dev.FrontendHostPort(),
-		Namespace: opts.Namespace,
-		Client:    dev.Client(),
-		dev:       dev,
-		out:       out,
-		logger:    clientLogger,
-	}, nil
+	return dev, nil
+}
+
+// stopProcess stops a server process and waits for it to exit.
+func stopProcess(dev *testsuite.DevServer) error {
+	err := dev.Stop()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		// The CLI exits non-zero on SIGINT; an exit is what was asked for.
+		err = nil
+	}
+	return err
+}
+
+// Halt stops the server process (gracefully, as an operator's restart does) and waits
+// for it to exit, keeping its address and database file for [Server.Restart]. Clients,
+// Client included, stay open and reconnect once the server is back. Halting a halted
+// server does nothing.
+func (s *Server) Halt() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dev == nil {
+		return nil
+	}
+	dev := s.dev
+	s.dev = nil
+	if c := dev.Client(); c != s.Client {
+		c.Close() // a restarted process's own client; Client stays open
+	}
+	return stopProcess(dev)
+}
+
+// Restart starts a halted server again on the same address with the same database file,
+// so it has the state it had when halted; a running server is halted first. It returns
+// when the server answers. A server without a DBFile cannot be restarted.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.opts.DBFile == "" {
+		return errors.New("devserver: restart needs Options.DBFile (the state of an in-memory server is gone)")
+	}
+	if err := s.Halt(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dev, err := s.start(ctx, s.HostPort)
+	if err != nil {
+		return err
+	}
+	s.dev = dev
+	// Client (dialed to the first process) reconnects by itself; the new process's own
+	// client is closed by Halt or Stop.
+	return nil
 }
 
 // Stop closes the client and stops the server, waiting for the process to exit. It is
@@ -153,13 +221,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		s.Client.Close()
-		err := s.dev.Stop()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			// The CLI exits non-zero on SIGINT; an exit is what was asked for.
-			err = nil
-		}
-		s.stopErr = err
+		s.stopErr = s.Halt()
 	})
 	return s.stopErr
 }

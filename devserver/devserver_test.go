@@ -274,3 +274,86 @@ func writeExe(t *testing.T, path string) string {
 	}
 	return path
 }
+
+// A server restarted with a database file comes back on the same address with its state:
+// a workflow started before the restart is still there, the clients and the worker of
+// before reconnect by themselves, and the workflow completes.
+func TestARestartedServerKeepsItsStateOnTheSameAddress(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := New(ctx, Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	ns, c := srv.NewNamespace(t)
+	queue := TaskQueue(t)
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
+		var name string
+		workflow.GetSignalChannel(ctx, "name").Receive(ctx, &name)
+		return "hello " + name, nil
+	}, workflow.RegisterOptions{Name: "wait-for-name"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "restart-" + queue, TaskQueue: queue}, "wait-for-name")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	addr := srv.HostPort
+	if err := srv.Halt(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DescribeWorkflow(ctx, run.GetID(), ""); err == nil {
+		t.Fatal("a halted server answered")
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if srv.HostPort != addr {
+		t.Fatalf("restarted on %s, was %s", srv.HostPort, addr)
+	}
+	// The namespace registered before the restart is served again (possibly a moment after
+	// the frontend answers), and the signal reaches the workflow of before.
+	for {
+		err := c.SignalWorkflow(ctx, run.GetID(), "", "name", "again")
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("signal after the restart (namespace %s): %v", ns, err)
+		}
+		t.Logf("signal after the restart: %v (retrying)", err)
+		tm := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+		}
+	}
+	var got string
+	if err := run.Get(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "hello again" {
+		t.Fatalf("workflow returned %q", got)
+	}
+	if _, err := srv.Client.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns}); err != nil {
+		t.Fatalf("the server's own client after the restart: %v", err)
+	}
+}
+
+// Without a database file the state would be gone: Restart refuses.
+func TestAServerWithoutADatabaseFileRefusesToRestart(t *testing.T) {
+	srv := &Server{}
+	if err := srv.Restart(context.Background()); err == nil || !strings.Contains(err.Error(), "DBFile") {
+		t.Fatalf("restart of an in-memory server: %v", err)
+	}
+}

@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,28 +34,41 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// Shape of the crash run. The stream lasts about 75 seconds; the killer kills at random
-// moments while it runs (and until crashMinKills kills happened), restarting the worker
-// each time with the same configuration. The whole test takes 1.5 to 2.5 minutes.
+// Shape of the crash run. The stream of 1,000 messages lasts about 2.5 minutes; the
+// killer kills at random moments while it runs (and until crashMinKills kills happened),
+// restarting the worker each time with the same configuration. Two faults come at their
+// own moments, when no kill is under way: a PostgreSQL outage of crashOutage (the
+// worker's connections go through a proxy the test cuts) once crashOutageAt messages were
+// injected, and a restart of the Temporal dev server (down for crashTemporalDown, then up
+// on the same address with its state) once crashTemporalAt were.
 const (
-	crashMessages     = 240
-	crashMinKills     = 5
-	crashMaxBatch     = 4
-	crashQuietWithin  = 3 * time.Minute
-	crashReadyWithin  = time.Minute
-	crashCallTimeout  = 10 * time.Second
-	crashWindowLife   = time.Hour
-	crashSeedEnv      = "ILINKFLOW_CRASH_SEED"
-	crashLogsEnv      = "ILINKFLOW_CRASH_LOGS" // set: print the workers' stderr even when the test passes
-	crashReadyLogLine = "msg=reconciled"
+	crashMessages      = 1000
+	crashMinKills      = 5
+	crashMaxBatch      = 4
+	crashGapMin        = 100 * time.Millisecond // between batches: crashGapMin + [0, crashGapRand)
+	crashGapRand       = 400 * time.Millisecond
+	crashOutage        = 20 * time.Second
+	crashOutageAt      = 300
+	crashTemporalDown  = 5 * time.Second
+	crashTemporalAt    = 650
+	crashRecoverWithin = 2 * time.Minute
+	crashQuietWithin   = 3 * time.Minute
+	crashReadyWithin   = time.Minute
+	crashCallTimeout   = 10 * time.Second
+	crashWindowLife    = time.Hour
+	crashSeedEnv       = "ILINKFLOW_CRASH_SEED"
+	crashLogsEnv       = "ILINKFLOW_CRASH_LOGS" // set: print the workers' stderr even when the test passes
+	crashReadyLogLine  = "msg=reconciled"
 )
 
-// TestCrashKilledWorkerLosesNothingAndNeverDoubleSends is acceptance item 5 of issue 4:
-// a real worker process (the worker command) is SIGKILLed at random moments while a
-// stream of user messages arrives and an agent replies, and restarted each time. At the
-// end every message the simulator handed out is in the inbox exactly once, no client
-// message id reached the simulator twice, no window exceeded its quota, and no attempt is
-// left pending or sending.
+// TestCrashKilledWorkerLosesNothingAndNeverDoubleSends is acceptance item 5 of issue 4
+// and item 6 of issue 11: a real worker process (the worker command, with the echo
+// hand-off) is SIGKILLed at random moments while a stream of 1,000 user messages arrives
+// and an agent replies, and restarted each time; meanwhile PostgreSQL is cut off from
+// the worker for 20 s and the Temporal dev server is restarted. At the end every message
+// the simulator handed out is in the inbox exactly once, no client message id reached the
+// simulator twice, no window exceeded its quota, no attempt is left pending or sending,
+// and no message is handled without an accepted send (no false `handled`).
 //
 // Kills come after a random uptime or, for two in three, a random few milliseconds after
 // the next page hand-out or sendmessage the simulator sees: before, during or after a
@@ -84,7 +100,7 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	// responses, and a bot registered directly.
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = crashWindowLife
-	rig := newProcRig(t, 500*time.Millisecond, limits)
+	rig := newProcRigWith(t, 500*time.Millisecond, limits, procRigOptions{Restartable: true, DBProxy: true})
 	s, pool, st, ctl, tap, bot, acct, bin := rig.system, rig.pool, rig.store, rig.ctl, rig.tap, rig.bot, rig.acct, rig.bin
 	tc := s.tc
 
@@ -97,6 +113,9 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 		"ILINKFLOW_SHUTDOWN_GRACE":   "2s",
 		"ILINKFLOW_LOG_LEVEL":        "info",
 		"ILINKFLOW_THROTTLE_PENALTY": "1m",
+		// The echo agent answers from the hand-off and marks the message handled: the
+		// path on which a refused reply could leave a message falsely handled.
+		"ILINKFLOW_HANDLER": "echo",
 		// A short poll lease: a killed worker's bot is resumed within seconds.
 		"ILINKFLOW_POLL_LEASE_TTL": "6s",
 	})}
@@ -128,19 +147,32 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	injected := make(chan []ilinksim.Injected, 1)
 	streamErr := make(chan error, 1)
 	streamOver := make(chan struct{})
+	var count atomic.Int64
 	go func() {
 		defer close(streamOver)
-		msgs, err := crashStream(streamCtx, ctl, bot.BotID, streamRand)
+		msgs, err := crashStream(streamCtx, ctl, bot.BotID, streamRand, &count)
 		injected <- msgs
 		streamErr <- err
 	}()
 	killErr := make(chan error, 1)
 	go func() { killErr <- w.killLoop(streamCtx, killRand, streamOver) }()
+	var faults crashFaults
+	faultErr := make(chan error, 1)
+	go func() { faultErr <- w.faultLoop(streamCtx, rig, &count, &faults) }()
 
-	if err := <-killErr; err != nil {
-		stopStream()
-		<-streamOver
-		t.Fatalf("killer: %v", err)
+	for pending := 2; pending > 0; pending-- {
+		var err error
+		what := "killer"
+		select {
+		case err = <-killErr:
+		case err = <-faultErr:
+			what = "faults"
+		}
+		if err != nil {
+			stopStream()
+			<-streamOver
+			t.Fatalf("%s: %v", what, err)
+		}
 	}
 	msgs := <-injected
 	if err := <-streamErr; err != nil {
@@ -173,10 +205,11 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	inbox := crashInbox(t, pool)
 	windows := crashWindows(t, pool)
 	attempts := crashAttempts(t, pool)
-	excused := crashAssertInbox(t, msgs, inbox, tap, w.killedEpochs())
-	crashAssertClientIDs(t, sent, attempts)
+	excused, lost := crashAssertInbox(t, msgs, inbox, tap, w.killedEpochs())
+	doubles := crashAssertClientIDs(t, sent, attempts)
 	crashAssertQuota(t, windows, attempts, sent, ilinksim.DefaultConfig().ReplyQuota)
 	crashAssertNothingInFlight(t, attempts)
+	handled, falseHandled := crashAssertHandled(t, pool, sent)
 
 	// The numbers.
 	byStatus := func(rows map[string]string) map[string]int {
@@ -210,8 +243,14 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 		len(attempts), attemptStatus, attemptStatus[vocab.AttemptSent], len(sent), accepted, unknown)
 	t.Logf("kills: %d SIGKILLs, %d worker processes; getupdates: %d requests, %d non-empty pages; quiet: %v", kills, w.processes(),
 		tap.requests(), tap.nonEmptyPages(), quiet)
+	t.Logf("faults: %s", faults.String())
 	t.Logf("timings: build+setup %v, stream %v, quiet after %v, total %v", ready.Sub(began).Round(time.Millisecond),
 		streamed.Sub(ready).Round(time.Millisecond), quieted.Sub(streamed).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	t.Logf("COUNTS: %d messages, %d kills, in-flight allowance used %d, %d lost, %d doubles, %d handled of which %d false; "+
+		"PostgreSQL outage %v (cut at a page of %d messages, %d connections refused, %d more messages handed out during it, recovered %v after), Temporal restart down %v (recovered %v after); total %v",
+		len(msgs), kills, len(excused), lost, doubles, handled, falseHandled, faults.outage.Round(time.Millisecond), faults.cutPage, faults.refusals, faults.heldMsgs,
+		faults.outageRecovery.Round(time.Millisecond), faults.temporalDown.Round(time.Millisecond),
+		faults.temporalRecovery.Round(time.Millisecond), time.Since(began).Round(time.Second))
 }
 
 // crashDatabaseURL adds search_path=schema to a PostgreSQL URL or DSN.
@@ -232,8 +271,9 @@ func crashDatabaseURL(base, schema string) (string, error) {
 // crashEnv is the test's environment without any worker setting, plus the given ones.
 func crashEnv(set map[string]string) []string { return loadtest.WorkerEnviron(set) }
 
-// crashStream injects crashMessages user messages, a few at a time with random gaps.
-func crashStream(ctx context.Context, ctl *ilinksim.Control, botID string, r *mrand.Rand) ([]ilinksim.Injected, error) {
+// crashStream injects crashMessages user messages, a few at a time with random gaps,
+// counting them in count.
+func crashStream(ctx context.Context, ctl *ilinksim.Control, botID string, r *mrand.Rand, count *atomic.Int64) ([]ilinksim.Injected, error) {
 	var out []ilinksim.Injected
 	for len(out) < crashMessages {
 		n := min(1+r.IntN(crashMaxBatch), crashMessages-len(out))
@@ -243,8 +283,9 @@ func crashStream(ctx context.Context, ctl *ilinksim.Control, botID string, r *mr
 				return out, err
 			}
 			out = append(out, in)
+			count.Add(1)
 		}
-		if err := crashPause(ctx, 250*time.Millisecond+crashRandDur(r, time.Second)); err != nil {
+		if err := crashPause(ctx, crashGapMin+crashRandDur(r, crashGapRand)); err != nil {
 			return out, err
 		}
 	}
@@ -276,6 +317,7 @@ func crashPause(ctx context.Context, d time.Duration) error {
 type crashPage struct {
 	seq, epoch int
 	ids        []uint64
+	at         time.Time // the request's arrival
 }
 
 type crashTap struct {
@@ -289,7 +331,9 @@ type crashTap struct {
 	last         map[int]crashPage // per epoch, the response to its latest request
 	armed        string            // the kill trigger armed, if any
 	trigger      chan struct{}     // closed when the armed trigger fires
+	faultPage    chan crashPage    // the fault trigger: gets the next non-empty page, if armed
 	inflight     map[int]time.Time // getupdates requests not answered yet, by seq, with arrival
+	lastArrival  time.Time         // of the latest getupdates request
 }
 
 func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -305,7 +349,8 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	c.seq++
-	page := crashPage{seq: c.seq, epoch: c.epoch}
+	c.lastArrival = time.Now()
+	page := crashPage{seq: c.seq, epoch: c.epoch, at: c.lastArrival}
 	if c.inflight == nil {
 		c.inflight = map[int]time.Time{}
 	}
@@ -331,6 +376,10 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(page.ids) > 0 {
 		c.pages = append(c.pages, page)
 		c.lastNonEmpty = max(c.lastNonEmpty, page.seq)
+		if c.faultPage != nil {
+			c.faultPage <- page // before the response leaves this handler
+			c.faultPage = nil
+		}
 	}
 	c.mu.Unlock()
 	if len(page.ids) > 0 {
@@ -351,6 +400,15 @@ func (c *crashTap) arm(kind string) <-chan struct{} {
 	defer c.mu.Unlock()
 	c.armed, c.trigger = kind, make(chan struct{})
 	return c.trigger
+}
+
+// armFault returns a channel that gets the next non-empty page, before its response
+// reaches the worker (the fault then hits that page's commit).
+func (c *crashTap) armFault() <-chan crashPage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faultPage = make(chan crashPage, 1)
+	return c.faultPage
 }
 
 func (c *crashTap) disarm() {
@@ -420,6 +478,27 @@ func (c *crashTap) allPages() []crashPage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]crashPage(nil), c.pages...)
+}
+
+// pagesBetween counts the non-empty responses to requests that arrived between from and
+// to, and their messages.
+func (c *crashTap) pagesBetween(from, to time.Time) (pages, msgs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pages {
+		if !p.at.Before(from) && p.at.Before(to) {
+			pages++
+			msgs += len(p.ids)
+		}
+	}
+	return pages, msgs
+}
+
+// fetchedSince reports whether a getupdates request arrived after t.
+func (c *crashTap) fetchedSince(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastArrival.After(t)
 }
 
 func (c *crashTap) requests() int {
@@ -508,6 +587,10 @@ type crashWorker struct {
 	mu    sync.Mutex
 	procs []*crashProc
 	kills int
+
+	// faults is held by a kill and its restart, and by a fault (outage, Temporal restart)
+	// until the worker recovered from it, so that each comes at a moment of its own.
+	faults sync.Mutex
 }
 
 // start runs a new worker process with the same configuration and waits until it has
@@ -637,18 +720,148 @@ func (w *crashWorker) killLoop(ctx context.Context, r *mrand.Rand, streamOver <-
 		}
 		tm.Stop()
 		w.tap.disarm()
-		if err := w.kill(); err != nil {
+		if !w.faults.TryLock() {
+			w.t.Logf("kill skipped (%s): a fault is under way", how)
+			continue
+		}
+		if err := w.killAndRestart(ctx, r, how); err != nil {
+			w.faults.Unlock()
 			return err
 		}
-		p := w.current()
-		w.t.Logf("kill %d: SIGKILLed worker process #%d (pid %d) %s", w.killCount(), p.index, p.pid, how)
-		if err := crashPause(ctx, crashRandDur(r, 1500*time.Millisecond)); err != nil {
-			return err
-		}
-		if err := w.start(); err != nil {
-			return err
+		w.faults.Unlock()
+	}
+}
+
+// killAndRestart SIGKILLs the running worker and starts the next one after a short random
+// pause.
+func (w *crashWorker) killAndRestart(ctx context.Context, r *mrand.Rand, how string) error {
+	if err := w.kill(); err != nil {
+		return err
+	}
+	p := w.current()
+	w.t.Logf("kill %d: SIGKILLed worker process #%d (pid %d) %s", w.killCount(), p.index, p.pid, how)
+	if err := crashPause(ctx, crashRandDur(r, 1500*time.Millisecond)); err != nil {
+		return err
+	}
+	return w.start()
+}
+
+// crashFaults is what the faults did.
+type crashFaults struct {
+	outage, outageRecovery         time.Duration // cut for; first getupdates after the restore
+	refusals                       int64         // connections the proxy refused while cut
+	cutPage                        int           // messages of the page whose commit the cut hit
+	heldPages, heldMsgs            int           // handed out while PostgreSQL was cut off
+	temporalDown, temporalRecovery time.Duration // halted for (until it answered again); first getupdates after
+}
+
+func (f crashFaults) String() string {
+	return fmt.Sprintf("PostgreSQL cut for %v at the hand-out of a page of %d messages (%d connections refused; %d more pages of %d messages handed out meanwhile), "+
+		"the worker fetched again %v after the restore; Temporal dev server down for %v, the worker fetched again %v after it was back",
+		f.outage.Round(time.Millisecond), f.cutPage, f.refusals, f.heldPages, f.heldMsgs, f.outageRecovery.Round(time.Millisecond),
+		f.temporalDown.Round(time.Millisecond), f.temporalRecovery.Round(time.Millisecond))
+}
+
+// faultLoop cuts PostgreSQL off from the worker for crashOutage once crashOutageAt
+// messages were injected, then restarts the Temporal dev server once crashTemporalAt
+// were; each time it waits until the worker fetches again, and no kill happens meanwhile.
+func (w *crashWorker) faultLoop(ctx context.Context, rig *procRig, count *atomic.Int64, out *crashFaults) error {
+	if err := crashAwait(ctx, crashRecoverWithin+3*time.Minute, func() bool { return count.Load() >= crashOutageAt }); err != nil {
+		return fmt.Errorf("waiting for message %d: %w", crashOutageAt, err)
+	}
+	w.faults.Lock()
+	// The cut comes as a page is handed out, before the worker has it: its commit meets
+	// the outage (the case a gateway must not lose).
+	var page crashPage
+	select {
+	case page = <-w.tap.armFault():
+	case <-time.After(crashRecoverWithin):
+		w.faults.Unlock()
+		return fmt.Errorf("no page handed out within %v after message %d", crashRecoverWithin, crashOutageAt)
+	case <-ctx.Done():
+		w.faults.Unlock()
+		return ctx.Err()
+	}
+	refusedBefore := rig.dbProxy.Refusals()
+	rig.dbProxy.Cut()
+	cut := time.Now()
+	out.cutPage = len(page.ids)
+	w.t.Logf("PostgreSQL outage: the worker's connections are cut as getupdates #%d hands out %d messages (message %d injected, worker process #%d)",
+		page.seq, len(page.ids), count.Load(), w.current().index)
+	if err := crashPause(ctx, crashOutage); err != nil {
+		rig.dbProxy.Restore()
+		w.faults.Unlock()
+		return err
+	}
+	rig.dbProxy.Restore()
+	restored := time.Now()
+	out.outage, out.refusals = restored.Sub(cut), rig.dbProxy.Refusals()-refusedBefore
+	out.heldPages, out.heldMsgs = w.tap.pagesBetween(cut, restored)
+	w.t.Logf("PostgreSQL outage over after %v (%d connections refused; %d pages of %d messages handed out meanwhile)",
+		out.outage.Round(time.Millisecond), out.refusals, out.heldPages, out.heldMsgs)
+	err := w.awaitFetch(ctx, restored)
+	out.outageRecovery = time.Since(restored)
+	w.faults.Unlock()
+	if err != nil {
+		return fmt.Errorf("after the PostgreSQL outage: %w", err)
+	}
+	w.t.Logf("the worker fetched again %v after PostgreSQL came back", out.outageRecovery.Round(time.Millisecond))
+
+	if err := crashAwait(ctx, crashRecoverWithin+3*time.Minute, func() bool { return count.Load() >= crashTemporalAt }); err != nil {
+		return fmt.Errorf("waiting for message %d: %w", crashTemporalAt, err)
+	}
+	w.faults.Lock()
+	defer w.faults.Unlock()
+	halted := time.Now()
+	w.t.Logf("Temporal restart: halting the dev server (message %d injected, worker process #%d)", count.Load(), w.current().index)
+	if err := rig.dev.Halt(); err != nil {
+		return fmt.Errorf("halt the dev server: %w", err)
+	}
+	if err := crashPause(ctx, crashTemporalDown); err != nil {
+		return err
+	}
+	if err := rig.dev.Restart(ctx); err != nil {
+		return fmt.Errorf("restart the dev server: %w", err)
+	}
+	back := time.Now()
+	out.temporalDown = back.Sub(halted)
+	w.t.Logf("Temporal dev server back after %v on %s", out.temporalDown.Round(time.Millisecond), rig.dev.HostPort)
+	err = w.awaitFetch(ctx, back)
+	out.temporalRecovery = time.Since(back)
+	if err != nil {
+		return fmt.Errorf("after the Temporal restart: %w", err)
+	}
+	w.t.Logf("the worker fetched again %v after the Temporal dev server was back", out.temporalRecovery.Round(time.Millisecond))
+	return nil
+}
+
+// awaitFetch waits until the running worker makes a getupdates request after since.
+func (w *crashWorker) awaitFetch(ctx context.Context, since time.Time) error {
+	p := w.current()
+	err := crashAwait(ctx, crashRecoverWithin, func() bool { return w.tap.fetchedSince(since) || p.hasExited() })
+	if p.hasExited() {
+		return fmt.Errorf("worker process #%d (pid %d) exited: %v\n%s", p.index, p.pid, p.exitErr, crashTail(p.log.String(), 40))
+	}
+	if err != nil {
+		return fmt.Errorf("no getupdates within %v: %w", crashRecoverWithin, err)
+	}
+	return nil
+}
+
+// crashAwait waits until cond holds, checking it every 50 ms, for at most within.
+func crashAwait(ctx context.Context, within time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
 		}
 	}
+	return nil
 }
 
 func (w *crashWorker) killCount() int {
@@ -1063,11 +1276,10 @@ func crashAttempts(t *testing.T, pool *pgxpool.Pool) []crashAttempt {
 // crashAssertInbox: every message the simulator handed out is in the inbox exactly once,
 // and nothing else is. It returns the messages excused as lost in flight at a kill: in the
 // last getupdates response a SIGKILLed process received (iLink consumed them on hand-out).
-func crashAssertInbox(t *testing.T, msgs []ilinksim.Injected, inbox map[string]string, tap *crashTap, killed map[int]bool) []uint64 {
+func crashAssertInbox(t *testing.T, msgs []ilinksim.Injected, inbox map[string]string, tap *crashTap, killed map[int]bool) (excused []uint64, lost int) {
 	t.Helper()
 	handed := tap.handedOut()
 	injected := map[string]bool{}
-	var excused []uint64
 	var missing []string
 	for _, m := range msgs {
 		id := strconv.FormatUint(m.MessageID, 10)
@@ -1134,13 +1346,14 @@ func crashAssertInbox(t *testing.T, msgs []ilinksim.Injected, inbox map[string]s
 		t.Logf("inbox: %d messages were in the last getupdates response of a process SIGKILLed before it committed them; iLink consumes on hand-out and never replays (ilink-protocol.md §4.1): %s",
 			len(excused), shown)
 	}
-	return excused
+	return excused, len(missing)
 }
 
 // crashAssertClientIDs: no client message id reached the simulator twice, and what the
 // simulator received agrees with the store's outcomes (a transmitted attempt is never
-// recorded as released, pending or surely-not-sent; a sent one was accepted).
-func crashAssertClientIDs(t *testing.T, sent []ilinksim.SentMessage, attempts []crashAttempt) {
+// recorded as released, pending or surely-not-sent; a sent one was accepted). It returns
+// the number of client ids that reached the simulator more than once.
+func crashAssertClientIDs(t *testing.T, sent []ilinksim.SentMessage, attempts []crashAttempt) (doubles int) {
 	t.Helper()
 	calls := map[string][]ilinksim.SentMessage{}
 	for _, m := range sent {
@@ -1148,6 +1361,7 @@ func crashAssertClientIDs(t *testing.T, sent []ilinksim.SentMessage, attempts []
 	}
 	for id, ms := range calls {
 		if len(ms) > 1 {
+			doubles++
 			var how []string
 			for _, m := range ms {
 				how = append(how, fmt.Sprintf("#%d %s%s at %s", m.Index, m.Outcome, m.Reason, m.At.Format(time.RFC3339Nano)))
@@ -1182,6 +1396,72 @@ func crashAssertClientIDs(t *testing.T, sent []ilinksim.SentMessage, attempts []
 			t.Errorf("attempt %s is recorded as sent but the simulator never accepted client id %q (%d calls)", a.id, a.clientID, len(ms))
 		}
 	}
+	return doubles
+}
+
+// crashAssertHandled: no message is `handled` without an answer the user got. The echo
+// agent marks a message handled from its hand-off answer; the test's agent gives no
+// verdict of its own (it only replies), so every handled message must have an attempt
+// (of its window, source_message_key) whose client id the simulator accepted. It returns
+// the handled messages and the false ones.
+func crashAssertHandled(t *testing.T, pool *pgxpool.Pool, sent []ilinksim.SentMessage) (handled, falseHandled int) {
+	t.Helper()
+	accepted := map[string]bool{}
+	for _, m := range sent {
+		if m.Outcome == ilinksim.OutcomeAccepted {
+			accepted[m.ClientID] = true
+		}
+	}
+	rows, err := pool.Query(context.Background(), `
+SELECT m.provider_message_id, coalesce(array_agg(a.client_message_id || ' ' || a.status) FILTER (WHERE a.attempt_id IS NOT NULL), '{}')
+FROM inbound_messages AS m LEFT JOIN send_attempts AS a ON a.source_message_key = m.message_key
+WHERE m.status = 'handled'
+GROUP BY m.provider_message_id ORDER BY m.provider_message_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var id string
+		var attempts []string
+		if err := rows.Scan(&id, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		handled++
+		ok := false
+		for _, a := range attempts {
+			if client, _, _ := strings.Cut(a, " "); accepted[client] {
+				ok = true
+			}
+		}
+		if !ok {
+			falseHandled++
+			bad = append(bad, fmt.Sprintf("%s (attempts %v)", id, attempts))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		if len(bad) > 20 {
+			bad = append(bad[:20:20], fmt.Sprintf("... and %d more", len(bad)-20))
+		}
+		t.Errorf("%d of %d handled messages have no send the simulator accepted (falsely handled): %v", falseHandled, handled, bad)
+	}
+	// The other side, logged: a message failed because no reply was confirmed sent may
+	// still have had one reach the user (a kill between the transmission and the record of
+	// its outcome leaves it unknown to the gateway).
+	var failed, failedAnswered int
+	if err := pool.QueryRow(context.Background(), `
+SELECT count(*), count(*) FILTER (WHERE clients && $1::text[]) FROM (
+    SELECT coalesce(array_agg(a.client_message_id) FILTER (WHERE a.attempt_id IS NOT NULL), '{}') AS clients
+    FROM inbound_messages AS m LEFT JOIN send_attempts AS a ON a.source_message_key = m.message_key
+    WHERE m.status = 'failed' GROUP BY m.message_key) AS f`, slices.Collect(maps.Keys(accepted))).Scan(&failed, &failedAnswered); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failed messages: %d, of which %d had a reply the simulator accepted (its outcome unknown to the gateway)", failed, failedAnswered)
+	return handled, falseHandled
 }
 
 // crashAssertQuota: no window exceeded its quota, in the store and at the simulator.

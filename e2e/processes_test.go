@@ -2,10 +2,15 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/tcpproxy"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -35,9 +41,26 @@ type procRig struct {
 	acct   store.Account
 	devHP  string
 	schema string
+	// With procRigOptions.Restartable: the rig's own dev server, which the test may halt
+	// and restart (devserver.Server.Restart); else the test binary's shared server.
+	dev *devserver.Server
+	// With procRigOptions.DBProxy: the proxy the workers reach PostgreSQL through (dbURL
+	// points at it); the test's own pool and store connect directly.
+	dbProxy *tcpproxy.Proxy
+}
+
+// procRigOptions are the parts a process test may ask for beyond the common ones.
+type procRigOptions struct {
+	Restartable bool // a private dev server with a database file, restartable with its state
+	DBProxy     bool // the workers' PostgreSQL through a proxy the test can cut
 }
 
 func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *procRig {
+	t.Helper()
+	return newProcRigWith(t, longPollHold, limits, procRigOptions{})
+}
+
+func newProcRigWith(t *testing.T, longPollHold time.Duration, limits store.Limits, opts procRigOptions) *procRig {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "worker")
 	build := exec.Command("go", "build", "-o", bin, "../worker")
@@ -45,7 +68,21 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the worker: %v\n%s", err, out)
 	}
-	dev := devserver.Start(t)
+	var dev *devserver.Server
+	if opts.Restartable {
+		var err error
+		dev, err = devserver.New(context.Background(), devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := dev.Stop(); err != nil {
+				t.Errorf("devserver: stop: %v", err)
+			}
+		})
+	} else {
+		dev = devserver.Start(t)
+	}
 	ns, _ := dev.NewNamespace(t)
 	tq := devserver.TaskQueue(t)
 	pool := dbtest.NewPool(t)
@@ -56,6 +93,17 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 	dbURL, err := crashDatabaseURL(dbtest.URL(), schema)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var proxy *tcpproxy.Proxy
+	if opts.DBProxy {
+		cc := pool.Config().ConnConfig
+		if proxy, err = tcpproxy.New(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		if dbURL, err = viaProxy(dbURL, proxy.Addr()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	simCfg := ilinksim.DefaultConfig()
 	simCfg.ThrottleBurst = 0
@@ -82,7 +130,24 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 		t.Fatal(err)
 	}
 	return &procRig{system: s, pool: pool, bin: bin, dbURL: dbURL, keys: keySpec, tap: tap, bot: bot, acct: acct,
-		devHP: dev.HostPort, schema: schema}
+		devHP: dev.HostPort, schema: schema, dev: dev, dbProxy: proxy}
+}
+
+// viaProxy points a PostgreSQL URL or DSN at addr (host:port).
+func viaProxy(dbURL, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(dbURL, "://") {
+		return dbURL + " host=" + host + " port=" + port, nil // the last setting wins
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", fmt.Errorf("database URL does not parse: %w", err)
+	}
+	u.Host = addr
+	return u.String(), nil
 }
 
 // baseEnv is the workers' environment common to the process tests, plus more.

@@ -38,11 +38,14 @@ WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
 -- name: ClaimExpiredPollLeases :many
 -- Claims (for one supervisor among the workers) the expired leases of active accounts:
 -- their holder died or was cut off. The claimed leases are freed, and the caller tells each
--- bot's poller to start a new poll activity.
+-- bot's poller to start a new poll activity. A supervisor never claims a lease of its own
+-- worker (claimer): that poll activity is alive, and may hold a page it fetched before an
+-- outage and has not committed yet; a replacement would fetch past that page.
 UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL
 FROM (
     SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
     WHERE pl.holder IS NOT NULL AND pl.expires_at < clock_timestamp() - sqlc.arg(grace_ms)::bigint * interval '1 millisecond'
+      AND pl.holder <> sqlc.arg(claimer)::text
       AND a.status = 'active'
     ORDER BY pl.expires_at
     LIMIT sqlc.arg(max_leases)

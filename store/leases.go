@@ -100,14 +100,17 @@ func (s *Store) ReleasePollLease(ctx context.Context, l PollLease) (bool, error)
 // ClaimExpiredPollLeases frees at most max leases of active accounts that expired more
 // than grace ago (their holder died or was cut off) and returns them; among workers
 // running this at once each lease is claimed by one. The caller tells each bot's poller
-// to replace the dead poll activity.
-func (s *Store) ClaimExpiredPollLeases(ctx context.Context, grace time.Duration, max int) ([]PollLease, error) {
-	if max <= 0 || max > 10000 || grace < 0 {
-		return nil, fail(vocab.CodeInvalidInput, "claim of expired leases: max must be 1..10000 and grace not negative")
+// to replace the dead poll activity. Leases held by claimer (the calling worker) are never
+// claimed: its poll activities are alive, and one whose lease expired during a database
+// outage may hold a fetched page it has not committed yet (it commits it, then lets go);
+// a replacement would fetch past that page and its commit would be refused.
+func (s *Store) ClaimExpiredPollLeases(ctx context.Context, claimer string, grace time.Duration, max int) ([]PollLease, error) {
+	if max <= 0 || max > 10000 || grace < 0 || claimer == "" {
+		return nil, fail(vocab.CodeInvalidInput, "claim of expired leases: max must be 1..10000, grace not negative and the claimer named")
 	}
 	var out []PollLease
 	err := s.read(ctx, "claim expired poll leases", func(q *dbq.Queries) error {
-		rows, err := q.ClaimExpiredPollLeases(ctx, grace.Milliseconds(), int32(max))
+		rows, err := q.ClaimExpiredPollLeases(ctx, grace.Milliseconds(), claimer, int32(max))
 		for _, r := range rows {
 			out = append(out, PollLease{AccountKey: r.AccountKey, Epoch: r.Epoch, Attempt: r.Attempt})
 		}

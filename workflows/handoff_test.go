@@ -106,6 +106,34 @@ func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
 	}
 }
 
+// A hand-off answer that says handled but none of whose replies was sent (here refused:
+// longer than one iLink message; in the crash test, a reply whose worker was killed before it left, recorded
+// unknown) does not mark the message handled: the user got nothing. It is failed, with the
+// reason. Found by the crash test (issue 11: no false handled).
+func TestAHandledAnswerWithoutASentReplyLeavesTheMessageFailedNotHandled(t *testing.T) {
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	r := newRig(t, limits)
+	agent := &agentStub{answer: func(int, handoff.Delivery) (handoff.Answer, error) {
+		return handoff.Answer{Replies: []string{strings.Repeat("a", 16*1024+1)}, Handled: true}, nil
+	}}
+	r.acts.Handler = agent
+	b := r.bot()
+	w := r.deliver(b, "hello")
+	r.env.SetStartTime(time.Now())
+	r.env.ExecuteWorkflow(workflows.ReplyWindow, windowInput(w, limits))
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sentTexts(r, b.info.BotID); len(got) != 0 {
+		t.Fatalf("simulator received %d messages, want none", len(got))
+	}
+	m := messageOf(r, w.MessageKey)
+	if m.Status != vocab.MessageFailed || !strings.Contains(m.FailureReason, "none of its replies was confirmed sent") {
+		t.Fatalf("message is %s (%q), want failed: the answer said handled but no reply was sent", m.Status, m.FailureReason)
+	}
+}
+
 func TestAnUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 35 * time.Minute

@@ -50,6 +50,8 @@ type window struct {
 	// finishing counts the finishes in progress.
 	verdict   string
 	finishing int
+	// confirmed is set once a send of this run was confirmed sent (accepted by iLink).
+	confirmed bool
 
 	// sending runs the window's sends (and finishes) one at a time.
 	sending workflow.Mutex
@@ -69,6 +71,10 @@ func newWindow(ctx workflow.Context, in wfapi.WindowInput) *window {
 	}
 	return w
 }
+
+// handledNeedsASentReply is the change id of the rule that a hand-off answer's "handled"
+// needs a reply confirmed sent (version 1).
+const handledNeedsASentReply = "handled-needs-a-sent-reply"
 
 // refusal is the typed error an update validator or handler answers with; its type is
 // the store code, so agents branch on it.
@@ -216,7 +222,9 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 	}
 	// Without a handler nobody is there to offer it to again.
 	w.reofferDue = out.Delivered
+	attempted := 0
 	for i, text := range out.Replies {
+		attempted++
 		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1)}
 		res, err := w.sendOne(ctx, req)
 		if err != nil {
@@ -229,8 +237,17 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 		}
 	}
 	if out.Handled && w.verdict == "" {
-		if _, err := w.finish(ctx, vocab.MessageHandled, ""); err != nil {
-			log.Warn("could not mark the message handled", "window", w.in.ReplyWindowID, "error", err)
+		// An answer's "handled" stands only if the user got an answer: when it carried
+		// replies and none of them (nor any other send of the window) was confirmed sent
+		// (refused, failed, or an unknown outcome), the message is failed with the reason,
+		// never falsely handled. Histories from before the rule keep their verdict.
+		status, reason := vocab.MessageHandled, ""
+		if attempted > 0 && !w.confirmed && workflow.GetVersion(ctx, handledNeedsASentReply, workflow.DefaultVersion, 1) == 1 {
+			status, reason = vocab.MessageFailed, "the agent answered handled, but none of its replies was confirmed sent"
+			log.Warn("hand-off answered handled but no reply was confirmed sent; the message is failed", "window", w.in.ReplyWindowID)
+		}
+		if _, err := w.finish(ctx, status, reason); err != nil {
+			log.Warn("could not mark the message "+status, "window", w.in.ReplyWindowID, "error", err)
 		}
 	}
 }
@@ -296,6 +313,9 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &out)
 	if err != nil {
 		return wfapi.SendResult{}, err
+	}
+	if out.Status == vocab.AttemptSent {
+		w.confirmed = true
 	}
 	switch {
 	case out.ErrorCode == string(vocab.CodeReplyQuotaExhausted):

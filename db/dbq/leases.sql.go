@@ -15,9 +15,10 @@ UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt =
 FROM (
     SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
     WHERE pl.holder IS NOT NULL AND pl.expires_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+      AND pl.holder <> $2::text
       AND a.status = 'active'
     ORDER BY pl.expires_at
-    LIMIT $2
+    LIMIT $3
     FOR UPDATE OF pl SKIP LOCKED
 ) AS dead
 WHERE l.account_key = dead.account_key
@@ -32,9 +33,11 @@ type ClaimExpiredPollLeasesRow struct {
 
 // Claims (for one supervisor among the workers) the expired leases of active accounts:
 // their holder died or was cut off. The claimed leases are freed, and the caller tells each
-// bot's poller to start a new poll activity.
-func (q *Queries) ClaimExpiredPollLeases(ctx context.Context, graceMs int64, maxLeases int32) ([]ClaimExpiredPollLeasesRow, error) {
-	rows, err := q.db.Query(ctx, claimExpiredPollLeases, graceMs, maxLeases)
+// bot's poller to start a new poll activity. A supervisor never claims a lease of its own
+// worker (claimer): that poll activity is alive, and may hold a page it fetched before an
+// outage and has not committed yet; a replacement would fetch past that page.
+func (q *Queries) ClaimExpiredPollLeases(ctx context.Context, graceMs int64, claimer string, maxLeases int32) ([]ClaimExpiredPollLeasesRow, error) {
+	rows, err := q.db.Query(ctx, claimExpiredPollLeases, graceMs, claimer, maxLeases)
 	if err != nil {
 		return nil, err
 	}
