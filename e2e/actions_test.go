@@ -21,6 +21,7 @@ import (
 // every workflow the namespace ran, before and after. It makes no query, so the count is
 // the product's own.
 func TestActionsPerInboundMessageWithOneReplyAreAtMostSix(t *testing.T) {
+	t.Parallel()
 	for _, viaUpdate := range []bool{true, false} {
 		name := "reply in the hand-off answer"
 		if viaUpdate {
@@ -140,6 +141,7 @@ func (a *slowAgent) deliveries() int {
 // The poll makes the first offer in the background: an agent that takes its time holds
 // up neither the next page's commit nor, once the poll session is over, the next poll.
 func TestASlowAgentDoesNotHoldUpPolling(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Minute
 	ag := &slowAgent{first: make(chan struct{}), release: make(chan struct{})}

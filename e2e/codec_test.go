@@ -42,6 +42,7 @@ const codecToken = "e2e-codec-endpoint-token-5b1d0c"
 // token, as the Temporal CLI and UI do) shows them. The Temporal CLI's `workflow show
 // --codec-endpoint --codec-auth` shows the reply texts too.
 func TestNoUserTextReplyOrAttachmentNameIsInHistoryOnlyInEncryptedPayloads(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	agentQueue := devserver.TaskQueue(t) + "-agent"

@@ -82,6 +82,7 @@ const (
 // a loss by the gateway and logged; any other missing message fails the test, and so does
 // a page of which only some messages were committed.
 func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv(crashSeedEnv); v != "" {

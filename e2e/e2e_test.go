@@ -321,6 +321,7 @@ func refusalCode(err error) string {
 }
 
 func TestEndToEndEnrollPollReplySupersedeExpireReplace(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 20 * time.Second
 	s := start(t, limits)
@@ -418,6 +419,7 @@ func nonEmpty(ss []string) []string {
 // The poller's state query reflects an operator's pause at once, while its poll activity
 // is still running (the signal is applied when it arrives, not when the poll returns).
 func TestThePollerStateReflectsAPauseAtOnce(t *testing.T) {
+	t.Parallel()
 	s := start(t, store.DefaultLimits(), func(c *gateway.Config, _ *gateway.Options) { c.PollSession = time.Hour })
 	acct := s.enroll("qo_e2e_pause_state", "o9cq8pause-state@im.wechat")
 	id := s.pollerWF(acct.AccountKey)

@@ -267,6 +267,7 @@ func (s *system) replayGateway() {
 }
 
 func TestHandOffWebhookSignedDeliveryRepliesAndHandles(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	rcv, url := newReceiver(t, func(_ int, d handoff.WebhookDelivery) (int, string) {
@@ -323,6 +324,7 @@ func testAgent(ctx workflow.Context, in agent.Input) (string, error) {
 }
 
 func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	agentQueue := devserver.TaskQueue(t) + "-agent"
@@ -402,6 +404,7 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 }
 
 func TestHandOffEchoRoundTrip(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	s := start(t, limits, configured(func(cfg *gateway.Config) { cfg.Handler = handoff.KindEcho }))
@@ -419,6 +422,7 @@ func TestHandOffEchoRoundTrip(t *testing.T) {
 }
 
 func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 15 * time.Second
 	// 500, 503 (retried by the HandOff activity's retry policy, backing off 1s then 2s),
@@ -484,6 +488,7 @@ func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 }
 
 func TestHandOffUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 15 * time.Second
 	release := make(chan struct{})

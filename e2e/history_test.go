@@ -200,6 +200,7 @@ func collectValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, b *stri
 // TestSecretScanSeesInsidePayloads proves the history scan reads payload bytes: a
 // secret put in a payload is found, though protojson would show it base64-encoded.
 func TestSecretScanSeesInsidePayloads(t *testing.T) {
+	t.Parallel()
 	h := &historypb.History{Events: []*historypb.HistoryEvent{{
 		Attributes: &historypb.HistoryEvent_ActivityTaskCompletedEventAttributes{
 			ActivityTaskCompletedEventAttributes: &historypb.ActivityTaskCompletedEventAttributes{

@@ -31,6 +31,7 @@ import (
 // installation and runs on its task queue, and neither installation's reconcile
 // touches the other's workflows.
 func TestTwoInstallationsShareANamespaceWithoutTouchingEachOthersWorkflows(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	dev := devserver.Start(t)
@@ -153,6 +154,7 @@ func TestTwoInstallationsShareANamespaceWithoutTouchingEachOthersWorkflows(t *te
 // replies and verdict reach it through the reply API and the agent package, and the
 // reconcile finds it running there instead of starting a second workflow.
 func TestALegacyWindowIsRepliedToFinishedAndReconciledUnderItsLegacyID(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	s := start(t, limits, func(_ *gateway.Config, o *gateway.Options) {

@@ -98,6 +98,7 @@ type sentItem struct {
 }
 
 func TestMediaWebhookAgentFetchesEveryAttachmentAndRepliesWithImageAndFile(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.MaxSends = 5
 	limits.MaxMediaBytes = 256 << 10

@@ -274,6 +274,7 @@ func (a *apiSystem) refused(name string, status int, code, botID string, call fu
 }
 
 func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.MaxSends = 3
 	a := startAPI(t, limits, nil)
@@ -483,6 +484,7 @@ func assertThrottled(t *testing.T, got answer) replyapi.ReplyResponse {
 }
 
 func TestReplyAPIExpiredWindowIsGone(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 6 * time.Second
 	a := startAPI(t, limits, nil)
@@ -568,6 +570,7 @@ next:
 }
 
 func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, store.DefaultLimits(), func(_ *ilinksim.Config, cfg *gateway.Config) {
 		cfg.HealthWindow = 3 * time.Second
 	})
@@ -697,6 +700,7 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 // get exactly the window's 10 sends accepted, and every request gets a definite answer
 // (no 5xx, no request left hanging on a stalled workflow).
 func TestTwoHundredConcurrentRepliesOnOneWindowSendExactlyTheQuota(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	a := startAPI(t, limits, nil)
 	const owner = "o9cq8replyburst00000000001@im.wechat"

@@ -51,6 +51,7 @@ func (s *system) listIDs(query string) ([]string, error) {
 // too) and the enrollment that created it, and nothing of the other bot's; IlinkPeer
 // finds the windows of a WeChat user.
 func TestWorkflowListByAccountSearchAttributeFindsExactlyThatBotsPollerAndWindows(t *testing.T) {
+	t.Parallel()
 	s := start(t, store.DefaultLimits())
 	owners := []string{"o9cq8e2esearch0000000001@im.wechat", "o9cq8e2esearch0000000002@im.wechat"}
 	want := map[string][]string{}
@@ -105,6 +106,7 @@ func TestWorkflowListByAccountSearchAttributeFindsExactlyThatBotsPollerAndWindow
 // namespace that lacks the search attributes does not start; its error is typed and says
 // which attributes are missing and the command that creates them.
 func TestWorkerRefusesANamespaceWithoutTheSearchAttributesAndNamesTheCommand(t *testing.T) {
+	t.Parallel()
 	dev := devserver.Start(t)
 	var raw [6]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -67,6 +67,7 @@ func (a *apiSystem) peerTyping(botID, peer string) int {
 }
 
 func TestTypingIsShownFromTheHandOffUntilTheFirstReplyOrTheVerdictAndNeverCostsQuota(t *testing.T) {
+	t.Parallel()
 	rcv, url := newReceiver(t, func(int, handoff.WebhookDelivery) (int, string) { return http.StatusOK, `{}` })
 	limits := store.DefaultLimits()
 	limits.MaxSends = 3
