@@ -419,21 +419,6 @@ func (a *Activities) notify(ctx context.Context, in actapi.AccountRef, op string
 	}
 }
 
-// wait pauses for d, or until ctx is done (its error is returned then).
-func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // workerStopping reports whether the worker running this activity is stopping gracefully.
 func workerStopping(ctx context.Context) bool {
 	select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/pause"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -140,7 +141,7 @@ func (a *Activities) awaitStart(ctx context.Context, ref store.SessionRef, prep 
 		if prep.InFlight {
 			d = max(d, inFlightWait)
 		}
-		if err := wait(ctx, d); err != nil {
+		if err := pause.For(ctx, d); err != nil {
 			return prep, err // the attempt stays pending; a retry resumes it
 		}
 		var err error
@@ -207,7 +208,7 @@ func (a *Activities) finish(ctx context.Context, c store.Completion) (actapi.Sen
 		if store.IsRuleViolation(err) {
 			break
 		}
-		_ = wait(context.WithoutCancel(ctx), time.Duration(try+1)*200*time.Millisecond)
+		_ = pause.For(context.WithoutCancel(ctx), time.Duration(try+1)*200*time.Millisecond)
 	}
 	if store.CodeOf(err) == vocab.CodeAttemptConflict {
 		if att, gerr := a.Store.GetAttempt(ctx, c.AttemptID); gerr == nil {

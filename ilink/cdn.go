@@ -11,7 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
+
+	"github.com/ilinkflow/ilinkflow/internal/pause"
 )
 
 // UploadURL is a getuploadurl answer. At least one of UploadFullURL and
@@ -167,7 +168,7 @@ func (c *Client) UploadToCDN(ctx context.Context, up *UploadURL, fileKey string,
 	var last error
 	for attempt := 1; attempt <= c.cfg.CDNUploadAttempts; attempt++ {
 		if attempt > 1 {
-			if err := wait(ctx, c.cfg.CDNRetryDelay); err != nil {
+			if err := pause.For(ctx, c.cfg.CDNRetryDelay); err != nil {
 				return "", &Error{Code: CodeNotSent, Op: opCDNUpload, Err: err}
 			}
 		}
@@ -261,19 +262,4 @@ func decryptMedia(data, key []byte) ([]byte, error) {
 		return nil, &Error{Code: CodeMedia, Op: opCDNDownload, Err: err}
 	}
 	return plain, nil
-}
-
-// wait pauses for d or until ctx is done.
-func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -332,6 +332,16 @@ func (s *Server) mediaNoteLocked(m *outboundMedia) string {
 	return ""
 }
 
+// hasUserID answers a getconfig or sendtyping call that names no user, and reports
+// whether it names one.
+func hasUserID(c *call, userID string) bool {
+	if userID == "" {
+		writeJSON(c.w, map[string]any{"ret": -2, "errcode": 0, "errmsg": "ilink_user_id required"})
+		return false
+	}
+	return true
+}
+
 func (s *Server) handleGetConfig(c *call) {
 	var req struct {
 		UserID string `json:"ilink_user_id"`
@@ -339,11 +349,7 @@ func (s *Server) handleGetConfig(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.authedPostLocked(c, &req)
-	if !ok {
-		return
-	}
-	if req.UserID == "" {
-		writeJSON(c.w, map[string]any{"ret": -2, "errcode": 0, "errmsg": "ilink_user_id required"})
+	if !ok || !hasUserID(c, req.UserID) {
 		return
 	}
 	p := b.peerLocked(req.UserID)
@@ -362,11 +368,7 @@ func (s *Server) handleSendTyping(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.authedPostLocked(c, &req)
-	if !ok {
-		return
-	}
-	if req.UserID == "" {
-		writeJSON(c.w, map[string]any{"ret": -2, "errcode": 0, "errmsg": "ilink_user_id required"})
+	if !ok || !hasUserID(c, req.UserID) {
 		return
 	}
 	if req.Status != 1 && req.Status != 2 {

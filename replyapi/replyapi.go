@@ -465,13 +465,9 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 	}
 	id := UpdateID(key)
 	log = log.With("session", sess.SessionID, "reply_window_id", sess.ReplyWindowID, "request_id", key)
-	workflowID, aerr := a.windowWorkflow(r.Context(), log, sess)
+	workflowID, aerr := a.reachableWindow(r.Context(), log, sess)
 	if aerr != nil {
 		return 0, nil, aerr
-	}
-
-	if e := a.temporalAnswers(r.Context(), log); e != nil {
-		return 0, nil, e
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReplyTimeout)
@@ -645,6 +641,19 @@ func (a *API) session(ctx context.Context, token sealing.Secret) (store.Session,
 	return store.Session{}, &apiError{code: code, msg: failureMessage(code)}
 }
 
+// reachableWindow is the workflow id of the session's window, once Temporal answers: an
+// Update is only sent when it can be (a prompt refusal otherwise, nothing written).
+func (a *API) reachableWindow(ctx context.Context, log *slog.Logger, sess store.Session) (string, *apiError) {
+	id, aerr := a.windowWorkflow(ctx, log, sess)
+	if aerr != nil {
+		return "", aerr
+	}
+	if aerr := a.temporalAnswers(ctx, log); aerr != nil {
+		return "", aerr
+	}
+	return id, nil
+}
+
 // windowWorkflow is the workflow id of the session's window (a window opened before
 // installation ids keeps its legacy id). The store reads it once and caches it.
 func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.Session) (string, *apiError) {
@@ -680,12 +689,9 @@ func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any
 		return 0, nil, aerr
 	}
 	log := a.log.With("route", "done", "session", sess.SessionID, "reply_window_id", sess.ReplyWindowID)
-	workflowID, aerr := a.windowWorkflow(r.Context(), log, sess)
+	workflowID, aerr := a.reachableWindow(r.Context(), log, sess)
 	if aerr != nil {
 		return 0, nil, aerr
-	}
-	if e := a.temporalAnswers(r.Context(), log); e != nil {
-		return 0, nil, e
 	}
 	// One door for verdicts: the window's finish Update, as agent.Finish uses, so the
 	// verdict waits for the window's sends in progress and ends its re-offers.

@@ -622,18 +622,28 @@ func (s *server) offer(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return offer, true
 }
 
+// enrollment reads an enrollment's state for a page, or answers the failure (404 for an
+// unknown enrollment) and reports false.
+func (s *server) enrollment(w http.ResponseWriter, r *http.Request, offer string) (Status, bool) {
+	st, _, err := s.state(r.Context(), offer)
+	if errors.Is(err, errNoEnrollment) {
+		s.fail(w, r, http.StatusNotFound, "No such enrollment.")
+		return Status{}, false
+	}
+	if err != nil {
+		s.internal(w, r, "read the enrollment", err)
+		return Status{}, false
+	}
+	return st, true
+}
+
 func (s *server) enrollmentPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	offer, ok := s.offer(w, r)
 	if !ok {
 		return
 	}
-	st, _, err := s.state(r.Context(), offer)
-	if errors.Is(err, errNoEnrollment) {
-		s.fail(w, r, http.StatusNotFound, "No such enrollment.")
-		return
-	}
-	if err != nil {
-		s.internal(w, r, "read the enrollment", err)
+	st, ok := s.enrollment(w, r, offer)
+	if !ok {
 		return
 	}
 	s.render(w, http.StatusOK, "enrollment", sess, st)
@@ -691,13 +701,8 @@ func (s *server) verifyCode(w http.ResponseWriter, r *http.Request, sess *sessio
 	}
 	// A code is only sent while iLink asks for one: the workflow would keep a stray one
 	// for the next time it asks.
-	st, _, err := s.state(r.Context(), offer)
-	if errors.Is(err, errNoEnrollment) {
-		s.fail(w, r, http.StatusNotFound, "No such enrollment.")
-		return
-	}
-	if err != nil {
-		s.internal(w, r, "read the enrollment", err)
+	st, ok := s.enrollment(w, r, offer)
+	if !ok {
 		return
 	}
 	if !st.NeedsCode {
