@@ -1,5 +1,9 @@
 package ilinksim
 
+// The wire types of this file mirror package ilink's on purpose: the simulator is held to
+// the protocol (ilink-protocol.md) independently of the client, so that a client bug is
+// not also the simulator's. The two are written separately and must not share code.
+
 import (
 	"crypto/rand"
 	"encoding/base64"
