@@ -113,6 +113,19 @@ func (r *run) load(ctx context.Context) (window, error) {
 	return w, nil
 }
 
+// waitChange waits until the load's state changes, wake passes or ctx ends (its error).
+func (s *loadState) waitChange(ctx context.Context, wake time.Time) error {
+	tm := time.NewTimer(time.Until(wake))
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.changed:
+	case <-tm.C:
+	}
+	return nil
+}
+
 // inject sends the messages: at most cfg.Rate a second, each to a bot whose previous
 // message was answered (or given up) at least cfg.Think ago.
 func (r *run) inject(ctx context.Context, st *loadState) error {
@@ -133,15 +146,9 @@ func (r *run) inject(ctx context.Context, st *loadState) error {
 				}
 				break
 			}
-			tm := time.NewTimer(time.Until(wake))
-			select {
-			case <-ctx.Done():
-				tm.Stop()
-				return ctx.Err()
-			case <-st.changed:
-			case <-tm.C:
+			if err := st.waitChange(ctx, wake); err != nil {
+				return err
 			}
-			tm.Stop()
 		}
 		next = maxTime(next.Add(gap), time.Now().Add(-gap)) // no burst to catch up after a wait
 	}
@@ -280,15 +287,9 @@ func (r *run) awaitReplies(ctx context.Context, st *loadState) error {
 		if open == 0 {
 			return nil
 		}
-		tm := time.NewTimer(time.Until(wake))
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
-		case <-st.changed:
-		case <-tm.C:
+		if err := st.waitChange(ctx, wake); err != nil {
+			return err
 		}
-		tm.Stop()
 	}
 }
 
