@@ -161,7 +161,7 @@ func (s *Server) Inject(botID string, req InjectRequest, cdnBase string) (Inject
 	defer s.mu.Unlock()
 	b := s.bots[botID]
 	if b == nil {
-		return Injected{}, fmt.Errorf("%w: bot %q", ErrNotFound, botID)
+		return Injected{}, errNotFoundBot(botID)
 	}
 	from := req.From
 	if from == "" {
@@ -347,7 +347,7 @@ func (s *Server) Duplicate(botID string, req DuplicateRequest) (Injected, error)
 	defer s.mu.Unlock()
 	b := s.bots[botID]
 	if b == nil {
-		return Injected{}, fmt.Errorf("%w: bot %q", ErrNotFound, botID)
+		return Injected{}, errNotFoundBot(botID)
 	}
 	m := b.inbox[req.MessageID]
 	if m == nil {
