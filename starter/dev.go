@@ -22,6 +22,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/webui"
@@ -92,7 +93,14 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	defer pool.Close()
 
 	// Temporal: connect, or start the dev server (installing the CLI if needed).
-	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, say, stderr)
+	// One metrics registry for the worker's /metrics and its Temporal client, so the
+	// SDK's temporal_* series are served as by a worker that dials Temporal itself.
+	reg, err := metrics.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = reg.Close(context.Background()) }()
+	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, reg.TemporalHandler(), say, stderr)
 	if err != nil {
 		return err
 	}
@@ -154,7 +162,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	ready, done := make(chan struct{}), make(chan error, 1)
 	apiAddr := *httpAddr
 	go func() {
-		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keys, Temporal: tc, Logger: cfg.NewLogger(stderr),
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keys, Temporal: tc, Metrics: reg, Logger: cfg.NewLogger(stderr),
 			HTTPStarted: func(a net.Addr) { apiAddr = a.String() },
 			Ready:       func(gateway.ReconcileReport) { close(ready) }})
 	}()
@@ -202,12 +210,12 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 }
 
 // devTemporal connects to Temporal, or starts the dev server with its UI.
-func devTemporal(ctx context.Context, c *conn, uiPort int, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
+func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHandler, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
 	dial := func() (client.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return client.DialContext(dctx, client.Options{HostPort: c.temporal, Namespace: c.namespace,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter()})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter(), MetricsHandler: mh})
 	}
 	if tc, err := dial(); err == nil {
 		say("Temporal: using the server at %s", c.temporal)

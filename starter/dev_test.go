@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +189,55 @@ func TestDevStopsPromptlyWhenCancelledMidPrompt(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "stopped.") {
 		t.Fatalf("no stop notice:\n%s", out.String())
+	}
+}
+
+// TestDevServesTheTemporalSDKMetricsBesideTheProducts: /metrics under `starter dev` has
+// the Temporal SDK's temporal_* series (its client is dialed with the worker's registry),
+// as the README promises, beside ilinkflow_*.
+func TestDevServesTheTemporalSDKMetricsBesideTheProducts(t *testing.T) {
+	e := newDevEnv(t)
+	stdin, typed := io.Pipe()
+	var out, errOut testkit.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), e.args, stdin, &out, &errOut, func(string) string { return "" })
+	}()
+	if _, err := io.WriteString(typed, "hello metrics\n"); err != nil {
+		t.Fatal(err)
+	}
+	metricsURL := regexp.MustCompile(`http://\S+/metrics`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "bot> echo: hello metrics") {
+		select {
+		case err := <-done:
+			t.Fatalf("dev ended before the echo: %v\n%s\n%s", err, out.String(), errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no echo within 2 minutes:\n%s", out.String())
+		}
+	}
+	url := metricsURL.FindString(out.String())
+	if url == "" {
+		t.Fatalf("dev printed no /metrics URL:\n%s", out.String())
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\ntemporal_request", "\nilinkflow_"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics under dev lacks %q series", strings.TrimSpace(want))
+		}
+	}
+	_ = typed.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("dev: %v\n%s", err, errOut.String())
 	}
 }
