@@ -285,6 +285,10 @@ func TestWebhookAnswers(t *testing.T) {
 		// An answer is never judged by its first 256 KiB: padding does not make it empty.
 		{"200 padded past the cap is refused", http.StatusOK, strings.Repeat(" ", 300<<10) + `{"handled":true}`, true, true, 0, false},
 		{"200 padded within the cap is parsed", http.StatusOK, strings.Repeat(" \n", 1000) + `{"handled":true}`, false, false, 0, true},
+		// Text the JSON decoder would turn into U+FFFD is refused, never sent altered.
+		{"200 with invalid UTF-8 is refused", http.StatusOK, "{\"replies\":[\"ok \xff\xfe\"]}", true, true, 0, false},
+		{"200 with a lone surrogate is refused", http.StatusOK, `{"replies":["ok \ud800"]}`, true, true, 0, false},
+		{"200 with a surrogate pair is parsed", http.StatusOK, `{"replies":["ok \ud83d\ude00"]}`, false, false, 1, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ilinkflow/ilinkflow/internal/jsontext"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
@@ -280,6 +281,10 @@ func parseAnswer(status int, raw []byte) (Answer, error) {
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return Answer{}, nil
+	}
+	if !jsontext.Valid(raw) {
+		// The decoder would send U+FFFD for what the agent wrote: refuse, as the reply API does.
+		return Answer{}, &PermanentError{Reason: fmt.Sprintf("webhook answered %d with text that is not valid UTF-8 (or has an unpaired surrogate escape)", status)}
 	}
 	var a WebhookAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {

@@ -37,6 +37,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/internal/jsontext"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -419,7 +420,7 @@ func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, an
 	if kerr != nil {
 		return 0, nil, kerr
 	}
-	if !validJSONText(body) {
+	if !jsontext.Valid(body) {
 		// encoding/json would turn invalid UTF-8 and lone surrogate escapes into U+FFFD.
 		return 0, nil, &apiError{code: CodeInvalidText, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
 	}
@@ -671,7 +672,7 @@ func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.S
 }
 
 func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
-	if !validJSONText(body) {
+	if !jsontext.Valid(body) {
 		return 0, nil, &apiError{code: CodeInvalidReason, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
 	}
 	var req DoneRequest
@@ -763,59 +764,4 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// validJSONText reports whether a JSON body is valid UTF-8 and every \u escape for a
-// UTF-16 surrogate is a high one followed by a low one: what encoding/json would
-// otherwise replace with U+FFFD without a word.
-func validJSONText(body []byte) bool {
-	if !utf8.Valid(body) {
-		return false
-	}
-	for i := 0; i < len(body); i++ {
-		if body[i] != '\\' {
-			continue
-		}
-		if i+1 < len(body) && body[i+1] != 'u' {
-			i++ // an escaped character, possibly a backslash
-			continue
-		}
-		r, ok := hex4(body, i+2)
-		switch {
-		case !ok:
-			continue // not a valid escape: the decoder reports it
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return false
-		case r >= 0xD800 && r <= 0xDBFF:
-			lo, ok := hex4(body, i+8)
-			if i+7 >= len(body) || body[i+6] != '\\' || body[i+7] != 'u' || !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return false
-			}
-			i += 11
-		default:
-			i += 5
-		}
-	}
-	return true
-}
-
-// hex4 reads four hexadecimal digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i < 0 || i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
