@@ -20,6 +20,7 @@ func cliRun(t *testing.T, args ...string) (int, string, string) {
 // the command's own flags; mistakes exit 2 and stderr names the problem exactly once,
 // without a usage dump. Nothing here needs a server: every mistake is caught first.
 func TestEveryCommandHelpBadFlagAndBadValue(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		cmd       string
 		flags     []string // flags its help must list
@@ -101,6 +102,7 @@ func assertUsageMistake(t *testing.T, what string, code int, out, errOut, want s
 // mistake; a failure (a database that does not exist) exits 1 with a clear message,
 // not a store "internal" error; success exits 0.
 func TestExitCodesAndTopLevelUsage(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := cliRun(t)
 	if code != 2 || out != "" || !strings.Contains(errOut, "usage: starter <command>") || strings.Count(errOut, "no command given") != 1 {
 		t.Fatalf("no command: exit %d, stdout %q, stderr %q", code, out, errOut)

@@ -58,6 +58,7 @@ func (e devEnv) runDevWith(t *testing.T, stdin io.Reader, extra ...string) strin
 // demo bot is enrolled and a typed message gets the echo agent's reply. A message longer
 // than one iLink message is not cut silently: the chat and the echo both say so.
 func TestDevRunsEverythingAndTheDemoBotAnswers(t *testing.T) {
+	t.Parallel()
 	e := newDevEnv(t)
 	out := e.runDevWith(t, strings.NewReader("hello from a newcomer\n"+strings.Repeat("a", 20000)+"\n"))
 	t.Logf("dev output:\n%s", strings.ReplaceAll(out, strings.Repeat("a", 100), ""))
@@ -74,6 +75,7 @@ func TestDevRunsEverythingAndTheDemoBotAnswers(t *testing.T) {
 // runs on real time, so its 3-sends burst limit refills and no reply is throttled (on a
 // clock that never moves, the third reply of every chat was refused).
 func TestDevChatOfTwentyMessagesGetsTwentyReplies(t *testing.T) {
+	t.Parallel()
 	e := newDevEnv(t)
 	var in strings.Builder
 	for i := 1; i <= 20; i++ {
@@ -95,6 +97,7 @@ func TestDevChatOfTwentyMessagesGetsTwentyReplies(t *testing.T) {
 // open the first run's accounts, re-enrolls the same demo user (replacing the first run's
 // account, whose simulator is gone) and answers.
 func TestDevSecondRunUsesTheFirstRunsKeyAndDemoUser(t *testing.T) {
+	t.Parallel()
 	e := newDevEnv(t)
 	first := e.runDevWith(t, strings.NewReader("first run\n"))
 	if !strings.Contains(first, "created the dev-only key file "+e.keyFile) || !strings.Contains(first, "bot> echo: first run") {
@@ -113,6 +116,7 @@ func TestDevSecondRunUsesTheFirstRunsKeyAndDemoUser(t *testing.T) {
 }
 
 func TestDevKeyringIsCreatedOnceWithMode0600(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "dev-sealing-key")
 	k1, created, err := devKeyring(path)
 	if err != nil || !created {
@@ -144,6 +148,7 @@ type syncBuffer = testkit.SyncBuffer
 // the chat waits at the prompt with standard input blocked: the command returns within a
 // couple of seconds without an error and the simulator's port is free again.
 func TestDevStopsPromptlyWhenCancelledMidPrompt(t *testing.T) {
+	t.Parallel()
 	e := newDevEnv(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -196,6 +201,7 @@ func TestDevStopsPromptlyWhenCancelledMidPrompt(t *testing.T) {
 // the Temporal SDK's temporal_* series (its client is dialed with the worker's registry),
 // as the README promises, beside ilinkflow_*.
 func TestDevServesTheTemporalSDKMetricsBesideTheProducts(t *testing.T) {
+	t.Parallel()
 	e := newDevEnv(t)
 	stdin, typed := io.Pipe()
 	var out, errOut testkit.SyncBuffer

@@ -27,6 +27,7 @@ import (
 // typed at the prompt is answered by a wrong_code event that asks again (not a silent
 // re-prompt), the right one is accepted, and the command ends with the account key.
 func TestEnrollJSONShowsQRStatusesSaysAWrongVerificationCodeWasWrongAndAsksAgain(t *testing.T) {
+	t.Parallel()
 	dev := devserver.Start(t)
 	ns, tc := dev.NewNamespace(t)
 	pool := dbtest.NewPool(t)
@@ -195,6 +196,7 @@ func inOrder(got []string, want ...string) bool {
 // its task queue: instead of sitting silent it says that no QR code came and names the
 // task queue a worker should poll.
 func TestEnrollWithoutAWorkerSaysSo(t *testing.T) {
+	t.Parallel()
 	dev := devserver.Start(t)
 	ns, _ := dev.NewNamespace(t)
 	old := enrollHintAfter

@@ -11,6 +11,7 @@ import (
 )
 
 func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.NewPool(t) // already migrated once by the harness
 	var schema string
 	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
@@ -34,6 +35,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 }
 
 func TestKeygenPrintsAUsableKeySpec(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"keygen", "--generation", "3"}, nil, &out, &bytes.Buffer{}, nil); err != nil {
 		t.Fatal(err)
@@ -45,6 +47,7 @@ func TestKeygenPrintsAUsableKeySpec(t *testing.T) {
 }
 
 func TestUnknownCommandFails(t *testing.T) {
+	t.Parallel()
 	if err := run(context.Background(), []string{"frobnicate"}, nil, &bytes.Buffer{}, &bytes.Buffer{}, nil); err == nil {
 		t.Fatal("unknown command accepted")
 	}

@@ -27,6 +27,7 @@ import (
 // listened on is free. Then it runs dev again, which opens the first run's key file and
 // chats with the same demo user, and stops it the same way.
 func TestDevThroughATerminalChatsTwentyMessagesStopsEverythingOnCtrlCAndRunsAgain(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatalf("this test drives a terminal through tmux, which is not installed (apt-get install tmux): %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 // attempt's insert itself refuses a pending or sending attempt whose reservation did not
 // take effect: nothing half is ever committed.
 func TestAnAttemptIsNotRecordedWithoutItsReservation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	keys := testkit.Keyring
 	s, err := New(dbtest.NewPool(t), keys, DefaultLimits())

@@ -25,6 +25,7 @@ func mediaEntry(b *bot) store.PageEntry {
 }
 
 func TestAttachmentIsFetchedOnlyWithItsOwnMessagesLiveSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
 	res := e.commit(b, t0, mediaEntry(b))
@@ -70,6 +71,7 @@ func TestAttachmentIsFetchedOnlyWithItsOwnMessagesLiveSession(t *testing.T) {
 }
 
 func TestAbsorbedMessageLosesItsMediaLocatorsAndMergesOnlyImages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
 	first := e.commit(b, t0, mediaEntry(b))
@@ -95,6 +97,7 @@ func TestAbsorbedMessageLosesItsMediaLocatorsAndMergesOnlyImages(t *testing.T) {
 }
 
 func TestPageRefusesMediaLocatorsInconsistentWithAttachments(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
 	before := e.digest()
@@ -115,6 +118,7 @@ func TestPageRefusesMediaLocatorsInconsistentWithAttachments(t *testing.T) {
 }
 
 func TestStagedMediaIsSealedNeedsQuotaKeepsTheFirstUploadAndIsSweptAfterItsWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "send me a picture")

@@ -427,6 +427,7 @@ func TestDeferredMessagesAreStoredWindowedCountedNotDeliverable(t *testing.T) {
 // "deliverable"): a message awaiting an agent is deliverable; a deferred one, or one an
 // agent finished, is not.
 func TestOpenedWindowsAreDeliverableOnlyWhileTheirMessageAwaitsAnAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	awaiting, deferred, finished := e.register(), e.register(), e.register()
 	listed := func() map[string]store.OpenedWindow {

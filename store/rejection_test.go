@@ -9,6 +9,7 @@ import (
 )
 
 func TestRetMinus2IsTheWindowsOwnRejectionOnlyWhenOurBookkeepingExplainsIt(t *testing.T) {
+	t.Parallel()
 	w := store.Window{MaxSends: 10, Transmitted: 3, ExpiresAt: t0.Add(time.Hour), State: vocab.WindowOpen}
 	if got := store.ClassifyRejection(w, t0); got != store.RejectionThrottle {
 		t.Fatalf("quota left and window live: %s, want throttle", got)

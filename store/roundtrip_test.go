@@ -118,6 +118,7 @@ func newCountingEnv(t *testing.T, limits store.Limits) (*env, *roundTrips) {
 const maxPageRoundTrips = 2
 
 func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
+	t.Parallel()
 	e, rt := newCountingEnv(t, store.DefaultLimits())
 	b := e.register()
 	page := func(size, images int, backlog bool) []store.PageEntry {
@@ -166,6 +167,7 @@ const (
 )
 
 func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
+	t.Parallel()
 	e, rt := newCountingEnv(t, store.DefaultLimits())
 	b := e.register()
 	_, tok := e.deliver(b, "hello")
