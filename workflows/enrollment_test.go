@@ -39,6 +39,7 @@ func (r *rig) must(err error) {
 }
 
 func TestEnrollmentConfirmedRegistersAccountAndStartsPoller(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	r.script(map[time.Duration]func(){
 		2 * time.Second: func() { _, err := r.ctl.ScanQR(r.ctx, "", ""); r.must(err) },
@@ -61,6 +62,7 @@ func TestEnrollmentConfirmedRegistersAccountAndStartsPoller(t *testing.T) {
 }
 
 func TestEnrollmentExpiresOnItsTimer(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	start := time.Now()
 	r.env.SetStartTime(start)
@@ -77,6 +79,7 @@ func TestEnrollmentExpiresOnItsTimer(t *testing.T) {
 }
 
 func TestEnrollmentNeedVerifyCodeIsAnsweredBySignal(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	r.script(map[time.Duration]func(){
 		2 * time.Second: func() { _, err := r.ctl.ScanQR(r.ctx, "", ""); r.must(err) },
@@ -96,6 +99,7 @@ func TestEnrollmentNeedVerifyCodeIsAnsweredBySignal(t *testing.T) {
 }
 
 func TestEnrollmentVerifyCodeBlockedEndsIt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	steps := map[time.Duration]func(){
 		2 * time.Second: func() { _, err := r.ctl.ScanQR(r.ctx, "", ""); r.must(err) },
@@ -114,6 +118,7 @@ func TestEnrollmentVerifyCodeBlockedEndsIt(t *testing.T) {
 }
 
 func TestEnrollmentFollowsScanedButRedirect(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	host := strings.TrimPrefix(r.srv.URL, "http://")
 	r.script(map[time.Duration]func(){
@@ -127,6 +132,7 @@ func TestEnrollmentFollowsScanedButRedirect(t *testing.T) {
 }
 
 func TestEnrollmentBindedRedirectKeepsExistingBot(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	existing := r.bot()
 	r.script(map[time.Duration]func(){
@@ -142,6 +148,7 @@ func TestEnrollmentBindedRedirectKeepsExistingBot(t *testing.T) {
 }
 
 func TestEnrollmentCancelClosesTheOffer(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	r.script(map[time.Duration]func(){
 		3 * time.Second: func() { r.env.SignalWorkflow(wfapi.SignalCancel, nil) },

@@ -78,6 +78,7 @@ func sentTexts(r *rig, botID string) []string {
 }
 
 func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -111,6 +112,7 @@ func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
 // unknown) does not mark the message handled: the user got nothing. It is failed, with the
 // reason. Found by the crash test (issue 11: no false handled).
 func TestAHandledAnswerWithoutASentReplyLeavesTheMessageFailedNotHandled(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -135,6 +137,7 @@ func TestAHandledAnswerWithoutASentReplyLeavesTheMessageFailedNotHandled(t *test
 }
 
 func TestAnUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 35 * time.Minute
 	r := newRig(t, limits)
@@ -176,6 +179,7 @@ func TestAnUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 }
 
 func TestReofferIntervalIsConfigurableAndCanBeOff(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		every time.Duration
 		want  int
@@ -202,6 +206,7 @@ func TestReofferIntervalIsConfigurableAndCanBeOff(t *testing.T) {
 }
 
 func TestFinishUpdateMarksTheMessageAndEndsReoffers(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -260,6 +265,7 @@ func codeOf(err error) string {
 }
 
 func TestAPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -283,6 +289,7 @@ func TestAPermanentHandOffFailureMarksTheMessageFailed(t *testing.T) {
 }
 
 func TestAFailingHandOffIsRetriedThenReoffered(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 15 * time.Minute
 	r := newRig(t, limits)
@@ -307,6 +314,7 @@ func TestAFailingHandOffIsRetriedThenReoffered(t *testing.T) {
 }
 
 func TestAMessageFinishedElsewhereIsNotOfferedAgain(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -356,6 +364,7 @@ func runWithOffer(r *rig, in wfapi.WindowInput, offer wfapi.Offer) int {
 }
 
 func TestAFirstOfferMadeByThePollIsTakenWithoutAnotherHandOff(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -384,6 +393,7 @@ func TestAFirstOfferMadeByThePollIsTakenWithoutAnotherHandOff(t *testing.T) {
 }
 
 func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = 35 * time.Minute
 	r := newRig(t, limits)
@@ -413,6 +423,7 @@ func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
 // before the Update handlers are registered), or when the request names its session (the
 // reply API does; the session is checked against the window).
 func TestAReplyArrivingWithTheWindowsStartIsTaken(t *testing.T) {
+	t.Parallel()
 	for _, viaOffer := range []bool{true, false} {
 		t.Run(fmt.Sprintf("offer in the input %v", viaOffer), func(t *testing.T) {
 			limits := store.DefaultLimits()

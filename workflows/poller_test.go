@@ -49,12 +49,14 @@ func runStalePause(t *testing.T, r *rig) time.Duration {
 }
 
 func TestStaleTokenPausesThenProbesThenNeedsRelogin(t *testing.T) {
+	t.Parallel()
 	if d := runStalePause(t, newRig(t, store.DefaultLimits())); d < time.Hour {
 		t.Fatalf("the probe ran %v after the pause, want at least the 1h pause", d)
 	}
 }
 
 func TestContinueAsNewCarriesStateAndLosesNoSignal(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	b := r.bot()
 	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", "before continue-as-new"); err != nil {
@@ -90,6 +92,7 @@ func TestContinueAsNewCarriesStateAndLosesNoSignal(t *testing.T) {
 }
 
 func TestOperatorPauseStopsPollingUntilItEndsThenResumes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	b := r.bot()
 	start := time.Now()
@@ -130,6 +133,7 @@ func TestOperatorPauseStopsPollingUntilItEndsThenResumes(t *testing.T) {
 // An idle bot costs no heartbeat actions: the poll activity is scheduled without a
 // heartbeat timeout whatever an old input configured (its liveness is the poll lease).
 func TestThePollRunsWithoutAHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
 	for _, configured := range []time.Duration{0, 2 * time.Minute} {
 		r := newRig(t, store.DefaultLimits())
 		b := r.bot()
@@ -161,6 +165,7 @@ func TestThePollRunsWithoutAHeartbeatTimeout(t *testing.T) {
 // A poller started with one stale pause (its input) takes the worker's current setting
 // from each poll: a setting changed at a restart reaches pollers already running.
 func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	r.acts.Config.Poller = wfapi.PollerConfig{StalePause: wfapi.Duration(30 * time.Second)}
 	if d := runStalePause(t, r); d < 30*time.Second || d >= time.Hour {
@@ -173,6 +178,7 @@ func TestWorkerSettingsChangedAtARestartReachRunningPollers(t *testing.T) {
 // sequences of pause and resume, written to the store and signalled as `starter` does,
 // with spacings from 0 upwards, and the poller ends in the last command's state.
 func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	r.acts.Config.PollSession = 10 * time.Millisecond // short polls: the rounds run in real time between commands
 	rnd := rand.New(rand.NewPCG(20261201, 1))
@@ -238,6 +244,7 @@ func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T
 // A rotation whose signal has not arrived (or never will) does not stop the poller: when
 // its poll stops on the newer stored generation, the poller reads it and polls that one.
 func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	b := r.bot()
 	var gens []int32
@@ -276,6 +283,7 @@ func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
 // from (PollInput.MessagesBefore, the base of its heartbeat progress), kept across
 // continue-as-new: a message committed is counted once, never reset to 0 by a new run.
 func TestPollerStateCountsWhatItsPollSessionsCommittedAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, store.DefaultLimits())
 	b := r.bot()
 	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", "counted once"); err != nil {

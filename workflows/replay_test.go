@@ -17,6 +17,7 @@ import (
 // the current workflow code: a change that breaks determinism for running workflows fails
 // here before it reaches a worker.
 func TestRecordedHistoriesReplayDeterministically(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
 	if err != nil {
 		t.Fatal(err)

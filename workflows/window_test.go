@@ -14,6 +14,7 @@ import (
 )
 
 func TestWindowExpiresOnItsTimerAtExpiresAt(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	r := newRig(t, limits)
@@ -37,6 +38,7 @@ func TestWindowExpiresOnItsTimerAtExpiresAt(t *testing.T) {
 }
 
 func TestRefusedUpdateWritesNothingAndLeavesNoSend(t *testing.T) {
+	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.MaxSends = 2
 	r := newRig(t, limits)

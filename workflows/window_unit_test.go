@@ -91,6 +91,7 @@ func windowState(t *testing.T, env *testsuite.TestWorkflowEnvironment) wfapi.Win
 // An unhandled message is offered again every ReofferAfter while the window is open, and
 // the offers stop with the verdict.
 func TestUnitAnUnhandledMessageIsOfferedAgainUntilItsVerdict(t *testing.T) {
+	t.Parallel()
 	var offers atomic.Int32
 	env := unitEnv(t, standIns{handOff: func(in actapi.HandOffInput) (actapi.HandOffOutput, error) {
 		offers.Add(1)
@@ -122,6 +123,7 @@ func TestUnitAnUnhandledMessageIsOfferedAgainUntilItsVerdict(t *testing.T) {
 // A hand-off whose handler failed for good marks the message failed: no re-offer, and a
 // send through the window is refused afterwards.
 func TestUnitAPermanentHandOffFailureEndsTheOffersAndRefusesSends(t *testing.T) {
+	t.Parallel()
 	var offers atomic.Int32
 	env := unitEnv(t, standIns{handOff: func(actapi.HandOffInput) (actapi.HandOffOutput, error) {
 		offers.Add(1)
@@ -152,6 +154,7 @@ func TestUnitAPermanentHandOffFailureEndsTheOffersAndRefusesSends(t *testing.T) 
 
 // The validator refuses a send once the quota is spent, before the Send activity runs.
 func TestUnitTheValidatorRefusesASendBeyondTheQuotaWithoutRunningIt(t *testing.T) {
+	t.Parallel()
 	var sends atomic.Int32
 	env := unitEnv(t, standIns{send: func(actapi.SendInput) (wfapi.SendResult, error) {
 		n := sends.Add(1)
