@@ -213,7 +213,7 @@ func (c Config) activitiesConfig() activities.Config {
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
 		LeaseTTL:        c.PollLeaseTTL,
-		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause)},
+		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause), PollSession: wfapi.Duration(c.PollSession)},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
 }

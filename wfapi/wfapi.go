@@ -158,6 +158,10 @@ type PollerConfig struct {
 	ShortBackoff Duration // after an upstream error (default 2s)
 	LongBackoff  Duration // after three failures in a row (default 30s)
 	MaxLoops     int      // continue-as-new after this many loops (default 500)
+	// PollSession is the workers' long-poll session (0: unknown, as in recorded inputs). It
+	// bounds a poll activity's run: a poll dispatched to a worker that died before it took
+	// the bot's lease is retried after the session and its slack, not after 20 minutes.
+	PollSession Duration `json:",omitempty"`
 	// HeartbeatTimeout is no longer used: poll activities keep no Temporal heartbeat (their
 	// liveness is the poll lease). Kept so that recorded inputs decode.
 	HeartbeatTimeout Duration

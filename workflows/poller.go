@@ -201,6 +201,9 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		if c.StalePause > 0 {
 			p.in.Config.StalePause = c.StalePause
 		}
+		if c.PollSession > 0 {
+			p.in.Config.PollSession = c.PollSession
+		}
 	}
 	if (len(res.Opened) > 0 || len(res.Retired) > 0) && !res.Synced {
 		if err := p.syncWindows(ctx, actapi.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
@@ -266,7 +269,7 @@ func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, lost bool
 		epoch = p.lastEpoch + 1
 	}
 	p.lastEpoch = epoch
-	actx, cancel := workflow.WithCancel(withOptions(ctx, pollOptions))
+	actx, cancel := workflow.WithCancel(withOptions(ctx, pollOptionsFor(p.in.Config)))
 	defer cancel()
 	fut := workflow.ExecuteActivity(actx, actapi.PollAccount, actapi.PollInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,

@@ -1,0 +1,23 @@
+package workflows
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// A poll activity runs at most its workers' session plus the slack, so one dispatched to
+// a worker that died before it took the bot's lease is retried soon; with the session
+// unknown (recorded inputs) the old bound stays.
+func TestAPollActivityIsBoundedByThePollSessionPlusItsSlack(t *testing.T) {
+	if got := pollOptionsFor(wfapi.PollerConfig{PollSession: wfapi.Duration(3 * time.Second)}).StartToCloseTimeout; got != 3*time.Second+pollSlack {
+		t.Fatalf("3s session: start-to-close %v, want %v", got, 3*time.Second+pollSlack)
+	}
+	if got := pollOptionsFor(wfapi.PollerConfig{}).StartToCloseTimeout; got != pollOptions.StartToCloseTimeout {
+		t.Fatalf("unknown session: start-to-close %v, want %v", got, pollOptions.StartToCloseTimeout)
+	}
+	if got := pollOptionsFor(wfapi.PollerConfig{PollSession: wfapi.Duration(time.Hour)}).StartToCloseTimeout; got != pollOptions.StartToCloseTimeout {
+		t.Fatalf("1h session: start-to-close %v, want at most %v", got, pollOptions.StartToCloseTimeout)
+	}
+}
