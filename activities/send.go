@@ -255,7 +255,7 @@ func (a *Activities) refusal(op string, err error) (actapi.SendOutput, error) {
 func (a *Activities) output(w store.Window, att store.Attempt, blocked *time.Time) actapi.SendOutput {
 	out := actapi.SendOutput{
 		AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID, Status: att.Status,
-		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: w.SendsLeft(),
+		ProviderMessageID: att.ProviderMessageID, ErrorCode: att.OutcomeCode(), SendsLeft: w.SendsLeft(),
 	}
 	if att.ErrorCode == vocab.SendThrottled && blocked != nil {
 		out.RetryAfter = *blocked

@@ -335,6 +335,7 @@ type crashTap struct {
 	faultPage    chan crashPage    // the fault trigger: gets the next non-empty page, if armed
 	inflight     map[int]time.Time // getupdates requests not answered yet, by seq, with arrival
 	lastArrival  time.Time         // of the latest getupdates request
+	uploads      int               // CDN uploads answered
 }
 
 func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -342,6 +343,13 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/ilink/bot/sendmessage":
 		c.fire(crashOnSend) // the request is in: the simulator handles it whatever happens next
 		c.next.ServeHTTP(w, r)
+		return
+	case "/c2c/upload":
+		c.next.ServeHTTP(w, r)
+		c.mu.Lock()
+		c.uploads++
+		c.mu.Unlock()
+		c.fire(crashOnUpload) // answered: the worker is about to record the upload and send
 		return
 	case "/ilink/bot/getupdates":
 	default:
@@ -390,9 +398,10 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Kill triggers: the killer may wait for one of these moments instead of a plain timer.
 const (
-	crashOnTimer = "timer"
-	crashOnPage  = "page"        // a getupdates response with messages was handed out
-	crashOnSend  = "sendmessage" // a sendmessage request reached the simulator
+	crashOnTimer  = "timer"
+	crashOnPage   = "page"        // a getupdates response with messages was handed out
+	crashOnSend   = "sendmessage" // a sendmessage request reached the simulator
+	crashOnUpload = "upload"      // a CDN upload was answered
 )
 
 // arm returns a channel closed at the next event of the given kind.
@@ -506,6 +515,13 @@ func (c *crashTap) requests() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.seq
+}
+
+// uploadCount is the number of CDN uploads the simulator answered.
+func (c *crashTap) uploadCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.uploads
 }
 
 func (c *crashTap) nonEmptyPages() int {

@@ -376,6 +376,6 @@ func (a *API) firstOutcomeMatching(ctx context.Context, log *slog.Logger, token 
 	}
 	att := prior.Attempt
 	status, out, e := a.answer(log, key, wfapi.SendResult{AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID,
-		Status: att.Status, ProviderMessageID: att.ProviderMessageID, ErrorCode: att.ErrorCode, SendsLeft: prior.Window.SendsLeft()})
+		Status: att.Status, ProviderMessageID: att.ProviderMessageID, ErrorCode: att.OutcomeCode(), SendsLeft: prior.Window.SendsLeft()})
 	return status, out, e, true
 }

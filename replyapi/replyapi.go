@@ -541,6 +541,13 @@ func (a *API) answer(log *slog.Logger, key string, res wfapi.SendResult) (int, a
 	case vocab.AttemptUnknown:
 		log.Warn("reply outcome unknown", "attempt", res.AttemptID)
 		return http.StatusAccepted, out, nil
+	case vocab.AttemptPending, vocab.AttemptSending:
+		// A repeated request whose first one's send is still in progress (its worker died
+		// mid-send and the send waits for its retry): no outcome yet, as when the wait
+		// times out; a later repeat learns it.
+		log.Info("reply still in progress; outcome not known yet", "attempt", res.AttemptID, "status", res.Status)
+		out.Status = vocab.AttemptUnknown
+		return http.StatusAccepted, out, nil
 	}
 	code := res.ErrorCode
 	if StatusOf(code) == http.StatusInternalServerError {

@@ -3,10 +3,15 @@ package replyapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -422,6 +427,72 @@ func TestARepeatAfterTheWindowEndedAnswersTheFirstOutcome(t *testing.T) {
 		}
 		if len(r.up.calls) != 0 {
 			t.Errorf("%s: %d updates sent", refusal, len(r.up.calls))
+		}
+	}
+}
+
+// Issue 12: a reply whose pending attempt was failed by its window's retirement (a newer
+// message superseded it; the attempt's error code holds the window's retired reason) was
+// answered 500 internal, which an agent retries forever; it is 409 reply_window_inactive,
+// on the first request and on every repeat of its key.
+func TestAReplyRetiredBeforeItsTransmissionIsReplyWindowInactive(t *testing.T) {
+	retired := store.Attempt{AttemptID: "sa_1", ClientMessageID: "c1", Status: vocab.AttemptFailed, FailType: vocab.FailRetired,
+		ErrorCode: "superseded_by_newer_message", Content: vocab.Content{Type: "text", Text: "answer"}}
+	r := newRig()
+	r.st.validate = &store.Error{Code: vocab.CodeReplyWindowInactive, Msg: "window superseded"}
+	r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {Attempt: retired}}
+	w := r.post(t, "/v1/reply", `{"type":"text","text":"answer"}`, "Idempotency-Key", "k1")
+	if w.Code != http.StatusConflict || code(t, w) != replyapi.CodeWindowInactive {
+		t.Errorf("a repeat of a retired reply: %d %s, want 409 reply_window_inactive", w.Code, w.Body.String())
+	}
+	if got := retired.OutcomeCode(); got != string(vocab.CodeReplyWindowInactive) {
+		t.Errorf("outcome code of a retired attempt: %q", got)
+	}
+	expired := retired
+	expired.ErrorCode = string(vocab.CodeReplyWindowExpired)
+	if got := expired.OutcomeCode(); got != string(vocab.CodeReplyWindowExpired) {
+		t.Errorf("outcome code of an attempt retired by its window's expiry: %q", got)
+	}
+	cancelled := retired
+	cancelled.ErrorCode = "account paused by the operator"
+	if got := cancelled.OutcomeCode(); got != string(vocab.CodeReplyWindowInactive) {
+		t.Errorf("outcome code of an attempt retired by a cancellation: %q", got)
+	}
+	sent := store.Attempt{Status: vocab.AttemptFailed, FailType: vocab.FailRejected, ErrorCode: replyapi.CodeRejected}
+	if got := sent.OutcomeCode(); got != replyapi.CodeRejected {
+		t.Errorf("outcome code of a rejected attempt: %q", got)
+	}
+}
+
+// Issue 12: a repeated media reply whose first request's send is still in progress (its
+// worker was killed mid-send; the send waits for its retry) was answered 500 internal; it
+// is 202 with the outcome unknown, to be asked again.
+func TestARepeatedMediaReplyStillInProgressIsUnknownNotInternal(t *testing.T) {
+	var png8 bytes.Buffer
+	if err := png.Encode(&png8, image.NewGray(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	img := png8.Bytes()
+	sum := sha256.Sum256(img)
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	_ = mw.WriteField("type", "image")
+	part, err := mw.CreateFormFile("file", "a.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = part.Write(img)
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []string{vocab.AttemptPending, vocab.AttemptSending} {
+		r := newRig()
+		r.st.replies = map[string]store.SendOutcome{replyapi.UpdateID("k1"): {Attempt: store.Attempt{AttemptID: "sa_1", ClientMessageID: "c1",
+			Status: status, Content: vocab.Content{Type: "image", Media: &vocab.MediaRef{MediaID: "m1", SHA256: hex.EncodeToString(sum[:])}}}}}
+		w := r.post(t, "/v1/reply", b.String(), "Content-Type", mw.FormDataContentType(), "Idempotency-Key", "k1")
+		var out replyapi.ReplyResponse
+		if w.Code != http.StatusAccepted || json.Unmarshal(w.Body.Bytes(), &out) != nil || out.AttemptID != "sa_1" || out.Status != vocab.AttemptUnknown {
+			t.Errorf("%s: %d %s, want 202 unknown of sa_1", status, w.Code, w.Body.String())
 		}
 	}
 }

@@ -174,6 +174,18 @@ type Attempt struct {
 	UpdatedAt         time.Time
 }
 
+// OutcomeCode is the error code an agent is answered for the attempt: its error code,
+// except that an attempt failed because its window was retired before transmission
+// (superseded by a newer message, or cancelled: the error code holds the window's
+// retired reason) is reply_window_inactive, as a send refused for a retired window is;
+// one retired by the window's expiry keeps reply_window_expired.
+func (a Attempt) OutcomeCode() string {
+	if a.Status == vocab.AttemptFailed && a.FailType == vocab.FailRetired && a.ErrorCode != string(vocab.CodeReplyWindowExpired) {
+		return string(vocab.CodeReplyWindowInactive)
+	}
+	return a.ErrorCode
+}
+
 func attemptFrom(r dbq.SendAttempt) (Attempt, error) {
 	a := Attempt{
 		AttemptID: r.AttemptID, ClientMessageID: r.ClientMessageID, SourceMessageKey: r.SourceMessageKey,
