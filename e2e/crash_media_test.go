@@ -67,17 +67,7 @@ const (
 func TestCrashDuringMediaSendsNeverSendsAMediaReplyTwiceAndLeavesNothingPending(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv(crashSeedEnv); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", crashSeedEnv, v, err)
-		}
-		seed = n
-	}
-	t.Logf("random seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
-	streamRand := mrand.New(mrand.NewPCG(seed, 1))
-	killRand := mrand.New(mrand.NewPCG(seed, 2))
+	streamRand, killRand := crashRands(t)
 
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = crashWindowLife

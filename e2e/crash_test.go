@@ -61,6 +61,22 @@ const (
 	crashReadyLogLine  = "msg=reconciled"
 )
 
+// crashRands are the random sources of a crash test's stream and kills, from a seed that
+// is logged (and taken from ILINKFLOW_CRASH_SEED when set) so that a run can be repeated.
+func crashRands(t *testing.T) (stream, kill *mrand.Rand) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(crashSeedEnv); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", crashSeedEnv, v, err)
+		}
+		seed = n
+	}
+	t.Logf("random seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
+	return mrand.New(mrand.NewPCG(seed, 1)), mrand.New(mrand.NewPCG(seed, 2))
+}
+
 // TestCrashKilledWorkerLosesNothingAndNeverDoubleSends is acceptance item 5 of issue 4
 // and item 6 of issue 11: a real worker process (the worker command, with the echo
 // hand-off) is SIGKILLed at random moments while a stream of 1,000 user messages arrives
@@ -84,17 +100,7 @@ const (
 func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv(crashSeedEnv); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", crashSeedEnv, v, err)
-		}
-		seed = n
-	}
-	t.Logf("random seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
-	streamRand := mrand.New(mrand.NewPCG(seed, 1))
-	killRand := mrand.New(mrand.NewPCG(seed, 2))
+	streamRand, killRand := crashRands(t)
 
 	// Real parts: the worker binary, the shared dev server (own namespace and task queue),
 	// a fresh schema, the simulator in this process behind a tap that records getupdates
