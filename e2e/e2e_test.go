@@ -180,19 +180,7 @@ func startIn(t *testing.T, ns string, tc client.Client, tq string, limits store.
 // not asserting timing).
 func (s *system) eventually(what string, within time.Duration, cond func() (bool, error)) {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		last = err
-		<-tick.C
-	}
-	s.t.Fatalf("%s: not reached within %v (last error: %v)", what, within, last)
+	testkit.Eventually(s.t, what, within, cond)
 }
 
 // enroll runs an Enrollment to confirmation by a scripted QR scan of owner.

@@ -104,19 +104,7 @@ func start(t *testing.T, opts ...option) *system {
 // eventually polls cond until it holds or the deadline passes.
 func (s *system) eventually(what string, within time.Duration, cond func() (bool, error)) {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		last = err
-		<-tick.C
-	}
-	s.t.Fatalf("%s: not reached within %v (last error: %v)", what, within, last)
+	testkit.Eventually(s.t, what, within, cond)
 }
 
 // waitingQR waits for a QR session in state wait that is not one of seen, and returns it.

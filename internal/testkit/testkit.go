@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -46,3 +48,23 @@ var Keyring = func() *sealing.Keyring {
 	}
 	return k
 }()
+
+// Eventually polls cond every 50 ms until it holds, and fails tb when within passes first
+// (with the condition's last error): a wait for the system under test, not a timing
+// assertion.
+func Eventually(tb testing.TB, what string, within time.Duration, cond func() (bool, error)) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		last = err
+		<-tick.C
+	}
+	tb.Fatalf("%s: not reached within %v (last error: %v)", what, within, last)
+}
