@@ -78,35 +78,23 @@ func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string) {
 	}
 }
 
+// pollAccount is PollAccount's poll session: lease, account, then the fetch-and-commit
+// loop (poller.run); the starts of opened windows are awaited on every return.
 func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res actapi.PollResult, err error) {
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 
-	attempt := int32(1)
-	if activity.IsActivity(ctx) {
-		attempt = activity.GetInfo(ctx).Attempt
-	}
-	l, err := a.keeper().take(ctx, in.AccountKey, in.LeaseEpoch, attempt)
-	if err != nil {
-		if code := pollStopCode(err); code != "" {
-			return actapi.PollResult{Stopped: code}, nil
-		}
-		return actapi.PollResult{}, err
+	l, stopped, err := a.takePollLease(ctx, in)
+	if err != nil || stopped.Stopped != "" {
+		return stopped, err
 	}
 	defer l.release(ctx)
 	if a.hooks != nil && a.hooks.leased != nil {
 		a.hooks.leased(l.claim)
 	}
 
-	var (
-		mu       sync.Mutex
-		progress PollProgress
-	)
-	stopHeartbeat := heartbeat(ctx, cfg.HeartbeatEvery, func() any {
-		mu.Lock()
-		defer mu.Unlock()
-		return progress
-	})
+	var progress pollProgress
+	stopHeartbeat := heartbeat(ctx, cfg.HeartbeatEvery, progress.get)
 	defer stopHeartbeat()
 
 	// Windows a commit opens get their workflows (and their first hand-off) from here,
@@ -123,28 +111,65 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 		}()
 	}
 
-	acct, err := a.Store.GetAccountWithSecret(ctx, in.AccountKey)
+	acct, cl, stopped, err := a.pollTarget(ctx, in)
+	if err != nil || stopped.Stopped != "" {
+		return stopped, err
+	}
+
+	pollCtx, cancelPoll := pollContext(ctx, l)
+	defer cancelPoll()
+
+	p := poller{a: a, in: in, owner: acct.OwnerPeerID, cursor: acct.Cursor, log: log, windows: ws,
+		deferredBefore: cfg.DeferredBefore, maxSkew: a.Store.Limits().MaxClockSkew}
+	err = p.run(ctx, pollCtx, cl, l, &progress, now().Add(cfg.PollSession))
+	return p.res, err
+}
+
+// takePollLease takes the account's poll lease for this attempt. When it is not taken the
+// activity returns stopped (a Stopped code: the account is gone) or err.
+func (a *Activities) takePollLease(ctx context.Context, in actapi.PollInput) (l *pollLease, stopped actapi.PollResult, err error) {
+	attempt := int32(1)
+	if activity.IsActivity(ctx) {
+		attempt = activity.GetInfo(ctx).Attempt
+	}
+	l, err = a.keeper().take(ctx, in.AccountKey, in.LeaseEpoch, attempt)
 	if err != nil {
 		if code := pollStopCode(err); code != "" {
-			return actapi.PollResult{Stopped: code}, nil
+			return nil, actapi.PollResult{Stopped: code}, nil
 		}
-		return actapi.PollResult{}, storeErr("read account", err)
+		return nil, actapi.PollResult{}, err
+	}
+	return l, actapi.PollResult{}, nil
+}
+
+// pollTarget reads the account and builds its iLink client. When this generation may not
+// poll the activity returns stopped (a Stopped code) or err instead.
+func (a *Activities) pollTarget(ctx context.Context, in actapi.PollInput) (acct store.AccountWithSecret, cl *ilink.Client, stopped actapi.PollResult, err error) {
+	acct, err = a.Store.GetAccountWithSecret(ctx, in.AccountKey)
+	if err != nil {
+		if code := pollStopCode(err); code != "" {
+			return acct, nil, actapi.PollResult{Stopped: code}, nil
+		}
+		return acct, nil, actapi.PollResult{}, storeErr("read account", err)
 	}
 	switch {
 	case acct.Generation != in.Generation:
-		return actapi.PollResult{Stopped: string(vocab.CodeGenerationConflict)}, nil
+		return acct, nil, actapi.PollResult{Stopped: string(vocab.CodeGenerationConflict)}, nil
 	case acct.Status != vocab.AccountActive:
-		return actapi.PollResult{Stopped: string(vocab.CodeAccountNotActive)}, nil
+		return acct, nil, actapi.PollResult{Stopped: string(vocab.CodeAccountNotActive)}, nil
 	}
-	cl, err := a.botClient(acct)
+	cl, err = a.botClient(acct)
 	if err != nil {
-		return actapi.PollResult{}, upstreamErr("ilink client", err)
+		return acct, nil, actapi.PollResult{}, upstreamErr("ilink client", err)
 	}
+	return acct, cl, actapi.PollResult{}, nil
+}
 
-	// The in-flight long poll ends when the activity is cancelled, the worker stops or the
-	// lease is lost (a page in that instant is lost like one in flight when a process dies).
+// pollContext returns the context of the long polls: the in-flight long poll ends when the
+// activity is cancelled, the worker stops or the lease is lost (a page in that instant is
+// lost like one in flight when a process dies).
+func pollContext(ctx context.Context, l *pollLease) (context.Context, context.CancelFunc) {
 	pollCtx, cancelPoll := context.WithCancel(ctx)
-	defer cancelPoll()
 	var stopCh <-chan struct{}
 	if activity.IsActivity(ctx) {
 		stopCh = activity.GetWorkerStopChannel(ctx)
@@ -158,23 +183,40 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 		case <-pollCtx.Done():
 		}
 	}()
+	return pollCtx, cancelPoll
+}
 
-	p := poller{a: a, in: in, owner: acct.OwnerPeerID, cursor: acct.Cursor, log: log, windows: ws,
-		deferredBefore: cfg.DeferredBefore, maxSkew: a.Store.Limits().MaxClockSkew}
-	sessionEnd := now().Add(cfg.PollSession)
+// pollProgress is the heartbeat detail of a running PollAccount, shared with the
+// heartbeat's goroutine.
+type pollProgress struct {
+	mu       sync.Mutex
+	progress PollProgress
+}
+
+// get returns the current progress (the heartbeat's details).
+func (pp *pollProgress) get() any {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return pp.progress
+}
+
+// set records the poller's totals and (when short enough) its cursor.
+func (pp *pollProgress) set(p *poller) {
+	pp.mu.Lock()
+	pp.progress = PollProgress{Pages: p.in.PagesBefore + p.res.Pages, Messages: p.in.MessagesBefore + p.res.Messages}
+	if len(p.cursor) <= maxHeartbeatCursor {
+		pp.progress.Cursor = p.cursor
+	}
+	pp.mu.Unlock()
+}
+
+// run long-polls and commits pages until the session ends, the poll must stop or fails;
+// the result is p.res. The long polls run on pollCtx, everything else on ctx.
+func (p *poller) run(ctx, pollCtx context.Context, cl *ilink.Client, l *pollLease, progress *pollProgress, sessionEnd time.Time) error {
+	a, in, ws := p.a, p.in, p.windows
 	for n := 0; ; n++ {
-		if ctx.Err() != nil {
-			return p.res, ctx.Err()
-		}
-		if workerStopping(ctx) {
-			return p.res, nil
-		}
-		if ws != nil && ws.failures() {
-			return p.res, nil // the workflow starts or signals what failed
-		}
-		if err := l.check(); err != nil {
-			log.Warn("poll lease lost; stopping", "error", err)
-			return p.res, err
+		if stop, err := p.mayFetch(ctx, l); stop {
+			return err
 		}
 		if a.hooks != nil && a.hooks.beforeFetch != nil {
 			a.hooks.beforeFetch(n)
@@ -184,45 +226,66 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 			a.hooks.fetched()
 		}
 		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return p.res, ctx.Err()
-			case workerStopping(ctx):
-				return p.res, nil
-			case l.check() != nil:
-				log.Warn("poll lease lost during a long poll; stopping", "error", l.check())
-				return p.res, l.check()
-			case ilink.IsStaleToken(err):
-				log.Warn("bot token is stale (-14)")
-				a.Metrics.Poll(in.AccountKey, metrics.PollStaleToken)
-				p.res.StaleToken = true
-				return p.res, nil
-			}
-			log.Warn("getupdates failed", "error", err)
-			p.res.UpstreamError = string(ilink.CodeOf(err))
-			if p.res.UpstreamError == "" {
-				p.res.UpstreamError = string(ilink.CodeOutcomeUnknown)
-			}
-			a.Metrics.Poll(in.AccountKey, p.res.UpstreamError)
-			return p.res, nil
+			return p.fetchFailed(ctx, l, err)
 		}
 		a.Metrics.Poll(in.AccountKey, metrics.PollOK)
 		if a.hooks != nil && a.hooks.afterFetch != nil && len(page.Messages) > 0 {
 			a.hooks.afterFetch(len(page.Messages))
 		}
 		done, err := p.commit(ctx, page)
-		mu.Lock()
-		progress = PollProgress{Pages: in.PagesBefore + p.res.Pages, Messages: in.MessagesBefore + p.res.Messages}
-		if len(p.cursor) <= maxHeartbeatCursor {
-			progress.Cursor = p.cursor
-		}
-		mu.Unlock()
+		progress.set(p)
 		// The session ends once no first offer is under way, so that a slow agent does
 		// not hold up the next poll activity (the wait before returning would).
 		if err != nil || done || in.Probe || (!now().Before(sessionEnd) && (ws == nil || !ws.busy())) {
-			return p.res, err
+			return err
 		}
 	}
+}
+
+// mayFetch checks, before each getupdates, whether the poll must stop instead (and with
+// which error): the activity ended, the worker stops, a window start failed, the lease is lost.
+func (p *poller) mayFetch(ctx context.Context, l *pollLease) (stop bool, err error) {
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if workerStopping(ctx) {
+		return true, nil
+	}
+	if p.windows != nil && p.windows.failures() {
+		return true, nil // the workflow starts or signals what failed
+	}
+	if err := l.check(); err != nil {
+		p.log.Warn("poll lease lost; stopping", "error", err)
+		return true, err
+	}
+	return false, nil
+}
+
+// fetchFailed ends the poll after a failed getupdates and returns the activity's error:
+// the activity ended, the worker stops, the lease was lost, the bot token is stale
+// (p.res.StaleToken) or iLink failed (p.res.UpstreamError).
+func (p *poller) fetchFailed(ctx context.Context, l *pollLease, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case workerStopping(ctx):
+		return nil
+	case l.check() != nil:
+		p.log.Warn("poll lease lost during a long poll; stopping", "error", l.check())
+		return l.check()
+	case ilink.IsStaleToken(err):
+		p.log.Warn("bot token is stale (-14)")
+		p.a.Metrics.Poll(p.in.AccountKey, metrics.PollStaleToken)
+		p.res.StaleToken = true
+		return nil
+	}
+	p.log.Warn("getupdates failed", "error", err)
+	p.res.UpstreamError = string(ilink.CodeOf(err))
+	if p.res.UpstreamError == "" {
+		p.res.UpstreamError = string(ilink.CodeOutcomeUnknown)
+	}
+	p.a.Metrics.Poll(p.in.AccountKey, p.res.UpstreamError)
+	return nil
 }
 
 // poller is the state of one PollAccount loop.

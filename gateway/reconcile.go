@@ -111,12 +111,52 @@ func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue
 // the attempt and resumes it, so a reply is neither failed by a restart elsewhere in the
 // fleet nor ever sent twice.
 func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client, opts ReconcileOptions) (ReconcileReport, error) {
-	var rep ReconcileReport
+	r, err := newReconciler(st, tc, opts)
+	if err != nil {
+		return ReconcileReport{}, err
+	}
+	// Every workflow id below is this installation's (or the legacy id of a workflow
+	// started before installation ids): another installation's workflows in the same
+	// namespace are never looked at.
+	r.inst, err = st.Installation(ctx)
+	if err != nil {
+		return r.rep, fmt.Errorf("reconcile: %w", err)
+	}
+	r.rep.Installation = r.inst.ID
+
+	r.recoverPending(ctx)
+	if err := r.ensurePollers(ctx); err != nil {
+		return r.rep, err
+	}
+	r.checkPaused(ctx)
+	if err := r.startWindows(ctx); err != nil {
+		return r.rep, err
+	}
+	return r.rep, errors.Join(r.errs...)
+}
+
+// reconciler is one reconcile under way: its checked options with their defaults, the
+// installation, the report so far and the errors that did not stop it.
+type reconciler struct {
+	st     *store.Store
+	tc     client.Client
+	opts   ReconcileOptions
+	acts   *activities.Activities
+	logger *slog.Logger
+	now    func() time.Time
+	inst   wfapi.Installation
+	rep    ReconcileReport
+	errs   []error
+}
+
+// newReconciler checks the options and resolves their defaults (the activities, the
+// logger, the clock).
+func newReconciler(st *store.Store, tc client.Client, opts ReconcileOptions) (*reconciler, error) {
 	if st == nil || tc == nil {
-		return rep, errors.New("reconcile: store and Temporal client are required")
+		return nil, errors.New("reconcile: store and Temporal client are required")
 	}
 	if opts.TaskQueue == "" {
-		return rep, errors.New("reconcile: task queue is empty")
+		return nil, errors.New("reconcile: task queue is empty")
 	}
 	acts := opts.Activities
 	if acts == nil {
@@ -127,7 +167,7 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 		actsQueue = wfapi.DefaultTaskQueue // the activities' default
 	}
 	if acts.Temporal == nil || actsQueue != opts.TaskQueue {
-		return rep, fmt.Errorf("reconcile: the activities must have a Temporal client and start workflows on task queue %s (not %s)", opts.TaskQueue, actsQueue)
+		return nil, fmt.Errorf("reconcile: the activities must have a Temporal client and start workflows on task queue %s (not %s)", opts.TaskQueue, actsQueue)
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -137,95 +177,104 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 	if now == nil {
 		now = time.Now
 	}
-	var errs []error
-	// Every workflow id below is this installation's (or the legacy id of a workflow
-	// started before installation ids): another installation's workflows in the same
-	// namespace are never looked at.
-	inst, err := st.Installation(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("reconcile: %w", err)
-	}
-	rep.Installation = inst.ID
+	return &reconciler{st: st, tc: tc, opts: opts, acts: acts, logger: logger, now: now}, nil
+}
 
-	n, left, err := recoverOrphans(ctx, st, tc, inst, now, opts.PendingGrace)
+// recoverPending releases the pending attempts orphaned by a crash (recoverOrphans); its
+// failure is recorded and the reconcile goes on.
+func (r *reconciler) recoverPending(ctx context.Context) {
+	n, left, err := recoverOrphans(ctx, r.st, r.tc, r.inst, r.now, r.opts.PendingGrace)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("recover pending attempts: %w", err))
+		r.errs = append(r.errs, fmt.Errorf("recover pending attempts: %w", err))
 	}
-	rep.RecoveredAttempts, rep.PendingLeft = n, left
+	r.rep.RecoveredAttempts, r.rep.PendingLeft = n, left
 	if n > 0 {
-		logger.Warn("released pending attempts orphaned by a crash", "attempts", n)
+		r.logger.Warn("released pending attempts orphaned by a crash", "attempts", n)
 	}
+}
 
-	active, err := st.ListAccounts(ctx, vocab.AccountActive)
+// ensurePollers makes sure every active account's poller runs (ensurePoller). It returns
+// the reconcile's error when it cannot go on: the accounts are unreadable or ctx ended.
+func (r *reconciler) ensurePollers(ctx context.Context) error {
+	active, err := r.st.ListAccounts(ctx, vocab.AccountActive)
 	if err != nil {
-		return rep, errors.Join(append(errs, fmt.Errorf("list active accounts: %w", err))...)
+		return errors.Join(append(r.errs, fmt.Errorf("list active accounts: %w", err))...)
 	}
-	rep.Accounts = len(active)
+	r.rep.Accounts = len(active)
 	for _, a := range active {
 		if ctx.Err() != nil {
-			return rep, errors.Join(append(errs, ctx.Err())...)
+			return errors.Join(append(r.errs, ctx.Err())...)
 		}
-		started, err := ensurePoller(ctx, tc, inst, acts, a)
+		started, err := ensurePoller(ctx, r.tc, r.inst, r.acts, a)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("poller of account %s: %w", a.AccountKey, err))
+			r.errs = append(r.errs, fmt.Errorf("poller of account %s: %w", a.AccountKey, err))
 			continue
 		}
 		if started {
-			rep.PollersStarted++
-			logger.Info("started account poller", "account", a.AccountKey, "generation", a.Generation)
+			r.rep.PollersStarted++
+			r.logger.Info("started account poller", "account", a.AccountKey, "generation", a.Generation)
 		} else {
-			rep.PollersSignalled++
+			r.rep.PollersSignalled++
 		}
 	}
+	return nil
+}
 
-	paused, err := st.ListAccounts(ctx, vocab.AccountPaused)
+// checkPaused reports the paused accounts whose poller is not running (nothing would
+// resume them); its failures are recorded and the reconcile goes on.
+func (r *reconciler) checkPaused(ctx context.Context) {
+	paused, err := r.st.ListAccounts(ctx, vocab.AccountPaused)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("list paused accounts: %w", err))
+		r.errs = append(r.errs, fmt.Errorf("list paused accounts: %w", err))
 	}
 	for _, a := range paused {
-		id, _, err := activities.RunningPoller(ctx, tc, inst, a.AccountKey)
+		id, _, err := activities.RunningPoller(ctx, r.tc, r.inst, a.AccountKey)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("poller of paused account %s: %w", a.AccountKey, err))
+			r.errs = append(r.errs, fmt.Errorf("poller of paused account %s: %w", a.AccountKey, err))
 			continue
 		}
 		if id == "" {
-			rep.PausedWithoutPoller = append(rep.PausedWithoutPoller, a.AccountKey)
-			logger.Warn("paused account has no running poller: nothing will resume it", "account", a.AccountKey)
+			r.rep.PausedWithoutPoller = append(r.rep.PausedWithoutPoller, a.AccountKey)
+			r.logger.Warn("paused account has no running poller: nothing will resume it", "account", a.AccountKey)
 		}
 	}
+}
 
-	windows, err := st.ListOpenWindows(ctx, "", maxReconciledWindows)
+// startWindows makes sure every open window has its ReplyWindow workflow (StartWindow). It
+// returns the reconcile's error when it cannot go on: the windows are unreadable or ctx ended.
+func (r *reconciler) startWindows(ctx context.Context) error {
+	windows, err := r.st.ListOpenWindows(ctx, "", maxReconciledWindows)
 	if err != nil {
-		return rep, errors.Join(append(errs, fmt.Errorf("list open windows: %w", err))...)
+		return errors.Join(append(r.errs, fmt.Errorf("list open windows: %w", err))...)
 	}
-	rep.Windows = len(windows)
+	r.rep.Windows = len(windows)
 	if len(windows) >= maxReconciledWindows {
-		rep.WindowsTruncated = true
-		logger.Warn("more open windows than one reconcile lists; the oldest were not checked", "listed", len(windows))
+		r.rep.WindowsTruncated = true
+		r.logger.Warn("more open windows than one reconcile lists; the oldest were not checked", "listed", len(windows))
 	}
 	for _, w := range windows {
 		if ctx.Err() != nil {
-			return rep, errors.Join(append(errs, ctx.Err())...)
+			return errors.Join(append(r.errs, ctx.Err())...)
 		}
-		outcome, err := activities.StartWindow(ctx, tc, opts.TaskQueue, inst.WindowWorkflowID(w.ReplyWindowID),
-			activities.WindowInput(activities.WindowRefOf(w), acts.Config.ReofferAfter, opts.Limits.MaxSends, nil))
+		outcome, err := activities.StartWindow(ctx, r.tc, r.opts.TaskQueue, r.inst.WindowWorkflowID(w.ReplyWindowID),
+			activities.WindowInput(activities.WindowRefOf(w), r.acts.Config.ReofferAfter, r.opts.Limits.MaxSends, nil))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
+			r.errs = append(r.errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
 			continue
 		}
 		switch outcome {
 		case activities.WindowStarted:
-			rep.WindowsStarted++
-			logger.Info("started reply window workflow", "window", w.ReplyWindowID, "account", w.AccountKey)
+			r.rep.WindowsStarted++
+			r.logger.Info("started reply window workflow", "window", w.ReplyWindowID, "account", w.AccountKey)
 		case activities.WindowRunning:
-			rep.WindowsRunning++
+			r.rep.WindowsRunning++
 		case activities.WindowClosed:
-			rep.WindowsClosed = append(rep.WindowsClosed, w.ReplyWindowID)
-			logger.Warn("open window's workflow already closed; not restarted (REJECT_DUPLICATE)",
+			r.rep.WindowsClosed = append(r.rep.WindowsClosed, w.ReplyWindowID)
+			r.logger.Warn("open window's workflow already closed; not restarted (REJECT_DUPLICATE)",
 				"window", w.ReplyWindowID, "account", w.AccountKey)
 		}
 	}
-	return rep, errors.Join(errs...)
+	return nil
 }
 
 // recoverOrphans recovers the pending attempts that no running window workflow owns any

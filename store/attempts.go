@@ -141,159 +141,248 @@ func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInpu
 	return s.reserve(ctx, now, in, false, &pacing)
 }
 
+// reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing): one
+// transaction whose locks and reads share a round trip, and whose writes travel with COMMIT.
 func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
-	if err := validNow(now); err != nil {
-		return PreparedSend{}, err
-	}
-	pc, err := s.validateContent(in.Content, in.Metadata)
+	r, err := s.newReservation(now, in, record, pacing)
 	if err != nil {
 		return PreparedSend{}, err
 	}
-	if len(in.RequestID) > 256 {
-		return PreparedSend{}, fail(vocab.CodeInvalidInput, "request id is too long")
-	}
-	var requestID *string
-	if in.RequestID != "" {
-		requestID = &in.RequestID
-	}
-	var out PreparedSend
 	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
-		row, err := findSession(ctx, q, in.Session)
+		prior, sendCtx, err := r.lockSession(ctx, q)
 		if err != nil {
 			return err
 		}
-		sess := row.AgentSession
-		if in.ReplyWindowID != 0 && sess.ReplyWindowID != in.ReplyWindowID {
-			return fail(vocab.CodeInvalidAgentSession, "the agent session belongs to another reply window")
-		}
-		// One round trip: the locks, the request's earlier attempt, the next send index
-		// and, when the send may start at once, what starting it needs.
-		locks := queueSessionLocks(ctx, q, row)
-		var prior *dbq.AttemptByRequestBatchResults
-		if requestID != nil {
-			prior = q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: sess.SourceMessageKey, RequestID: requestID}})
-		}
-		context := sessionSendContext(ctx, q, sess)
-		w, acct, lockErr := locks.check(now)
-		if lockErr != nil && !IsRuleViolation(lockErr) {
-			return lockErr
-		}
-		if prior != nil {
-			earlier, err := batchRow[dbq.SendAttempt](prior)
-			if err == nil {
-				if earlier.Fingerprint != pc.fingerprint {
-					return fail(vocab.CodeAttemptConflict, "request id was used for other content")
-				}
-				out.Attempt, err = attemptFrom(earlier)
-				if earlier.FailType == vocab.FailRefused {
-					out.Refused = vocab.Code(earlier.ErrorCode)
-				}
-				out.Window = windowFrom(w)
-				out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
-				return err
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-		}
-		reads, err := context.read()
-		if err != nil {
+		if found, err := r.earlierAttempt(prior); found || err != nil {
 			return err
 		}
-		index := reads.nextIndex
-		var refused vocab.Code
-		if lockErr != nil {
-			if !record || CodeOf(lockErr) != vocab.CodeReplyWindowExpired {
-				return lockErr
-			}
-			refused = vocab.CodeReplyWindowExpired
+		if err := r.decide(sendCtx); err != nil {
+			return err
 		}
-		if refused == "" && w.Reserved+w.Transmitted >= w.MaxSends {
-			if !record {
-				return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
-			}
-			refused = vocab.CodeReplyQuotaExhausted
-		}
-		if index >= maxSendIndex {
-			return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
-		}
-		startNow := false
-		if pacing != nil {
-			out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
-			out.InFlight = reads.peerSending
-			startNow = out.BlockedUntil == nil && !now.Before(out.NotBefore) && !out.InFlight
-		}
-
-		// One round trip: the window's counters, the attempt and, when it starts, the
-		// bot's last send.
-		status, failType, message := vocab.AttemptPending, "", ""
-		var counted *dbq.ReserveWindowSendBatchResults
-		var started *dbq.ReserveStartedWindowSendBatchResults
-		switch {
-		case refused != "":
-			status, failType = vocab.AttemptFailed, vocab.FailRefused
-			message = "refused before transmission: " + string(refused)
-		case startNow:
-			status = vocab.AttemptSending
-			started = q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
-				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
-		default:
-			counted = q.ReserveWindowSend(ctx, []dbq.ReserveWindowSendParams{{
-				Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
-		}
-		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
-			AttemptID: AttemptID(sess.SourceMessageKey, index), ClientMessageID: ClientMessageID(sess.SourceMessageKey, index),
-			SourceMessageKey: sess.SourceMessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID,
-			ReplyWindowID: w.ReplyWindowID, SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "agent",
-			ContentType: in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
-			Status: status, ErrorCode: string(refused), ErrorMessage: message, FailType: failType,
-			RequestID: requestID, Now: now,
-		}})
-		var touched *dbq.TouchLastSendBatchResults
-		if startNow {
-			touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
-		}
+		writes := r.queueWrites(ctx, q)
 		// Every decision is made, under the account's and the window's locks: COMMIT
 		// travels with the writes. Should the window's counters not move, the attempt is
 		// not recorded either (InsertSendAttempt checks), so nothing half is committed.
 		p.commitQueued()
-		switch {
-		case counted != nil:
-			w, err = batchRow[dbq.ReplyWindow](counted)
-		case started != nil:
-			w, err = batchRow[dbq.ReplyWindow](started)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fail(vocab.CodeAttemptConflict, "reservation lost its race")
-		}
-		if err != nil {
-			return err
-		}
-		a, err := batchRow[dbq.SendAttempt](inserted)
-		if err != nil {
-			return err
-		}
-		if touched != nil {
-			if err := batchExec(touched); err != nil {
-				return err
-			}
-		}
-		if out.Attempt, err = attemptFrom(a); err != nil {
-			return err
-		}
-		out.Refused = refused
-		out.Window = windowFrom(w)
-		if startNow {
-			acct.LastSendAt = &now
-			st, err := s.sendStart(out.Attempt, w, acct, reads)
-			if err != nil {
-				return err
-			}
-			out.Started = &st
-		}
-		return nil
+		return r.readWrites(writes)
 	})
-	return out, err
+	return r.out, err
+}
+
+// reservation is one reserve under way: its checked input, what its transaction read
+// and decided under the locks, and the outcome it fills.
+type reservation struct {
+	s         *Store
+	now       time.Time
+	in        ReplyInput
+	record    bool
+	pacing    *SendPacing
+	pc        preparedContent
+	requestID *string
+
+	sess    dbq.AgentSession
+	w       dbq.ReplyWindow
+	acct    dbq.Account
+	lockErr error // a rule the locks broke (recorded as a refusal or raised by decide)
+	reads   startRead
+	index   int32
+	refused vocab.Code
+	// startNow: the attempt starts in the reserving transaction (ReserveAndStart).
+	startNow bool
+
+	out PreparedSend
+}
+
+// newReservation checks a reply before anything is reserved: the clock, the content and
+// its metadata, the request id.
+func (s *Store) newReservation(now time.Time, in ReplyInput, record bool, pacing *SendPacing) (*reservation, error) {
+	if err := validNow(now); err != nil {
+		return nil, err
+	}
+	pc, err := s.validateContent(in.Content, in.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.RequestID) > 256 {
+		return nil, fail(vocab.CodeInvalidInput, "request id is too long")
+	}
+	r := &reservation{s: s, now: now, in: in, record: record, pacing: pacing, pc: pc}
+	if in.RequestID != "" {
+		r.requestID = &r.in.RequestID
+	}
+	return r, nil
+}
+
+// lockSession finds the session and, in one round trip, takes its locks, reads the
+// request's earlier attempt and queues the send context (next send index and, when the
+// send may start at once, what starting it needs). A rule the locks break is kept in
+// lockErr; only other failures are returned.
+func (r *reservation) lockSession(ctx context.Context, q *dbq.Queries) (*dbq.AttemptByRequestBatchResults, sendContext, error) {
+	row, err := findSession(ctx, q, r.in.Session)
+	if err != nil {
+		return nil, sendContext{}, err
+	}
+	r.sess = row.AgentSession
+	if r.in.ReplyWindowID != 0 && r.sess.ReplyWindowID != r.in.ReplyWindowID {
+		return nil, sendContext{}, fail(vocab.CodeInvalidAgentSession, "the agent session belongs to another reply window")
+	}
+	locks := queueSessionLocks(ctx, q, row)
+	var prior *dbq.AttemptByRequestBatchResults
+	if r.requestID != nil {
+		prior = q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: r.sess.SourceMessageKey, RequestID: r.requestID}})
+	}
+	sendCtx := sessionSendContext(ctx, q, r.sess)
+	r.w, r.acct, r.lockErr = locks.check(r.now)
+	if r.lockErr != nil && !IsRuleViolation(r.lockErr) {
+		return nil, sendContext{}, r.lockErr
+	}
+	return prior, sendCtx, nil
+}
+
+// earlierAttempt reads the attempt the request id already made (prior, nil without a
+// request id). found reports that there is one: the outcome holds it (with err, if any)
+// and nothing is reserved again.
+func (r *reservation) earlierAttempt(prior *dbq.AttemptByRequestBatchResults) (found bool, err error) {
+	if prior == nil {
+		return false, nil
+	}
+	earlier, err := batchRow[dbq.SendAttempt](prior)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if earlier.Fingerprint != r.pc.fingerprint {
+		return true, fail(vocab.CodeAttemptConflict, "request id was used for other content")
+	}
+	r.out.Attempt, err = attemptFrom(earlier)
+	if earlier.FailType == vocab.FailRefused {
+		r.out.Refused = vocab.Code(earlier.ErrorCode)
+	}
+	r.out.Window = windowFrom(r.w)
+	r.out.NotBefore, r.out.BlockedUntil = pacedStart(r.now, r.acct, r.pacing)
+	return true, err
+}
+
+// decide reads the send context and decides the reservation under the locks: its send
+// index, whether it is refused (expired window or exhausted quota, recorded as a failed
+// attempt when record allows it, else raised) and, with pacing, whether it starts now.
+func (r *reservation) decide(sendCtx sendContext) error {
+	reads, err := sendCtx.read()
+	if err != nil {
+		return err
+	}
+	r.reads, r.index = reads, reads.nextIndex
+	if r.lockErr != nil {
+		if !r.record || CodeOf(r.lockErr) != vocab.CodeReplyWindowExpired {
+			return r.lockErr
+		}
+		r.refused = vocab.CodeReplyWindowExpired
+	}
+	w := r.w
+	if r.refused == "" && w.Reserved+w.Transmitted >= w.MaxSends {
+		if !r.record {
+			return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+		}
+		r.refused = vocab.CodeReplyQuotaExhausted
+	}
+	if r.index >= maxSendIndex {
+		return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
+	}
+	if r.pacing != nil {
+		r.out.NotBefore, r.out.BlockedUntil = pacedStart(r.now, r.acct, r.pacing)
+		r.out.InFlight = reads.peerSending
+		r.startNow = r.out.BlockedUntil == nil && !r.now.Before(r.out.NotBefore) && !r.out.InFlight
+	}
+	return nil
+}
+
+// reservationWrites are the results of a reservation's queued writes: the window's
+// counters (counted, or started when the attempt starts at once; neither for a refusal),
+// the attempt and, when it starts, the bot's last send.
+type reservationWrites struct {
+	counted  *dbq.ReserveWindowSendBatchResults
+	started  *dbq.ReserveStartedWindowSendBatchResults
+	inserted *dbq.InsertSendAttemptBatchResults
+	touched  *dbq.TouchLastSendBatchResults
+}
+
+// queueWrites queues the reservation's writes, to travel in one round trip: the window's
+// counters, the attempt and, when it starts, the bot's last send.
+func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservationWrites {
+	var out reservationWrites
+	w, sess, pc, now := r.w, r.sess, r.pc, r.now
+	status, failType, message := vocab.AttemptPending, "", ""
+	switch {
+	case r.refused != "":
+		status, failType = vocab.AttemptFailed, vocab.FailRefused
+		message = "refused before transmission: " + string(r.refused)
+	case r.startNow:
+		status = vocab.AttemptSending
+		out.started = q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
+			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+	default:
+		out.counted = q.ReserveWindowSend(ctx, []dbq.ReserveWindowSendParams{{
+			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+	}
+	index := r.index
+	out.inserted = q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
+		AttemptID: AttemptID(sess.SourceMessageKey, index), ClientMessageID: ClientMessageID(sess.SourceMessageKey, index),
+		SourceMessageKey: sess.SourceMessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID,
+		ReplyWindowID: w.ReplyWindowID, SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "agent",
+		ContentType: r.in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
+		Status: status, ErrorCode: string(r.refused), ErrorMessage: message, FailType: failType,
+		RequestID: r.requestID, Now: now,
+	}})
+	if r.startNow {
+		out.touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
+	}
+	return out
+}
+
+// readWrites reads the results of the queued writes (sent with COMMIT) in the order they
+// were queued and fills the outcome: the attempt, the window after it and, when the
+// attempt started, what transmitting it needs.
+func (r *reservation) readWrites(writes reservationWrites) error {
+	w := r.w
+	var err error
+	switch {
+	case writes.counted != nil:
+		w, err = batchRow[dbq.ReplyWindow](writes.counted)
+	case writes.started != nil:
+		w, err = batchRow[dbq.ReplyWindow](writes.started)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fail(vocab.CodeAttemptConflict, "reservation lost its race")
+	}
+	if err != nil {
+		return err
+	}
+	a, err := batchRow[dbq.SendAttempt](writes.inserted)
+	if err != nil {
+		return err
+	}
+	if writes.touched != nil {
+		if err := batchExec(writes.touched); err != nil {
+			return err
+		}
+	}
+	if r.out.Attempt, err = attemptFrom(a); err != nil {
+		return err
+	}
+	r.out.Refused = r.refused
+	r.out.Window = windowFrom(w)
+	if r.startNow {
+		acct := r.acct
+		acct.LastSendAt = &r.now
+		st, err := r.s.sendStart(r.out.Attempt, w, acct, r.reads)
+		if err != nil {
+			return err
+		}
+		r.out.Started = &st
+	}
+	return nil
 }
 
 // pacedStart is the one pacing rule: when a bot's next send may start (its last send
