@@ -32,7 +32,12 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
+func TestMain(m *testing.M) {
+	testkit.WaitingParallel(8)
+	code := devserver.Main(m)
+	removeWorkerBinary()
+	os.Exit(code)
+}
 
 var keyring = testkit.Keyring
 

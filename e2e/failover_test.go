@@ -18,6 +18,7 @@ const failoverWithin = 60 * time.Second
 // worker's lease supervisor finds the expired lease, the poller replaces its dead poll
 // activity, and a message sent after the kill is stored and answered by the survivor.
 func TestAnotherWorkerResumesADeadWorkersBotWithinAMinute(t *testing.T) {
+	t.Parallel()
 	rig := newProcRig(t, 2*time.Second, store.DefaultLimits())
 	s, pool, ctl, tap, bot, acct, bin := rig.system, rig.pool, rig.ctl, rig.tap, rig.bot, rig.acct, rig.bin
 	// The default lease ttl and poll session: what an operator runs.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +50,43 @@ type procRig struct {
 	dbProxy *tcpproxy.Proxy
 }
 
+// builtWorker is the worker command, built once for the test binary's process tests.
+var builtWorker struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// workerBinary returns the worker command built from ../worker, building it on first use.
+func workerBinary(t *testing.T) string {
+	t.Helper()
+	builtWorker.once.Do(func() {
+		if builtWorker.dir, builtWorker.err = os.MkdirTemp("", "ilinkflow-e2e-worker-"); builtWorker.err != nil {
+			return
+		}
+		bin := filepath.Join(builtWorker.dir, "worker")
+		build := exec.Command("go", "build", "-o", bin, "../worker")
+		build.Env = os.Environ()
+		if out, err := build.CombinedOutput(); err != nil {
+			builtWorker.err = fmt.Errorf("build the worker: %w\n%s", err, out)
+			return
+		}
+		builtWorker.bin = bin
+	})
+	if builtWorker.err != nil {
+		t.Fatal(builtWorker.err)
+	}
+	return builtWorker.bin
+}
+
+// removeWorkerBinary removes the worker built by workerBinary (TestMain, after the tests).
+func removeWorkerBinary() {
+	if builtWorker.dir != "" {
+		_ = os.RemoveAll(builtWorker.dir)
+	}
+}
+
 // procRigOptions are the parts a process test may ask for beyond the common ones.
 type procRigOptions struct {
 	Restartable bool // a private dev server with a database file, restartable with its state
@@ -62,12 +100,7 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 
 func newProcRigWith(t *testing.T, longPollHold time.Duration, limits store.Limits, opts procRigOptions) *procRig {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, "../worker")
-	build.Env = os.Environ()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the worker: %v\n%s", err, out)
-	}
+	bin := workerBinary(t)
 	var dev *devserver.Server
 	if opts.Restartable {
 		var err error

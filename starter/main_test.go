@@ -3,12 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
+
+// TestMain lets the CLI's tests wait together: they mostly wait on dev servers, worker
+// processes and a user typing at human speed.
+func TestMain(m *testing.M) {
+	testkit.WaitingParallel(8)
+	os.Exit(m.Run())
+}
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()

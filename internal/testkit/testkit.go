@@ -4,7 +4,9 @@ package testkit
 import (
 	"bytes"
 	"encoding/base64"
+	"flag"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -67,4 +69,23 @@ func Eventually(tb testing.TB, what string, within time.Duration, cond func() (b
 		<-tick.C
 	}
 	tb.Fatalf("%s: not reached within %v (last error: %v)", what, within, last)
+}
+
+// WaitingParallel sets how many of a package's parallel tests run at once to n, unless
+// -test.parallel was given. It is for packages whose tests mostly wait (Temporal timers,
+// worker processes, simulated users typing at human speed) rather than compute: the
+// default, one test per CPU, would leave a 2-core machine idle while two of them sleep.
+// Each such test has its own schema, namespace, task queue and simulator, so they do not
+// share state. Call it from TestMain before m.Run.
+func WaitingParallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(fmt.Sprintf("testkit: set -test.parallel: %v", err)) // a test binary always has the flag
+		}
+	}
 }
