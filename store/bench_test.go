@@ -5,10 +5,13 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
@@ -18,6 +21,10 @@ import (
 // benchAccounts are the concurrency levels: one poller, and sixteen accounts committing
 // (or sending) at once, each goroutine with its own bot, as one worker process would.
 var benchAccounts = []int{1, 16}
+
+// benchWarmup is how long the workers run untimed before the measured ops: the seed's
+// benchmark warms up for one second (its --warmup=1 in the side-by-side comparison).
+const benchWarmup = time.Second
 
 // benchWorker is one account's loop body. prepare (optional) runs before each op, outside
 // the latency sample (it is still inside the wall clock the throughput is computed from);
@@ -35,32 +42,48 @@ type benchWorker struct {
 //     are), summed over the workers;
 //   - "wall_" + unit: items per wall-clock second, prepare included;
 //   - p50_ms and p99_ms: the op latency percentiles.
-func benchRun(b *testing.B, workers []benchWorker, unit string) {
+func benchRun(b *testing.B, e *env, workers []benchWorker, unit string) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, len(workers))
 	items := make([]int, len(workers))
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
-	// Warm-up, untimed: one op per worker at once, so that the pool holds a connection
-	// per worker with its statements prepared before anything is measured.
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if w.prepare != nil {
-				if errs[i] = w.prepare(); errs[i] != nil {
-					return
+	// Warm-up, untimed, all workers at once (at least one op each), for benchWarmup in
+	// all, as the seed's benchmark warms up for a second before it measures. Half way,
+	// the schema's statistics are gathered (analyzeSchema); the second half then lets
+	// PostgreSQL settle on the plans of every connection's prepared statements again (it
+	// plans a statement's first five executions on a connection one by one before it
+	// considers a generic plan, and the statistics reset that).
+	warmUp := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for i, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for first := true; first || time.Now().Before(end); first = false {
+					if w.prepare != nil {
+						if errs[i] = w.prepare(); errs[i] != nil {
+							return
+						}
+					}
+					if _, errs[i] = w.op(); errs[i] != nil {
+						return
+					}
 				}
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				b.Fatalf("worker %d warm-up: %v", i, err)
 			}
-			_, errs[i] = w.op()
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			b.Fatalf("worker %d warm-up: %v", i, err)
 		}
 	}
+	warmUp(benchWarmup / 2)
+	if err := analyzeSchema(e); err != nil {
+		b.Fatal(err)
+	}
+	warmUp(benchWarmup / 2)
 	b.ResetTimer()
 	start := time.Now()
 	for i, w := range workers {
@@ -112,6 +135,26 @@ func benchRun(b *testing.B, workers []benchWorker, unit string) {
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "wall_"+unit)
 	b.ReportMetric(benchPercentile(all, 0.50), "p50_ms")
 	b.ReportMetric(benchPercentile(all, 0.99), "p99_ms")
+}
+
+// analyzeSchema gathers the statistics of the benchmark schema's tables, as autovacuum
+// does within a minute of a table's first rows in production. The schema is emptied for
+// each benchmark, so without it PostgreSQL would plan the warm-up's statements for empty
+// tables and keep those plans (a sequential scan of a conversation's history where an
+// index lookup belongs), and a page would cost more the longer the benchmark ran.
+func analyzeSchema(e *env) error {
+	rows, err := e.pool.Query(e.ctx, "SELECT format('%I', tablename) FROM pg_tables WHERE schemaname = current_schema()")
+	if err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	if _, err := e.pool.Exec(e.ctx, "ANALYZE "+strings.Join(tables, ", ")); err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	return nil
 }
 
 // benchPercentile is the nearest-rank percentile of sorted durations, in milliseconds.
@@ -173,7 +216,7 @@ func benchCommitPages(b *testing.B, size int) {
 					},
 				}
 			}
-			benchRun(b, workers, "messages/s")
+			benchRun(b, e, workers, "messages/s")
 		})
 	}
 }
@@ -288,7 +331,7 @@ func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, tok seali
 					},
 				}
 			}
-			benchRun(b, workers, "sends/s")
+			benchRun(b, e, workers, "sends/s")
 		})
 	}
 }
