@@ -205,15 +205,33 @@ func (s *Server) Restart(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	dev, err := s.start(ctx, s.HostPort)
+	if err == nil {
+		s.dev = dev
+	}
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	s.dev = dev
-	// Client (dialed to the first process) reconnects by itself; the new process's own
-	// client is closed by Halt or Stop.
-	return nil
+	// Client (dialed to the first process) reconnects by itself, but only after its
+	// connection's back-off since the refusals while the server was down: Restart returns
+	// once it answers, so that a caller's next call through it does not fail. The new
+	// process's own client is closed by Halt or Stop.
+	for {
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.Client.CheckHealth(hctx, &client.CheckHealthRequest{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("devserver: restarted, but its client does not reach it: %w", err)
+		case <-t.C:
+		}
+	}
 }
 
 // Stop closes the client and stops the server, waiting for the process to exit. It is

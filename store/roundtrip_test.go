@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 
 // roundTrips counts what a connection sends to PostgreSQL and waits for: every plain
 // statement (BEGIN and COMMIT included) is one round trip, every batch is one, and every
-// prepare (a statement the connection has not seen yet) is one.
+// prepare (a statement the connection has not seen yet) is one. It counts transactions
+// too: every COMMIT (sent alone or queued in a batch) and every statement sent outside a
+// transaction.
 type roundTrips struct {
 	mu       sync.Mutex
 	trips    int
@@ -62,8 +65,11 @@ func (r *roundTrips) end() {
 	}
 }
 
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.add(d.SQL == "commit")
+// TraceQueryStart counts a plain statement as a transaction when it is COMMIT, or when it
+// runs outside a transaction (then it is a transaction of its own).
+func (r *roundTrips) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	autocommit := c.PgConn().TxStatus() == 'I' && !strings.EqualFold(strings.TrimSpace(d.SQL), "begin")
+	r.add(d.SQL == "commit" || autocommit)
 	return ctx
 }
 
