@@ -34,7 +34,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// Shape of the crash run. The stream of 1,000 messages lasts about 2.5 minutes; the
+// Shape of the crash run. The stream of 1,000 messages lasts about 75 seconds; the
 // killer kills at random moments while it runs (and until crashMinKills kills happened),
 // restarting the worker each time with the same configuration. Two faults come at their
 // own moments, when no kill is under way: a PostgreSQL outage of crashOutage (the
@@ -45,8 +45,8 @@ const (
 	crashMessages      = 1000
 	crashMinKills      = 5
 	crashMaxBatch      = 4
-	crashGapMin        = 100 * time.Millisecond // between batches: crashGapMin + [0, crashGapRand)
-	crashGapRand       = 400 * time.Millisecond
+	crashGapMin        = 50 * time.Millisecond // between batches: crashGapMin + [0, crashGapRand)
+	crashGapRand       = 250 * time.Millisecond
 	crashOutage        = 20 * time.Second
 	crashOutageAt      = 300
 	crashTemporalDown  = 5 * time.Second
