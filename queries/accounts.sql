@@ -72,3 +72,11 @@ UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz WHERE account_key 
 -- name: BlockSends :execrows
 UPDATE accounts SET sends_blocked_until = sqlc.arg(until)::timestamptz, updated_at = sqlc.arg(now)
 WHERE account_key = sqlc.arg(account_key);
+
+-- name: LockAccountOfWindow :batchone
+-- LockAccount for the account of a reply window, so that it travels in the round trip
+-- that locks the window (the account first: the store's lock order).
+SELECT accounts.* FROM accounts
+WHERE accounts.account_key = (
+    SELECT reply_windows.account_key FROM reply_windows WHERE reply_windows.reply_window_id = sqlc.arg(reply_window_id))
+FOR NO KEY UPDATE OF accounts;

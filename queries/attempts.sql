@@ -72,3 +72,29 @@ SELECT
 FROM (SELECT 1) AS one
 LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = sqlc.arg(reply_window_id)
 LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = sqlc.arg(account_key);
+
+-- name: AttemptByRequestOfWindow :batchone
+-- AttemptByRequest for the message of a reply window, so that it travels in the round trip
+-- that reads the window.
+SELECT send_attempts.* FROM send_attempts
+WHERE send_attempts.source_message_key = (
+    SELECT reply_windows.source_message_key FROM reply_windows WHERE reply_windows.reply_window_id = sqlc.arg(reply_window_id))
+  AND send_attempts.request_id = sqlc.arg(request_id);
+
+-- name: SendContextOfWindow :batchone
+-- SendContext for a reply window's send, keyed by the window alone (its message, account
+-- and peer come from its row), so that it travels in the round trip that locks the window.
+SELECT
+    (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
+     WHERE attempt.source_message_key = w.source_message_key)::integer AS next_index,
+    EXISTS (SELECT 1 FROM send_attempts AS sending
+            WHERE sending.account_key = w.account_key AND sending.peer_id = w.peer_id
+              AND sending.status = 'sending') AS peer_sending,
+    window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
+    window_secret.ciphertext AS window_ciphertext,
+    account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
+    account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
+FROM reply_windows AS w
+LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = w.reply_window_id
+LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = w.account_key
+WHERE w.reply_window_id = sqlc.arg(reply_window_id);

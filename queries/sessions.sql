@@ -22,3 +22,17 @@ SELECT sqlc.embed(agent_sessions), inbound.status AS message_status
 FROM agent_sessions
 JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
 WHERE agent_sessions.session_id = $1;
+
+-- name: SessionByIDInBatch :batchone
+-- SessionByID as a batch query, to travel with the locks it is checked against.
+SELECT sqlc.embed(agent_sessions), inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.session_id = $1;
+
+-- name: SessionByTokenHashInBatch :batchone
+-- SessionByTokenHash as a batch query, to travel with the locks it is checked against.
+SELECT sqlc.embed(agent_sessions), inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.token_hash = $1;

@@ -215,38 +215,74 @@ func (s *Store) newReservation(now time.Time, in ReplyInput, record bool, pacing
 
 // lockSession finds the session and, in one round trip, takes its locks, reads the
 // request's earlier attempt and queues the send context (next send index and, when the
-// send may start at once, what starting it needs). A rule the locks break is kept in
-// lockErr; only other failures are returned.
-func (r *reservation) lockSession(ctx context.Context, q *dbq.Queries) (*dbq.AttemptByRequestBatchResults, sendContext, error) {
+// send may start at once, what starting it needs). When the caller names the window (the
+// Send activity does), the session's read travels in that round trip too: the locks and
+// reads are keyed by the window, and the session is checked against it as always. A rule
+// the locks break is kept in lockErr; only other failures are returned.
+func (r *reservation) lockSession(ctx context.Context, q *dbq.Queries) (attemptRead, sendContext, error) {
+	if r.in.ReplyWindowID != 0 {
+		return r.lockWindowSession(ctx, q)
+	}
 	row, err := findSession(ctx, q, r.in.Session)
 	if err != nil {
 		return nil, sendContext{}, err
 	}
 	r.sess = row.AgentSession
-	if r.in.ReplyWindowID != 0 && r.sess.ReplyWindowID != r.in.ReplyWindowID {
-		return nil, sendContext{}, fail(vocab.CodeInvalidAgentSession, "the agent session belongs to another reply window")
-	}
 	locks := queueSessionLocks(ctx, q, row)
-	var prior *dbq.AttemptByRequestBatchResults
+	var prior attemptRead
 	if r.requestID != nil {
-		prior = q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: r.sess.SourceMessageKey, RequestID: r.requestID}})
+		b := q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: r.sess.SourceMessageKey, RequestID: r.requestID}})
+		prior = func() (dbq.SendAttempt, error) { return batchRow[dbq.SendAttempt](b) }
 	}
 	sendCtx := sessionSendContext(ctx, q, r.sess)
+	return prior, sendCtx, r.checkLocks(locks)
+}
+
+// lockWindowSession is lockSession for a named window: one round trip for the session,
+// the account's and the window's locks, the earlier attempt and the send context.
+func (r *reservation) lockWindowSession(ctx context.Context, q *dbq.Queries) (attemptRead, sendContext, error) {
+	wid := r.in.ReplyWindowID
+	session := queueSession(ctx, q, r.in.Session)
+	locks := queueWindowLocks(ctx, q, wid)
+	var prior attemptRead
+	if r.requestID != nil {
+		b := q.AttemptByRequestOfWindow(ctx, []dbq.AttemptByRequestOfWindowParams{{ReplyWindowID: wid, RequestID: r.requestID}})
+		prior = func() (dbq.SendAttempt, error) { return batchRow[dbq.SendAttempt](b) }
+	}
+	sendCtx := windowSendContext(ctx, q, wid)
+	row, err := session()
+	if err != nil {
+		return nil, sendContext{}, err
+	}
+	r.sess = row.AgentSession
+	if r.sess.ReplyWindowID != wid {
+		return nil, sendContext{}, fail(vocab.CodeInvalidAgentSession, "the agent session belongs to another reply window")
+	}
+	locks.row = row
+	return prior, sendCtx, r.checkLocks(locks)
+}
+
+// checkLocks reads the session's locks and checks them (sessionLocks.check), keeping a
+// broken rule in lockErr; only other failures are returned.
+func (r *reservation) checkLocks(locks sessionLocks) error {
 	r.w, r.acct, r.lockErr = locks.check(r.now)
 	if r.lockErr != nil && !IsRuleViolation(r.lockErr) {
-		return nil, sendContext{}, r.lockErr
+		return r.lockErr
 	}
-	return prior, sendCtx, nil
+	return nil
 }
+
+// attemptRead reads a queued attempt lookup (nil: nothing was looked up).
+type attemptRead func() (dbq.SendAttempt, error)
 
 // earlierAttempt reads the attempt the request id already made (prior, nil without a
 // request id). found reports that there is one: the outcome holds it (with err, if any)
 // and nothing is reserved again.
-func (r *reservation) earlierAttempt(prior *dbq.AttemptByRequestBatchResults) (found bool, err error) {
+func (r *reservation) earlierAttempt(prior attemptRead) (found bool, err error) {
 	if prior == nil {
 		return false, nil
 	}
-	earlier, err := batchRow[dbq.SendAttempt](prior)
+	earlier, err := prior()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -403,7 +439,7 @@ func pacedStart(now time.Time, a dbq.Account, pacing *SendPacing) (notBefore tim
 // sendContext is what reserving and starting a send reads besides its locks (one
 // statement, queued with them).
 type sendContext struct {
-	row *dbq.SendContextBatchResults
+	row func() (dbq.SendContextRow, error)
 }
 
 type startRead struct {
@@ -414,8 +450,19 @@ type startRead struct {
 }
 
 func queueSendContext(ctx context.Context, q *dbq.Queries, sourceMessageKey, accountKey, peerID string, windowID int64) sendContext {
-	return sendContext{row: q.SendContext(ctx, []dbq.SendContextParams{{SourceMessageKey: sourceMessageKey,
-		AccountKey: accountKey, PeerID: peerID, ReplyWindowID: windowID}})}
+	b := q.SendContext(ctx, []dbq.SendContextParams{{SourceMessageKey: sourceMessageKey,
+		AccountKey: accountKey, PeerID: peerID, ReplyWindowID: windowID}})
+	return sendContext{row: func() (dbq.SendContextRow, error) { return batchRow[dbq.SendContextRow](b) }}
+}
+
+// windowSendContext is queueSendContext keyed by the window alone (its message, account
+// and peer from its row).
+func windowSendContext(ctx context.Context, q *dbq.Queries, windowID int64) sendContext {
+	b := q.SendContextOfWindow(ctx, []int64{windowID})
+	return sendContext{row: func() (dbq.SendContextRow, error) {
+		r, err := batchRow[dbq.SendContextOfWindowRow](b)
+		return dbq.SendContextRow(r), err
+	}}
 }
 
 // sessionSendContext is queueSendContext for a session's send.
@@ -424,7 +471,7 @@ func sessionSendContext(ctx context.Context, q *dbq.Queries, sess dbq.AgentSessi
 }
 
 func (c sendContext) read() (startRead, error) {
-	r, err := batchRow[dbq.SendContextRow](c.row)
+	r, err := c.row()
 	if err != nil {
 		return startRead{}, err
 	}

@@ -488,3 +488,53 @@ func TestSentCountsOnlyTheSendsILinkAccepted(t *testing.T) {
 		t.Fatalf("after an accepted reply: %v %v, want window %d: 1", sent, err, id)
 	}
 }
+
+// A send that names its window (the Send activity's path, where the session is read in
+// the round trip of the window's locks) keeps every session rule: a session of another
+// window, an unknown or malformed session id and a closed session are refused with
+// nothing written, a retry by request id finds its attempt, and an invalid token never
+// reaches a window it names.
+func TestASendNamingItsWindowKeepsTheSessionRulesAndWritesNothingWhenRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	first, tok := e.deliver(b, "hello")
+	sess, err := e.store.ValidateSession(e.ctx, t0, store.ByToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.register()
+	otherRes, _ := e.deliver(other, "another bot's message")
+	before := e.digest()
+	for name, in := range map[string]store.ReplyInput{
+		"a session of another window": {Session: store.BySessionID(sess.SessionID), ReplyWindowID: otherRes.Deliverable.ReplyWindowID},
+		"an unknown session id":       {Session: store.BySessionID("6f1c1f7e-0000-4000-8000-000000000000"), ReplyWindowID: first.Deliverable.ReplyWindowID},
+		"a malformed session id":      {Session: store.BySessionID("not-a-uuid"), ReplyWindowID: first.Deliverable.ReplyWindowID},
+		"no session":                  {ReplyWindowID: first.Deliverable.ReplyWindowID},
+		"a wrong token":               {Session: store.ByToken(sealing.NewSecret("not-a-session-token")), ReplyWindowID: first.Deliverable.ReplyWindowID},
+	} {
+		in.Content = text("refused: " + name)
+		if _, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{}); store.CodeOf(err) != vocab.CodeInvalidAgentSession {
+			t.Errorf("%s: %v, want %s", name, err, vocab.CodeInvalidAgentSession)
+		}
+	}
+	e.unchanged(before)
+
+	in := store.ReplyInput{Session: store.BySessionID(sess.SessionID), ReplyWindowID: first.Deliverable.ReplyWindowID,
+		Content: text("once"), RequestID: "activity:run/7"}
+	prep, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{})
+	if err != nil || prep.Started == nil {
+		t.Fatalf("send naming its window: %+v %v", prep, err)
+	}
+	again, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{})
+	if err != nil || again.Attempt.AttemptID != prep.Attempt.AttemptID || again.Started != nil {
+		t.Fatalf("retry by request id: %+v %v, want the attempt %s found, not started again", again, err, prep.Attempt.AttemptID)
+	}
+	if _, err := e.store.FinishMessage(e.ctx, t0, first.Deliverable.MessageKey, vocab.MessageHandled, ""); err != nil {
+		t.Fatal(err)
+	}
+	in.RequestID, in.Content = "activity:run/8", text("after handled")
+	if _, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{}); store.CodeOf(err) != vocab.CodeInvalidAgentSession {
+		t.Fatalf("closed session: %v, want %s", err, vocab.CodeInvalidAgentSession)
+	}
+}

@@ -232,11 +232,12 @@ func BenchmarkCommitPage10(b *testing.B) { benchCommitPages(b, 10) }
 func BenchmarkCommitPage100(b *testing.B) { benchCommitPages(b, 100) }
 
 // BenchmarkReserveStartComplete measures one send's bookkeeping on the path the Send
-// activity takes when no pacing wait separates reserve and start: ReserveAndStart (one
-// transaction: reserve, start, and what transmitting needs) and CompleteSend (one
-// transaction, returning the window's sends left), per op.
+// activity takes when no pacing wait separates reserve and start: ReserveAndStart with the
+// session's id, its window and a request id, as the activity calls it (one transaction:
+// reserve, start, and what transmitting needs), and CompleteSend (one transaction,
+// returning the window's sends left), per op.
 // BenchmarkReserveThenStartComplete measures the three-transaction path (reserve; start
-// after a pacing wait; complete).
+// after a pacing wait; complete), by session token.
 //
 // Quota: the default quota is 10 sends per window, which would make every tenth op pay
 // for a page commit and a session. The store is instead built with newEnvWith and
@@ -245,8 +246,11 @@ func BenchmarkCommitPage100(b *testing.B) { benchCommitPages(b, 100) }
 // over to a new message, window and session only every 1000 sends. The roll-over runs in
 // prepare: outside the latency sample, inside the wall clock of sends/s.
 func BenchmarkReserveStartComplete(b *testing.B) {
-	benchSends(b, func(e *env, now time.Time, tok sealing.Secret) (store.Attempt, error) {
-		prep, err := e.store.ReserveAndStart(e.ctx, now, storeReply(tok, "benchmark reply"), store.SendPacing{})
+	var ops atomic.Int64
+	benchSends(b, func(e *env, now time.Time, ref benchSession) (store.Attempt, error) {
+		prep, err := e.store.ReserveAndStart(e.ctx, now, store.ReplyInput{Session: store.BySessionID(ref.id),
+			ReplyWindowID: ref.window, RequestID: "activity:bench/" + strconv.FormatInt(ops.Add(1), 10),
+			Content: text("benchmark reply")}, store.SendPacing{})
 		if err != nil {
 			return store.Attempt{}, fmt.Errorf("reserve and start: %w", err)
 		}
@@ -260,21 +264,28 @@ func BenchmarkReserveStartComplete(b *testing.B) {
 // BenchmarkReserveThenStartComplete is BenchmarkReserveStartComplete with the reservation
 // and the start in two transactions (the path after a pacing wait).
 func BenchmarkReserveThenStartComplete(b *testing.B) {
-	benchSends(b, func(e *env, now time.Time, tok sealing.Secret) (store.Attempt, error) {
-		a, err := e.store.ReserveReply(e.ctx, now, storeReply(tok, "benchmark reply"))
+	benchSends(b, func(e *env, now time.Time, ref benchSession) (store.Attempt, error) {
+		a, err := e.store.ReserveReply(e.ctx, now, storeReply(ref.tok, "benchmark reply"))
 		if err != nil {
 			return store.Attempt{}, fmt.Errorf("reserve: %w", err)
 		}
-		if _, err := e.store.StartReply(e.ctx, now, store.ByToken(tok), a.AttemptID); err != nil {
+		if _, err := e.store.StartReply(e.ctx, now, store.ByToken(ref.tok), a.AttemptID); err != nil {
 			return store.Attempt{}, fmt.Errorf("start: %w", err)
 		}
 		return a, nil
 	})
 }
 
+// benchSession is the agent session a benchmark worker sends through.
+type benchSession struct {
+	tok    sealing.Secret
+	id     string
+	window int64
+}
+
 // benchSends runs sends whose reservation and start are made by reserveStart, each then
 // completed as sent.
-func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, tok sealing.Secret) (store.Attempt, error)) {
+func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, ref benchSession) (store.Attempt, error)) {
 	limits := store.DefaultLimits()
 	limits.MaxSends = 1000
 	for _, accounts := range benchAccounts {
@@ -283,7 +294,7 @@ func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, tok seali
 			workers := make([]benchWorker, accounts)
 			for i := range workers {
 				bt := e.register()
-				var tok sealing.Secret
+				var ref benchSession
 				left := int32(0) // sends left in the current window
 				windows := 0
 				workers[i] = benchWorker{
@@ -307,17 +318,19 @@ func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, tok seali
 							return fmt.Errorf("window %d: nothing deliverable", windows)
 						}
 						bt.cursor = next
-						tok = sealing.NewSecret(fmt.Sprintf("bench-session-%s-%d", bt.key, windows))
-						if _, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{
-							ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+						tok := sealing.NewSecret(fmt.Sprintf("bench-session-%s-%d", bt.key, windows))
+						sess, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{
+							ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok})
+						if err != nil {
 							return err
 						}
+						ref = benchSession{tok: tok, id: sess.SessionID, window: res.Deliverable.ReplyWindowID}
 						left = limits.MaxSends
 						return nil
 					},
 					op: func() (int, error) {
 						now := t0.Add(time.Duration(windows) * time.Second)
-						a, err := reserveStart(e, now, tok)
+						a, err := reserveStart(e, now, ref)
 						if err != nil {
 							return 0, err
 						}

@@ -116,22 +116,76 @@ func findSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (dbq.Sessi
 	return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is required")
 }
 
+// queueSession queues findSession's read as a batch query, so that it travels with the
+// statements queued after it; read returns what findSession would.
+func queueSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (read func() (dbq.SessionByTokenHashRow, error)) {
+	invalid := func(err error) (dbq.SessionByTokenHashRow, error) {
+		return dbq.SessionByTokenHashRow{}, notFound(err, vocab.CodeInvalidAgentSession, "agent session is not valid")
+	}
+	switch {
+	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
+		b := q.SessionByTokenHashInBatch(ctx, [][]byte{tokenHash(ref.Token.Reveal())})
+		return func() (dbq.SessionByTokenHashRow, error) {
+			r, err := batchRow[dbq.SessionByTokenHashInBatchRow](b)
+			if err != nil {
+				return invalid(err)
+			}
+			return dbq.SessionByTokenHashRow(r), nil
+		}
+	case ref.Token.IsZero() && ref.ID != "":
+		id, err := uuid.Parse(ref.ID)
+		if err != nil {
+			return func() (dbq.SessionByTokenHashRow, error) {
+				return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is not valid")
+			}
+		}
+		b := q.SessionByIDInBatch(ctx, []uuid.UUID{id})
+		return func() (dbq.SessionByTokenHashRow, error) {
+			r, err := batchRow[dbq.SessionByIDInBatchRow](b)
+			if err != nil {
+				return invalid(err)
+			}
+			return dbq.SessionByTokenHashRow(r), nil
+		}
+	}
+	return func() (dbq.SessionByTokenHashRow, error) {
+		return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is required")
+	}
+}
+
 // sessionLocks are the locks of a session's account and window, queued so that the
 // caller's own reads travel in the same round trip. Lock order everywhere: account, then
 // window, then attempts (CommitPage and retirement take them in that order; another order
 // deadlocks against them).
 type sessionLocks struct {
 	row     dbq.SessionByTokenHashRow
-	account *dbq.LockAccountBatchResults
-	window  *dbq.LockReplyWindowBatchResults
+	account func() (dbq.Account, error)
+	window  func() (dbq.ReplyWindow, error)
 }
 
 func queueSessionLocks(ctx context.Context, q *dbq.Queries, row dbq.SessionByTokenHashRow) sessionLocks {
+	account := q.LockAccount(ctx, []string{row.AgentSession.AccountKey})
 	return sessionLocks{
 		row:     row,
-		account: q.LockAccount(ctx, []string{row.AgentSession.AccountKey}),
-		window:  q.LockReplyWindow(ctx, []int64{row.AgentSession.ReplyWindowID}),
+		account: func() (dbq.Account, error) { return batchRow[dbq.Account](account) },
+		window:  queueWindowLock(ctx, q, row.AgentSession.ReplyWindowID),
 	}
+}
+
+// queueWindowLocks queues the locks of a window's account and of the window, keyed by the
+// window alone; the session they are checked against is set later.
+func queueWindowLocks(ctx context.Context, q *dbq.Queries, windowID int64) sessionLocks {
+	account := q.LockAccountOfWindow(ctx, []int64{windowID})
+	return sessionLocks{
+		account: func() (dbq.Account, error) { return batchRow[dbq.Account](account) },
+		window:  queueWindowLock(ctx, q, windowID),
+	}
+}
+
+// queueWindowLock queues the lock of a reply window.
+func queueWindowLock(ctx context.Context, q *dbq.Queries, windowID int64) func() (dbq.ReplyWindow, error) {
+	b := q.LockReplyWindow(ctx, []int64{windowID})
+	return func() (dbq.ReplyWindow, error) { return batchRow[dbq.ReplyWindow](b) }
 }
 
 // check reads the locks and checks, in this order: the session is bound to the window;
@@ -139,11 +193,11 @@ func queueSessionLocks(ctx context.Context, q *dbq.Queries, row dbq.SessionByTok
 // "invalid session"); the session itself is live (not closed, not past its own expiry,
 // its message processing). On a rule error the window and account are returned too.
 func (l sessionLocks) check(now time.Time) (dbq.ReplyWindow, dbq.Account, error) {
-	a, err := batchRow[dbq.Account](l.account)
+	a, err := l.account()
 	if err != nil {
 		return dbq.ReplyWindow{}, a, err
 	}
-	w, err := batchRow[dbq.ReplyWindow](l.window)
+	w, err := l.window()
 	if err != nil {
 		return w, a, err
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -144,6 +145,84 @@ func (b *AttemptByRequestBatchResults) QueryRow(f func(int, SendAttempt, error))
 }
 
 func (b *AttemptByRequestBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const attemptByRequestOfWindow = `-- name: AttemptByRequestOfWindow :batchone
+SELECT send_attempts.attempt_id, send_attempts.client_message_id, send_attempts.source_message_key, send_attempts.account_key, send_attempts.peer_id, send_attempts.reply_window_id, send_attempts.send_index, send_attempts.window_send_index, send_attempts.source, send_attempts.content_type, send_attempts.payload, send_attempts.metadata, send_attempts.fingerprint, send_attempts.status, send_attempts.provider_message_id, send_attempts.error_code, send_attempts.error_message, send_attempts.fail_type, send_attempts.created_at, send_attempts.updated_at, send_attempts.request_id FROM send_attempts
+WHERE send_attempts.source_message_key = (
+    SELECT reply_windows.source_message_key FROM reply_windows WHERE reply_windows.reply_window_id = $1)
+  AND send_attempts.request_id = $2
+`
+
+type AttemptByRequestOfWindowBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type AttemptByRequestOfWindowParams struct {
+	ReplyWindowID int64
+	RequestID     *string
+}
+
+// AttemptByRequest for the message of a reply window, so that it travels in the round trip
+// that reads the window.
+func (q *Queries) AttemptByRequestOfWindow(ctx context.Context, arg []AttemptByRequestOfWindowParams) *AttemptByRequestOfWindowBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ReplyWindowID,
+			a.RequestID,
+		}
+		batch.Queue(attemptByRequestOfWindow, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &AttemptByRequestOfWindowBatchResults{br, len(arg), false}
+}
+
+func (b *AttemptByRequestOfWindowBatchResults) QueryRow(f func(int, SendAttempt, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i SendAttempt
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.AttemptID,
+			&i.ClientMessageID,
+			&i.SourceMessageKey,
+			&i.AccountKey,
+			&i.PeerID,
+			&i.ReplyWindowID,
+			&i.SendIndex,
+			&i.WindowSendIndex,
+			&i.Source,
+			&i.ContentType,
+			&i.Payload,
+			&i.Metadata,
+			&i.Fingerprint,
+			&i.Status,
+			&i.ProviderMessageID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.FailType,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.RequestID,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *AttemptByRequestOfWindowBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -835,6 +914,73 @@ func (b *LockAccountBatchResults) QueryRow(f func(int, Account, error)) {
 }
 
 func (b *LockAccountBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const lockAccountOfWindow = `-- name: LockAccountOfWindow :batchone
+SELECT accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until FROM accounts
+WHERE accounts.account_key = (
+    SELECT reply_windows.account_key FROM reply_windows WHERE reply_windows.reply_window_id = $1)
+FOR NO KEY UPDATE OF accounts
+`
+
+type LockAccountOfWindowBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+// LockAccount for the account of a reply window, so that it travels in the round trip
+// that locks the window (the account first: the store's lock order).
+func (q *Queries) LockAccountOfWindow(ctx context.Context, replyWindowID []int64) *LockAccountOfWindowBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range replyWindowID {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(lockAccountOfWindow, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &LockAccountOfWindowBatchResults{br, len(replyWindowID), false}
+}
+
+func (b *LockAccountOfWindowBatchResults) QueryRow(f func(int, Account, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i Account
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.AccountKey,
+			&i.ProviderAccountID,
+			&i.OwnerPeerID,
+			&i.BaseUrl,
+			&i.Generation,
+			&i.Status,
+			&i.StatusReason,
+			&i.PauseUntil,
+			&i.LastPollAt,
+			&i.Cursor,
+			&i.CursorUpdatedAt,
+			&i.ReplacedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastSendAt,
+			&i.SendsBlockedUntil,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *LockAccountOfWindowBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -1729,6 +1875,218 @@ func (b *SendContextBatchResults) QueryRow(f func(int, SendContextRow, error)) {
 }
 
 func (b *SendContextBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const sendContextOfWindow = `-- name: SendContextOfWindow :batchone
+SELECT
+    (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
+     WHERE attempt.source_message_key = w.source_message_key)::integer AS next_index,
+    EXISTS (SELECT 1 FROM send_attempts AS sending
+            WHERE sending.account_key = w.account_key AND sending.peer_id = w.peer_id
+              AND sending.status = 'sending') AS peer_sending,
+    window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
+    window_secret.ciphertext AS window_ciphertext,
+    account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
+    account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
+FROM reply_windows AS w
+LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = w.reply_window_id
+LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = w.account_key
+WHERE w.reply_window_id = $1
+`
+
+type SendContextOfWindowBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type SendContextOfWindowRow struct {
+	NextIndex            int32
+	PeerSending          bool
+	WindowKeyGeneration  *int32
+	WindowNonce          []byte
+	WindowCiphertext     []byte
+	AccountGeneration    *int32
+	AccountKeyGeneration *int32
+	AccountNonce         []byte
+	AccountCiphertext    []byte
+}
+
+// SendContext for a reply window's send, keyed by the window alone (its message, account
+// and peer come from its row), so that it travels in the round trip that locks the window.
+func (q *Queries) SendContextOfWindow(ctx context.Context, replyWindowID []int64) *SendContextOfWindowBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range replyWindowID {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(sendContextOfWindow, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &SendContextOfWindowBatchResults{br, len(replyWindowID), false}
+}
+
+func (b *SendContextOfWindowBatchResults) QueryRow(f func(int, SendContextOfWindowRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i SendContextOfWindowRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.NextIndex,
+			&i.PeerSending,
+			&i.WindowKeyGeneration,
+			&i.WindowNonce,
+			&i.WindowCiphertext,
+			&i.AccountGeneration,
+			&i.AccountKeyGeneration,
+			&i.AccountNonce,
+			&i.AccountCiphertext,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *SendContextOfWindowBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const sessionByIDInBatch = `-- name: SessionByIDInBatch :batchone
+SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.session_id = $1
+`
+
+type SessionByIDInBatchBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type SessionByIDInBatchRow struct {
+	AgentSession  AgentSession
+	MessageStatus string
+}
+
+// SessionByID as a batch query, to travel with the locks it is checked against.
+func (q *Queries) SessionByIDInBatch(ctx context.Context, sessionID []uuid.UUID) *SessionByIDInBatchBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range sessionID {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(sessionByIDInBatch, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &SessionByIDInBatchBatchResults{br, len(sessionID), false}
+}
+
+func (b *SessionByIDInBatchBatchResults) QueryRow(f func(int, SessionByIDInBatchRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i SessionByIDInBatchRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.AgentSession.SessionID,
+			&i.AgentSession.TokenHash,
+			&i.AgentSession.SourceMessageKey,
+			&i.AgentSession.ReplyWindowID,
+			&i.AgentSession.AccountKey,
+			&i.AgentSession.PeerID,
+			&i.AgentSession.CreatedAt,
+			&i.AgentSession.ExpiresAt,
+			&i.AgentSession.ClosedAt,
+			&i.MessageStatus,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *SessionByIDInBatchBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const sessionByTokenHashInBatch = `-- name: SessionByTokenHashInBatch :batchone
+SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status
+FROM agent_sessions
+JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
+WHERE agent_sessions.token_hash = $1
+`
+
+type SessionByTokenHashInBatchBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type SessionByTokenHashInBatchRow struct {
+	AgentSession  AgentSession
+	MessageStatus string
+}
+
+// SessionByTokenHash as a batch query, to travel with the locks it is checked against.
+func (q *Queries) SessionByTokenHashInBatch(ctx context.Context, tokenHash [][]byte) *SessionByTokenHashInBatchBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range tokenHash {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(sessionByTokenHashInBatch, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &SessionByTokenHashInBatchBatchResults{br, len(tokenHash), false}
+}
+
+func (b *SessionByTokenHashInBatchBatchResults) QueryRow(f func(int, SessionByTokenHashInBatchRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i SessionByTokenHashInBatchRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.AgentSession.SessionID,
+			&i.AgentSession.TokenHash,
+			&i.AgentSession.SourceMessageKey,
+			&i.AgentSession.ReplyWindowID,
+			&i.AgentSession.AccountKey,
+			&i.AgentSession.PeerID,
+			&i.AgentSession.CreatedAt,
+			&i.AgentSession.ExpiresAt,
+			&i.AgentSession.ClosedAt,
+			&i.MessageStatus,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *SessionByTokenHashInBatchBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
