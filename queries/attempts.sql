@@ -55,24 +55,6 @@ WHERE reply_window_id = $1 GROUP BY status ORDER BY status;
 -- name: AttemptByRequest :batchone
 SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = $2;
 
--- name: SendContext :batchone
--- What reserving and starting a send reads besides its locks, in one statement: the
--- source message's next send index, whether another send to the peer is in flight, the
--- window's sealed context token and the account's sealed bot token (NULL when absent).
-SELECT
-    (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
-     WHERE attempt.source_message_key = sqlc.arg(source_message_key))::integer AS next_index,
-    EXISTS (SELECT 1 FROM send_attempts AS sending
-            WHERE sending.account_key = sqlc.arg(account_key) AND sending.peer_id = sqlc.arg(peer_id)
-              AND sending.status = 'sending') AS peer_sending,
-    window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
-    window_secret.ciphertext AS window_ciphertext,
-    account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
-    account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
-FROM (SELECT 1) AS one
-LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = sqlc.arg(reply_window_id)
-LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = sqlc.arg(account_key);
-
 -- name: AttemptByRequestOfWindow :batchone
 -- AttemptByRequest for the message of a reply window, so that it travels in the round trip
 -- that reads the window.
@@ -81,9 +63,11 @@ WHERE send_attempts.source_message_key = (
     SELECT reply_windows.source_message_key FROM reply_windows WHERE reply_windows.reply_window_id = sqlc.arg(reply_window_id))
   AND send_attempts.request_id = sqlc.arg(request_id);
 
--- name: SendContextOfWindow :batchone
--- SendContext for a reply window's send, keyed by the window alone (its message, account
--- and peer come from its row), so that it travels in the round trip that locks the window.
+-- name: SendContext :batchone
+-- What reserving and starting a window's send reads besides its locks, in one statement
+-- keyed by the window alone (its message, account and peer come from its row): the source
+-- message's next send index, whether another send to the peer is in flight, the window's
+-- sealed context token and the account's sealed bot token (NULL when absent).
 SELECT
     (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
      WHERE attempt.source_message_key = w.source_message_key)::integer AS next_index,

@@ -234,7 +234,7 @@ func (r *reservation) lockSession(ctx context.Context, q *dbq.Queries) (attemptR
 		b := q.AttemptByRequest(ctx, []dbq.AttemptByRequestParams{{SourceMessageKey: r.sess.SourceMessageKey, RequestID: r.requestID}})
 		prior = func() (dbq.SendAttempt, error) { return batchRow[dbq.SendAttempt](b) }
 	}
-	sendCtx := sessionSendContext(ctx, q, r.sess)
+	sendCtx := queueSendContext(ctx, q, r.sess.ReplyWindowID)
 	return prior, sendCtx, r.checkLocks(locks)
 }
 
@@ -249,7 +249,7 @@ func (r *reservation) lockWindowSession(ctx context.Context, q *dbq.Queries) (at
 		b := q.AttemptByRequestOfWindow(ctx, []dbq.AttemptByRequestOfWindowParams{{ReplyWindowID: wid, RequestID: r.requestID}})
 		prior = func() (dbq.SendAttempt, error) { return batchRow[dbq.SendAttempt](b) }
 	}
-	sendCtx := windowSendContext(ctx, q, wid)
+	sendCtx := queueSendContext(ctx, q, wid)
 	row, err := session()
 	if err != nil {
 		return nil, sendContext{}, err
@@ -449,25 +449,10 @@ type startRead struct {
 	accountSecret *dbq.AccountSecret
 }
 
-func queueSendContext(ctx context.Context, q *dbq.Queries, sourceMessageKey, accountKey, peerID string, windowID int64) sendContext {
-	b := q.SendContext(ctx, []dbq.SendContextParams{{SourceMessageKey: sourceMessageKey,
-		AccountKey: accountKey, PeerID: peerID, ReplyWindowID: windowID}})
+// queueSendContext queues the send context of a window's send (SendContext).
+func queueSendContext(ctx context.Context, q *dbq.Queries, windowID int64) sendContext {
+	b := q.SendContext(ctx, []int64{windowID})
 	return sendContext{row: func() (dbq.SendContextRow, error) { return batchRow[dbq.SendContextRow](b) }}
-}
-
-// windowSendContext is queueSendContext keyed by the window alone (its message, account
-// and peer from its row).
-func windowSendContext(ctx context.Context, q *dbq.Queries, windowID int64) sendContext {
-	b := q.SendContextOfWindow(ctx, []int64{windowID})
-	return sendContext{row: func() (dbq.SendContextRow, error) {
-		r, err := batchRow[dbq.SendContextOfWindowRow](b)
-		return dbq.SendContextRow(r), err
-	}}
-}
-
-// sessionSendContext is queueSendContext for a session's send.
-func sessionSendContext(ctx context.Context, q *dbq.Queries, sess dbq.AgentSession) sendContext {
-	return queueSendContext(ctx, q, sess.SourceMessageKey, sess.AccountKey, sess.PeerID, sess.ReplyWindowID)
 }
 
 func (c sendContext) read() (startRead, error) {
@@ -518,7 +503,7 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref Sess
 	locked := q.LockSendAttempt(ctx, []string{attemptID})
 	var context sendContext
 	if withStart {
-		context = sessionSendContext(ctx, q, row.AgentSession)
+		context = queueSendContext(ctx, q, row.AgentSession.ReplyWindowID)
 	}
 	w, acct, lockErr := locks.check(now)
 	a, err := batchRow[dbq.SendAttempt](locked)
@@ -903,7 +888,7 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		// One round trip: the locks (account, then window) and the reads.
 		account := q.LockAccount(ctx, []string{ref.AccountKey})
 		window := q.LockReplyWindow(ctx, []int64{ref.ReplyWindowID})
-		context := queueSendContext(ctx, q, in.MessageKey, ref.AccountKey, ref.PeerID, ref.ReplyWindowID)
+		context := queueSendContext(ctx, q, ref.ReplyWindowID)
 		a, err := batchRow[dbq.Account](account)
 		if err != nil {
 			return err

@@ -101,36 +101,25 @@ func checkWindowUsable(now time.Time, w dbq.ReplyWindow, a dbq.Account) error {
 
 // findSession resolves a session reference to its session and its message's status.
 func findSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (dbq.SessionByTokenHashRow, error) {
-	switch {
-	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
-		r, err := q.SessionByTokenHash(ctx, tokenHash(ref.Token.Reveal()))
-		return r, notFound(err, vocab.CodeInvalidAgentSession, "agent session is not valid")
-	case ref.Token.IsZero() && ref.ID != "":
-		id, err := uuid.Parse(ref.ID)
-		if err != nil {
-			return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is not valid")
-		}
-		r, err := q.SessionByID(ctx, id)
-		return dbq.SessionByTokenHashRow(r), notFound(err, vocab.CodeInvalidAgentSession, "agent session is not valid")
-	}
-	return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is required")
+	return queueSession(ctx, q, ref)()
 }
 
-// queueSession queues findSession's read as a batch query, so that it travels with the
-// statements queued after it; read returns what findSession would.
+// queueSession queues the read of a session reference (the session and its message's
+// status) as a batch query, so that it can travel with the statements queued after it;
+// read returns the session, or invalid_agent_session when there is none.
 func queueSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (read func() (dbq.SessionByTokenHashRow, error)) {
 	invalid := func(err error) (dbq.SessionByTokenHashRow, error) {
 		return dbq.SessionByTokenHashRow{}, notFound(err, vocab.CodeInvalidAgentSession, "agent session is not valid")
 	}
 	switch {
 	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
-		b := q.SessionByTokenHashInBatch(ctx, [][]byte{tokenHash(ref.Token.Reveal())})
+		b := q.SessionByTokenHash(ctx, [][]byte{tokenHash(ref.Token.Reveal())})
 		return func() (dbq.SessionByTokenHashRow, error) {
-			r, err := batchRow[dbq.SessionByTokenHashInBatchRow](b)
+			r, err := batchRow[dbq.SessionByTokenHashRow](b)
 			if err != nil {
 				return invalid(err)
 			}
-			return dbq.SessionByTokenHashRow(r), nil
+			return r, nil
 		}
 	case ref.Token.IsZero() && ref.ID != "":
 		id, err := uuid.Parse(ref.ID)
@@ -139,9 +128,9 @@ func queueSession(ctx context.Context, q *dbq.Queries, ref SessionRef) (read fun
 				return dbq.SessionByTokenHashRow{}, fail(vocab.CodeInvalidAgentSession, "agent session is not valid")
 			}
 		}
-		b := q.SessionByIDInBatch(ctx, []uuid.UUID{id})
+		b := q.SessionByID(ctx, []uuid.UUID{id})
 		return func() (dbq.SessionByTokenHashRow, error) {
-			r, err := batchRow[dbq.SessionByIDInBatchRow](b)
+			r, err := batchRow[dbq.SessionByIDRow](b)
 			if err != nil {
 				return invalid(err)
 			}

@@ -1790,30 +1790,24 @@ func (b *RetireWindowsBatchResults) Close() error {
 const sendContext = `-- name: SendContext :batchone
 SELECT
     (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
-     WHERE attempt.source_message_key = $1)::integer AS next_index,
+     WHERE attempt.source_message_key = w.source_message_key)::integer AS next_index,
     EXISTS (SELECT 1 FROM send_attempts AS sending
-            WHERE sending.account_key = $2 AND sending.peer_id = $3
+            WHERE sending.account_key = w.account_key AND sending.peer_id = w.peer_id
               AND sending.status = 'sending') AS peer_sending,
     window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
     window_secret.ciphertext AS window_ciphertext,
     account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
     account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
-FROM (SELECT 1) AS one
-LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = $4
-LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = $2
+FROM reply_windows AS w
+LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = w.reply_window_id
+LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = w.account_key
+WHERE w.reply_window_id = $1
 `
 
 type SendContextBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
-}
-
-type SendContextParams struct {
-	SourceMessageKey string
-	AccountKey       string
-	PeerID           string
-	ReplyWindowID    int64
 }
 
 type SendContextRow struct {
@@ -1828,22 +1822,20 @@ type SendContextRow struct {
 	AccountCiphertext    []byte
 }
 
-// What reserving and starting a send reads besides its locks, in one statement: the
-// source message's next send index, whether another send to the peer is in flight, the
-// window's sealed context token and the account's sealed bot token (NULL when absent).
-func (q *Queries) SendContext(ctx context.Context, arg []SendContextParams) *SendContextBatchResults {
+// What reserving and starting a window's send reads besides its locks, in one statement
+// keyed by the window alone (its message, account and peer come from its row): the source
+// message's next send index, whether another send to the peer is in flight, the window's
+// sealed context token and the account's sealed bot token (NULL when absent).
+func (q *Queries) SendContext(ctx context.Context, replyWindowID []int64) *SendContextBatchResults {
 	batch := &pgx.Batch{}
-	for _, a := range arg {
+	for _, a := range replyWindowID {
 		vals := []interface{}{
-			a.SourceMessageKey,
-			a.AccountKey,
-			a.PeerID,
-			a.ReplyWindowID,
+			a,
 		}
 		batch.Queue(sendContext, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &SendContextBatchResults{br, len(arg), false}
+	return &SendContextBatchResults{br, len(replyWindowID), false}
 }
 
 func (b *SendContextBatchResults) QueryRow(f func(int, SendContextRow, error)) {
@@ -1879,123 +1871,42 @@ func (b *SendContextBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const sendContextOfWindow = `-- name: SendContextOfWindow :batchone
-SELECT
-    (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
-     WHERE attempt.source_message_key = w.source_message_key)::integer AS next_index,
-    EXISTS (SELECT 1 FROM send_attempts AS sending
-            WHERE sending.account_key = w.account_key AND sending.peer_id = w.peer_id
-              AND sending.status = 'sending') AS peer_sending,
-    window_secret.key_generation AS window_key_generation, window_secret.nonce AS window_nonce,
-    window_secret.ciphertext AS window_ciphertext,
-    account_secret.account_generation AS account_generation, account_secret.key_generation AS account_key_generation,
-    account_secret.nonce AS account_nonce, account_secret.ciphertext AS account_ciphertext
-FROM reply_windows AS w
-LEFT JOIN reply_window_secrets AS window_secret ON window_secret.reply_window_id = w.reply_window_id
-LEFT JOIN account_secrets AS account_secret ON account_secret.account_key = w.account_key
-WHERE w.reply_window_id = $1
-`
-
-type SendContextOfWindowBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type SendContextOfWindowRow struct {
-	NextIndex            int32
-	PeerSending          bool
-	WindowKeyGeneration  *int32
-	WindowNonce          []byte
-	WindowCiphertext     []byte
-	AccountGeneration    *int32
-	AccountKeyGeneration *int32
-	AccountNonce         []byte
-	AccountCiphertext    []byte
-}
-
-// SendContext for a reply window's send, keyed by the window alone (its message, account
-// and peer come from its row), so that it travels in the round trip that locks the window.
-func (q *Queries) SendContextOfWindow(ctx context.Context, replyWindowID []int64) *SendContextOfWindowBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range replyWindowID {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(sendContextOfWindow, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &SendContextOfWindowBatchResults{br, len(replyWindowID), false}
-}
-
-func (b *SendContextOfWindowBatchResults) QueryRow(f func(int, SendContextOfWindowRow, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var i SendContextOfWindowRow
-		if b.closed {
-			if f != nil {
-				f(t, i, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(
-			&i.NextIndex,
-			&i.PeerSending,
-			&i.WindowKeyGeneration,
-			&i.WindowNonce,
-			&i.WindowCiphertext,
-			&i.AccountGeneration,
-			&i.AccountKeyGeneration,
-			&i.AccountNonce,
-			&i.AccountCiphertext,
-		)
-		if f != nil {
-			f(t, i, err)
-		}
-	}
-}
-
-func (b *SendContextOfWindowBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const sessionByIDInBatch = `-- name: SessionByIDInBatch :batchone
+const sessionByID = `-- name: SessionByID :batchone
 SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status
 FROM agent_sessions
 JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
 WHERE agent_sessions.session_id = $1
 `
 
-type SessionByIDInBatchBatchResults struct {
+type SessionByIDBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type SessionByIDInBatchRow struct {
+type SessionByIDRow struct {
 	AgentSession  AgentSession
 	MessageStatus string
 }
 
-// SessionByID as a batch query, to travel with the locks it is checked against.
-func (q *Queries) SessionByIDInBatch(ctx context.Context, sessionID []uuid.UUID) *SessionByIDInBatchBatchResults {
+// A session by its id with its message's status; a batch query, so that it can travel
+// with the locks it is checked against.
+func (q *Queries) SessionByID(ctx context.Context, sessionID []uuid.UUID) *SessionByIDBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range sessionID {
 		vals := []interface{}{
 			a,
 		}
-		batch.Queue(sessionByIDInBatch, vals...)
+		batch.Queue(sessionByID, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &SessionByIDInBatchBatchResults{br, len(sessionID), false}
+	return &SessionByIDBatchResults{br, len(sessionID), false}
 }
 
-func (b *SessionByIDInBatchBatchResults) QueryRow(f func(int, SessionByIDInBatchRow, error)) {
+func (b *SessionByIDBatchResults) QueryRow(f func(int, SessionByIDRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var i SessionByIDInBatchRow
+		var i SessionByIDRow
 		if b.closed {
 			if f != nil {
 				f(t, i, ErrBatchAlreadyClosed)
@@ -2021,46 +1932,47 @@ func (b *SessionByIDInBatchBatchResults) QueryRow(f func(int, SessionByIDInBatch
 	}
 }
 
-func (b *SessionByIDInBatchBatchResults) Close() error {
+func (b *SessionByIDBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
 
-const sessionByTokenHashInBatch = `-- name: SessionByTokenHashInBatch :batchone
+const sessionByTokenHash = `-- name: SessionByTokenHash :batchone
 SELECT agent_sessions.session_id, agent_sessions.token_hash, agent_sessions.source_message_key, agent_sessions.reply_window_id, agent_sessions.account_key, agent_sessions.peer_id, agent_sessions.created_at, agent_sessions.expires_at, agent_sessions.closed_at, inbound.status AS message_status
 FROM agent_sessions
 JOIN inbound_messages AS inbound ON inbound.message_key = agent_sessions.source_message_key
 WHERE agent_sessions.token_hash = $1
 `
 
-type SessionByTokenHashInBatchBatchResults struct {
+type SessionByTokenHashBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type SessionByTokenHashInBatchRow struct {
+type SessionByTokenHashRow struct {
 	AgentSession  AgentSession
 	MessageStatus string
 }
 
-// SessionByTokenHash as a batch query, to travel with the locks it is checked against.
-func (q *Queries) SessionByTokenHashInBatch(ctx context.Context, tokenHash [][]byte) *SessionByTokenHashInBatchBatchResults {
+// A session by its token's hash with its message's status; a batch query, so that it can
+// travel with the locks it is checked against.
+func (q *Queries) SessionByTokenHash(ctx context.Context, tokenHash [][]byte) *SessionByTokenHashBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range tokenHash {
 		vals := []interface{}{
 			a,
 		}
-		batch.Queue(sessionByTokenHashInBatch, vals...)
+		batch.Queue(sessionByTokenHash, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &SessionByTokenHashInBatchBatchResults{br, len(tokenHash), false}
+	return &SessionByTokenHashBatchResults{br, len(tokenHash), false}
 }
 
-func (b *SessionByTokenHashInBatchBatchResults) QueryRow(f func(int, SessionByTokenHashInBatchRow, error)) {
+func (b *SessionByTokenHashBatchResults) QueryRow(f func(int, SessionByTokenHashRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var i SessionByTokenHashInBatchRow
+		var i SessionByTokenHashRow
 		if b.closed {
 			if f != nil {
 				f(t, i, ErrBatchAlreadyClosed)
@@ -2086,7 +1998,7 @@ func (b *SessionByTokenHashInBatchBatchResults) QueryRow(f func(int, SessionByTo
 	}
 }
 
-func (b *SessionByTokenHashInBatchBatchResults) Close() error {
+func (b *SessionByTokenHashBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
