@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,15 +99,7 @@ func TestCrashDuringMediaSendsNeverSendsAMediaReplyTwiceAndLeavesNothingPending(
 	agentCtx, stopAgent := context.WithCancel(context.Background())
 	ag.ctx = agentCtx
 	t.Cleanup(func() { stopAgent(); ag.wg.Wait() })
-	t.Cleanup(w.stop) // before the server, the schema and the namespace go away
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv(crashLogsEnv) != "" {
-			w.dumpLogs()
-		}
-	})
-	if err := w.start(); err != nil {
-		t.Fatal(err)
-	}
+	w.launch()
 	s.eventually("the account's poller running", 30*time.Second, func() (bool, error) {
 		return s.running(s.pollerWF(rig.acct.AccountKey)), nil
 	})

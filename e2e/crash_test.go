@@ -126,15 +126,7 @@ func TestCrashKilledWorkerLosesNothingAndNeverDoubleSends(t *testing.T) {
 		// A short poll lease: a killed worker's bot is resumed within seconds.
 		"ILINKFLOW_POLL_LEASE_TTL": "6s",
 	})}
-	t.Cleanup(w.stop) // before the server, the schema and the namespace go away
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv(crashLogsEnv) != "" {
-			w.dumpLogs()
-		}
-	})
-	if err := w.start(); err != nil {
-		t.Fatal(err)
-	}
+	w.launch()
 	s.eventually("the account's poller running", 30*time.Second, func() (bool, error) {
 		return s.running(s.pollerWF(acct.AccountKey)), nil
 	})
@@ -936,6 +928,22 @@ func (w *crashWorker) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 		w.t.Errorf("worker process #%d did not stop within 30s of SIGTERM", p.index)
+	}
+}
+
+// launch starts the worker for the test: it is stopped when the test ends (before the
+// server, the schema and the namespace go away), and its processes' logs are printed when
+// the test failed or crashLogsEnv is set.
+func (w *crashWorker) launch() {
+	w.t.Helper()
+	w.t.Cleanup(w.stop)
+	w.t.Cleanup(func() {
+		if w.t.Failed() || os.Getenv(crashLogsEnv) != "" {
+			w.dumpLogs()
+		}
+	})
+	if err := w.start(); err != nil {
+		w.t.Fatal(err)
 	}
 }
 

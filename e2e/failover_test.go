@@ -28,15 +28,7 @@ func TestAnotherWorkerResumesADeadWorkersBotWithinAMinute(t *testing.T) {
 	})
 	workers := []*crashWorker{{t: t, bin: bin, env: env, tap: tap}, {t: t, bin: bin, env: env, tap: tap}}
 	for _, w := range workers {
-		t.Cleanup(w.stop)
-		t.Cleanup(func() {
-			if t.Failed() {
-				w.dumpLogs()
-			}
-		})
-		if err := w.start(); err != nil {
-			t.Fatal(err)
-		}
+		w.launch()
 	}
 	holder := func() string {
 		var h *string
