@@ -24,7 +24,8 @@ SELECT count(*) FROM accounts WHERE status = 'active';
 INSERT INTO accounts (
     account_key, provider_account_id, owner_peer_id, base_url, generation, status,
     cursor, created_at, updated_at
-) VALUES ($1, $2, $3, $4, 1, 'active', '', $5, $5);
+) VALUES (sqlc.arg(account_key)::text, sqlc.arg(provider_account_id)::text, sqlc.arg(owner_peer_id)::text,
+          sqlc.arg(base_url)::text, 1, 'active', '', sqlc.arg(created_at), sqlc.arg(created_at));
 
 -- name: BumpAccountGeneration :execrows
 UPDATE accounts
@@ -57,7 +58,7 @@ SELECT * FROM account_secrets WHERE account_key = $1;
 -- rotation takes effect after the page is stored; a newer generation's poller that already
 -- committed moved the cursor, which refuses the page). The rule is store.checkPollable's.
 UPDATE accounts
-SET cursor = sqlc.arg(next_cursor), cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
+SET cursor = sqlc.arg(next_cursor)::text, cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation >= sqlc.arg(generation)
   AND cursor = sqlc.arg(expected_cursor)
 RETURNING *;

@@ -3,16 +3,18 @@
 -- send index has just moved past it (the reservation before it in the transaction took
 -- effect), so that a reservation that did not happen never leaves an attempt behind, even
 -- when COMMIT travels in the same round trip; a refused (failed) one needs no reservation.
+-- Values for the rule domains' columns (migration 00007) are cast to the base type, so the
+-- parameters bind as base types and the domain checks them once, where they are assigned.
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
     error_code, error_message, fail_type, request_id, created_at, updated_at
 )
 SELECT
-    sqlc.arg(attempt_id), sqlc.arg(client_message_id), sqlc.arg(source_message_key), sqlc.arg(account_key),
-    sqlc.arg(peer_id), sqlc.arg(reply_window_id), sqlc.arg(send_index), sqlc.arg(window_send_index),
-    sqlc.arg(source), sqlc.arg(content_type), sqlc.arg(payload), sqlc.arg(metadata), sqlc.arg(fingerprint),
-    sqlc.arg(status), sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(fail_type), sqlc.narg(request_id),
+    sqlc.arg(attempt_id)::text, sqlc.arg(client_message_id), sqlc.arg(source_message_key), sqlc.arg(account_key),
+    sqlc.arg(peer_id), sqlc.arg(reply_window_id), sqlc.arg(send_index)::integer, sqlc.arg(window_send_index)::integer,
+    sqlc.arg(source)::text, sqlc.arg(content_type)::text, sqlc.arg(payload), sqlc.arg(metadata), sqlc.arg(fingerprint)::text,
+    sqlc.arg(status)::text, sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(fail_type)::text, sqlc.narg(request_id)::text,
     sqlc.arg(now), sqlc.arg(now)
 WHERE sqlc.arg(status)::text = 'failed'
    OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
@@ -31,9 +33,9 @@ SELECT * FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index;
 
 -- name: SetAttemptStatus :batchone
 UPDATE send_attempts
-SET status = sqlc.arg(status), provider_message_id = sqlc.arg(provider_message_id),
+SET status = sqlc.arg(status)::text, provider_message_id = sqlc.arg(provider_message_id),
     error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),
-    fail_type = sqlc.arg(fail_type), updated_at = sqlc.arg(now)
+    fail_type = sqlc.arg(fail_type)::text, updated_at = sqlc.arg(now)
 WHERE attempt_id = sqlc.arg(attempt_id) AND status = sqlc.arg(from_status)
 RETURNING *;
 

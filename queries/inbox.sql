@@ -30,14 +30,14 @@ WITH entry AS (
         provider_message_id, provider_seq, issued_at, expires_at, max_sends, state, retired_reason,
         created_at, updated_at
     )
-    SELECT sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(account_generation), entry.message_key, message.inbox_seq,
+    SELECT sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(account_generation)::integer, entry.message_key, message.inbox_seq,
            entry.provider_message_id, NULLIF(entry.provider_seq, -1), entry.sent_at, entry.expires_at,
-           sqlc.arg(max_sends), entry.window_state, entry.retired_reason, sqlc.arg(now), sqlc.arg(now)
+           sqlc.arg(max_sends)::integer, entry.window_state, entry.retired_reason, sqlc.arg(now), sqlc.arg(now)
     FROM entry JOIN message USING (message_key) ORDER BY entry.ord
     RETURNING reply_window_id, source_message_key
 ), secret AS (
     INSERT INTO reply_window_secrets (reply_window_id, key_generation, nonce, ciphertext, updated_at)
-    SELECT reply_window_id, sqlc.arg(secret_key_generation), sqlc.arg(secret_nonce)::bytea,
+    SELECT reply_window_id, sqlc.arg(secret_key_generation)::integer, sqlc.arg(secret_nonce)::bytea,
            sqlc.arg(secret_ciphertext)::bytea, sqlc.arg(now)
     FROM opened WHERE source_message_key = sqlc.arg(open_message_key)
 )
@@ -45,10 +45,13 @@ SELECT source_message_key, reply_window_id FROM opened;
 
 -- name: PageKnownMessages :batchmany
 -- The page's messages already in the inbox, each with whether it owns a reply window.
+-- The keys go through ARRAY(SELECT unnest(...)) so that the planner cannot count them: a
+-- plan made for one key looked cheaper than the generic one, and the statement was planned
+-- again on every page (TestHotPathStatementsBindBaseTypesAndKeepAGenericPlan).
 SELECT inbound.message_key, inbound.account_key, inbound.peer_id, inbound.provider_message_id,
        EXISTS (SELECT 1 FROM reply_windows WHERE reply_windows.source_message_key = inbound.message_key) AS windowed
 FROM inbound_messages AS inbound
-WHERE inbound.message_key = ANY(sqlc.arg(message_keys)::text[]);
+WHERE inbound.message_key = ANY(ARRAY(SELECT unnest(sqlc.arg(message_keys)::text[])));
 
 -- name: GetInboundMessage :one
 SELECT * FROM inbound_messages WHERE message_key = $1;
@@ -87,7 +90,7 @@ ORDER BY backlog.inbox_seq;
 
 -- name: SetMessageStatus :execrows
 UPDATE inbound_messages
-SET status = sqlc.arg(status), failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
+SET status = sqlc.arg(status)::text, failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
 WHERE message_key = sqlc.arg(message_key) AND status = ANY(sqlc.arg(from_statuses)::text[]);
 
 -- name: CountInboxByStatus :many

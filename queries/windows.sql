@@ -28,10 +28,11 @@ LIMIT sqlc.arg(max_rows);
 -- name: RetireWindows :batchmany
 -- The one statement that takes windows out of the open state: their pending attempts
 -- fail, their agent sessions close, their reservations drop to zero and their sealed
--- context tokens are deleted. Windows already retired are left alone.
+-- context tokens are deleted. Windows already retired are left alone. The ids go through
+-- ARRAY(SELECT unnest(...)) for the reason PageKnownMessages' keys do.
 WITH target AS (
     SELECT reply_window_id FROM reply_windows
-    WHERE reply_window_id = ANY(sqlc.arg(reply_window_ids)::bigint[]) AND state = 'open'
+    WHERE reply_window_id = ANY(ARRAY(SELECT unnest(sqlc.arg(reply_window_ids)::bigint[]))) AND state = 'open'
 ), failed AS (
     UPDATE send_attempts
     SET status = 'failed', error_code = sqlc.arg(reason), error_message = 'reply window retired before transmission',
@@ -44,7 +45,7 @@ WITH target AS (
     DELETE FROM reply_window_secrets WHERE reply_window_id IN (SELECT reply_window_id FROM target)
 )
 UPDATE reply_windows
-SET state = sqlc.arg(state), retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
+SET state = sqlc.arg(state)::text, retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
 WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND state = 'open'
 RETURNING *;
 

@@ -98,6 +98,10 @@ var constraintCodes = map[string]vocab.Code{
 	"poll_leases_account_key_fkey":                         vocab.CodeAccountNotFound,
 }
 
+// msgStalePlan is PostgreSQL's message (SQLSTATE 0A000) for a prepared statement whose
+// result columns changed type since it was prepared.
+const msgStalePlan = "cached plan must not change result type"
+
 // wrapDB turns a database error into a store error. Rule constraints map to their code;
 // anything else is reported as unavailable (retryable) with the driver error wrapped.
 func wrapDB(op string, err error) error {
@@ -119,6 +123,12 @@ func wrapDB(op string, err error) error {
 			return &Error{Code: vocab.CodeInvalidInput, Msg: op + ": " + pgErr.ConstraintName, Err: err}
 		case "40001", "40P01":
 			return &Error{Code: vocab.CodeUnavailable, Msg: op + ": serialization conflict", Err: err}
+		case "0A000":
+			if pgErr.Message == msgStalePlan {
+				// A migration changed what a statement this connection prepared returns;
+				// pgx dropped the statement, and a retry prepares it again.
+				return &Error{Code: vocab.CodeUnavailable, Msg: op + ": statement prepared before a schema change", Err: err}
+			}
 		}
 		return &Error{Code: vocab.CodeInternal, Msg: op, Err: err}
 	}

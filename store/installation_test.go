@@ -12,6 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -71,6 +72,10 @@ func TestTheMigrationMarksWindowsAndAccountsOfBeforeInstallationIDsLegacy(t *tes
 	if _, err := db.Migrate(ctx, pool, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The new release's worker serves with connections of its own (a statement prepared
+	// before a migration that changed its result is retried: see
+	// TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce).
+	pool.Reset()
 
 	e.store, err = store.New(pool, testKeys, store.DefaultLimits())
 	if err != nil {
@@ -100,6 +105,59 @@ func TestTheMigrationMarksWindowsAndAccountsOfBeforeInstallationIDsLegacy(t *tes
 	}
 }
 
+// A worker of the previous release that keeps running while a migration changes the type
+// of columns its statements return (00007: the rule domains) gets one retryable error for
+// such a statement on each of its connections, and the retry succeeds: nothing is lost or
+// reported as a rule violation.
+func TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := dbtest.NewSchema(t)
+	cfg, err := pgxpool.ParseConfig(dbtest.SchemaURL(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // the connection that prepared the statement is the one that runs it again
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrateTo(t, pool, 6)
+	st, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, pool: pool, store: st}
+	b := e.register()
+	e.commit(b, t0, b.msg("before the migration", t0))
+	migrateTo(t, pool, 7)
+
+	page := []store.PageEntry{b.msg("after the migration", t0.Add(1))}
+	_, err = e.tryCommit(b, t0.Add(1), page...)
+	wantCode(t, err, vocab.CodeUnavailable)
+	if store.IsRuleViolation(err) {
+		t.Fatalf("%v is reported as a rule violation", err)
+	}
+	if res := e.commit(b, t0.Add(1), page...); res.Deliverable == nil || res.Inserted != 1 {
+		t.Fatalf("the retried page %+v", res)
+	}
+}
+
+// migrateTo migrates the pool's schema up to version.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = sqlDB.Close() }()
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // preInstallationPool is a fresh schema migrated up to the version before installation
 // ids (00003), as a database of an older release is.
 func preInstallationPool(t *testing.T) *pgxpool.Pool {
@@ -111,14 +169,6 @@ func preInstallationPool(t *testing.T) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := provider.UpTo(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
+	migrateTo(t, pool, 3)
 	return pool
 }

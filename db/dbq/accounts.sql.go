@@ -93,7 +93,8 @@ const insertAccount = `-- name: InsertAccount :exec
 INSERT INTO accounts (
     account_key, provider_account_id, owner_peer_id, base_url, generation, status,
     cursor, created_at, updated_at
-) VALUES ($1, $2, $3, $4, 1, 'active', '', $5, $5)
+) VALUES ($1::text, $2::text, $3::text,
+          $4::text, 1, 'active', '', $5, $5)
 `
 
 type InsertAccountParams struct {

@@ -110,7 +110,7 @@ func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (In
 
 const setMessageStatus = `-- name: SetMessageStatus :execrows
 UPDATE inbound_messages
-SET status = $1, failure_reason = $2, updated_at = $3
+SET status = $1::text, failure_reason = $2, updated_at = $3
 WHERE message_key = $4 AND status = ANY($5::text[])
 `
 

@@ -1,0 +1,158 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
+)
+
+// preparedStatement is one row of pg_prepared_statements of the test's connection.
+type preparedStatement struct {
+	name          string // the sqlc query name, or the statement's first line
+	paramTypes    []string
+	custom, plans int64
+}
+
+// hotPathStatements runs page commits (with duplicates, images, a merged backlog and a
+// superseded window), the agent's hand-off and sends (reserve and start, complete) on one
+// connection, many times each, and returns the statements that connection prepared.
+func hotPathStatements(t *testing.T) []preparedStatement {
+	t.Helper()
+	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: t.Context(), pool: pool, store: s}
+	b := e.register()
+	for i := range 12 {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		older := b.msg("merged", now.Add(-time.Second))
+		older.Payload.Attachments = []store.Attachment{{Kind: "image", Position: 0}}
+		older.Images = []store.ImageLocator{{Position: 0, Locator: sealing.NewSecret("cdn-locator")}}
+		newer := b.msg("delivered", now)
+		res := e.commit(b, now, older, newer)
+		e.commit(b, now, newer) // iLink hands the page out again
+		tok := sealing.NewSecret("hot-path-session-" + b.key + "-" + newer.ProviderMessageID)
+		sess, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 2 {
+			prep, err := e.store.ReserveAndStart(e.ctx, now, store.ReplyInput{Session: store.BySessionID(sess.SessionID),
+				ReplyWindowID: res.Deliverable.ReplyWindowID, RequestID: "hot/" + newer.ProviderMessageID + "/" + string(rune('a'+j)),
+				Content: text("reply")}, store.SendPacing{})
+			if err != nil || prep.Started == nil {
+				t.Fatalf("reserve and start: %+v %v", prep, err)
+			}
+			if _, err := e.store.CompleteSend(e.ctx, now, store.Completion{AttemptID: prep.Attempt.AttemptID,
+				Status: vocab.AttemptSent, ProviderMessageID: "pm-" + prep.Attempt.AttemptID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rows, err := pool.Query(e.ctx, `SELECT statement, parameter_types::text[], custom_plans, generic_plans + custom_plans
+		FROM pg_prepared_statements`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []preparedStatement
+	for rows.Next() {
+		var st string
+		var ps preparedStatement
+		if err := rows.Scan(&st, &ps.paramTypes, &ps.custom, &ps.plans); err != nil {
+			t.Fatal(err)
+		}
+		ps.name, _, _ = strings.Cut(strings.TrimPrefix(st, "-- name: "), "\n")
+		out = append(out, ps)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The hot path's statements bind their parameters as base types and keep a generic plan.
+//
+//   - A parameter PostgreSQL infers as one of the rule domains (migration 00007: a value
+//     assigned to a domain column) is parsed by the domain's input function, which looks
+//     the domain up again on every call; cast to its base type, the value is checked once,
+//     where it is assigned.
+//   - A prepared statement is planned for its first five runs on a connection; then
+//     PostgreSQL keeps a generic plan unless a plan made for the values at hand looks
+//     cheaper, and then plans every run again. An array parameter (the page's message
+//     keys, the windows to retire) looked cheaper with one element than a generic plan
+//     made for ten, so those statements were planned on every page.
+func TestHotPathStatementsBindBaseTypesAndKeepAGenericPlan(t *testing.T) {
+	t.Parallel()
+	statements := hotPathStatements(t)
+	if len(statements) < 20 {
+		t.Fatalf("the hot path prepared %d statements, want the page's, the hand-off's and the send's", len(statements))
+	}
+	for _, ps := range statements {
+		for _, typ := range ps.paramTypes {
+			if strings.HasPrefix(typ, "ilk_") {
+				t.Errorf("%s binds a parameter of domain %s (parameter types %v)", ps.name, typ, ps.paramTypes)
+			}
+		}
+		if ps.custom > 5 {
+			t.Errorf("%s was planned for its values %d times in %d runs", ps.name, ps.custom, ps.plans)
+		}
+	}
+}
+
+// The single-column rules moved to domains (migration 00007) still refuse what the table
+// CHECK constraints refused, on insert and on update, and the rules that tie columns
+// together are still table constraints.
+func TestSchemaRulesStillRefuseBadValues(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, tok := e.deliver(b, "hello")
+	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "reply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, win := res.Deliverable.MessageKey, res.Deliverable.ReplyWindowID
+	for _, c := range []struct {
+		rule string
+		sql  string
+		arg  any
+	}{
+		{"account status", `UPDATE accounts SET status = 'gone' WHERE account_key = $1`, b.key},
+		{"account generation", `UPDATE accounts SET generation = 0 WHERE account_key = $1`, b.key},
+		{"cursor length", `UPDATE accounts SET cursor = repeat('c', 262145) WHERE account_key = $1`, b.key},
+		{"base url", `UPDATE accounts SET base_url = 'ftp://x' WHERE account_key = $1`, b.key},
+		{"provider account id", `UPDATE accounts SET provider_account_id = '' WHERE account_key = $1`, b.key},
+		{"message status", `UPDATE inbound_messages SET status = 'lost' WHERE message_key = $1`, msg},
+		{"message key", `INSERT INTO inbound_messages (message_key, account_key, peer_id, provider_message_id, sent_at, status, payload, created_at, updated_at)
+			SELECT 'im_bad', account_key, peer_id, 'p-bad', now(), 'received', '{}', now(), now() FROM inbound_messages WHERE message_key = $1`, msg},
+		{"window state", `UPDATE reply_windows SET state = 'closed' WHERE reply_window_id = $1`, win},
+		{"reserved", `UPDATE reply_windows SET reserved = -1 WHERE reply_window_id = $1`, win},
+		{"max sends", `UPDATE reply_windows SET max_sends = 1001 WHERE reply_window_id = $1`, win},
+		{"quota", `UPDATE reply_windows SET transmitted = max_sends WHERE reply_window_id = $1`, win},
+		{"retired window holds no reservation", `UPDATE reply_windows SET state = 'expired' WHERE reply_window_id = $1`, win},
+		{"attempt status", `UPDATE send_attempts SET status = 'lost' WHERE attempt_id = $1`, a.AttemptID},
+		{"fail type", `UPDATE send_attempts SET fail_type = 'other' WHERE attempt_id = $1`, a.AttemptID},
+		{"fingerprint", `UPDATE send_attempts SET fingerprint = 'xyz' WHERE attempt_id = $1`, a.AttemptID},
+		{"send index", `UPDATE send_attempts SET send_index = 1000 WHERE attempt_id = $1`, a.AttemptID},
+	} {
+		before := e.digest()
+		_, err := e.pool.Exec(e.ctx, c.sql, c.arg)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Errorf("%s: %v, want a check violation (23514)", c.rule, err)
+		}
+		e.unchanged(before)
+	}
+}
