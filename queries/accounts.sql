@@ -29,13 +29,13 @@ INSERT INTO accounts (
 
 -- name: BumpAccountGeneration :execrows
 UPDATE accounts
-SET base_url = sqlc.arg(base_url), generation = generation + 1, status = 'active', status_reason = '',
+SET base_url = sqlc.arg(base_url)::text, generation = generation + 1, status = 'active', status_reason = '',
     pause_until = NULL, replaced_by = NULL, updated_at = sqlc.arg(now)
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation);
 
 -- name: SetAccountStatus :execrows
 UPDATE accounts
-SET status = sqlc.arg(status), status_reason = sqlc.arg(reason), pause_until = sqlc.narg(pause_until),
+SET status = sqlc.arg(status)::text, status_reason = sqlc.arg(reason), pause_until = sqlc.narg(pause_until),
     replaced_by = sqlc.narg(replaced_by), updated_at = sqlc.arg(now)
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation);
 

@@ -3,8 +3,7 @@
 -- send index has just moved past it (the reservation before it in the transaction took
 -- effect), so that a reservation that did not happen never leaves an attempt behind, even
 -- when COMMIT travels in the same round trip; a refused (failed) one needs no reservation.
--- Values for the rule domains' columns (migration 00007) are cast to the base type, so the
--- parameters bind as base types and the domain checks them once, where they are assigned.
+-- Values for the rule domains' columns are cast to the base type (migration 00007 says why).
 INSERT INTO send_attempts (
     attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
     send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status,
@@ -42,7 +41,7 @@ RETURNING *;
 -- name: FailPendingAttemptsOfWindow :execrows
 UPDATE send_attempts
 SET status = 'failed', error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),
-    fail_type = sqlc.arg(fail_type), updated_at = sqlc.arg(now)
+    fail_type = sqlc.arg(fail_type)::text, updated_at = sqlc.arg(now)
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND status = 'pending';
 
 -- name: PendingAttemptCounts :many

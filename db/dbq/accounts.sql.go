@@ -25,7 +25,7 @@ func (q *Queries) BlockSends(ctx context.Context, until time.Time, now time.Time
 
 const bumpAccountGeneration = `-- name: BumpAccountGeneration :execrows
 UPDATE accounts
-SET base_url = $1, generation = generation + 1, status = 'active', status_reason = '',
+SET base_url = $1::text, generation = generation + 1, status = 'active', status_reason = '',
     pause_until = NULL, replaced_by = NULL, updated_at = $2
 WHERE account_key = $3 AND generation = $4
 `
@@ -257,7 +257,7 @@ func (q *Queries) RecordPoll(ctx context.Context, now time.Time, accountKey stri
 
 const setAccountStatus = `-- name: SetAccountStatus :execrows
 UPDATE accounts
-SET status = $1, status_reason = $2, pause_until = $3,
+SET status = $1::text, status_reason = $2, pause_until = $3,
     replaced_by = $4, updated_at = $5
 WHERE account_key = $6 AND generation = $7
 `

@@ -43,7 +43,7 @@ func (q *Queries) CountAttemptsByStatus(ctx context.Context, replyWindowID int64
 const failPendingAttemptsOfWindow = `-- name: FailPendingAttemptsOfWindow :execrows
 UPDATE send_attempts
 SET status = 'failed', error_code = $1, error_message = $2,
-    fail_type = $3, updated_at = $4
+    fail_type = $3::text, updated_at = $4
 WHERE reply_window_id = $5 AND status = 'pending'
 `
 

@@ -780,8 +780,7 @@ type InsertSendAttemptParams struct {
 // send index has just moved past it (the reservation before it in the transaction took
 // effect), so that a reservation that did not happen never leaves an attempt behind, even
 // when COMMIT travels in the same round trip; a refused (failed) one needs no reservation.
-// Values for the rule domains' columns (migration 00007) are cast to the base type, so the
-// parameters bind as base types and the domain checks them once, where they are assigned.
+// Values for the rule domains' columns are cast to the base type (migration 00007 says why).
 func (q *Queries) InsertSendAttempt(ctx context.Context, arg []InsertSendAttemptParams) *InsertSendAttemptBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

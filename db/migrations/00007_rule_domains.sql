@@ -10,7 +10,10 @@
 -- to a column of the domain, which is exactly when a single-column rule can break. The
 -- rules are unchanged, and a violation is still SQLSTATE 23514 (the store reports it as
 -- invalid input). Rules that tie columns together stay CHECK constraints of their table.
--- The hot tables are converted: those a page commit or a send writes.
+-- The hot tables are converted: those a page commit or a send writes. The queries cast a
+-- value they assign to one of these columns to the base type: a parameter PostgreSQL infers
+-- as a domain is parsed by the domain's input function, which looks the domain up again on
+-- every call.
 CREATE DOMAIN ilk_account_key AS text CHECK (VALUE ~ '^ilk_[0-9a-f]{32}$');
 CREATE DOMAIN ilk_message_key AS text CHECK (VALUE ~ '^im_[0-9a-f]{32}$');
 CREATE DOMAIN ilk_attempt_id AS text CHECK (VALUE ~ '^sa_[0-9a-f]{29}$');
