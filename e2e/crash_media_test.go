@@ -235,30 +235,21 @@ func mediaCrashKillLoop(ctx context.Context, w *crashWorker, r *mrand.Rand, stre
 		if over {
 			kind, wait = crashOnTimer, crashRandDur(r, 2*time.Second)
 		}
-		var trigger <-chan struct{}
+		var offset time.Duration
 		if kind != crashOnTimer {
-			trigger = w.tap.arm(kind)
+			offset = crashRandDur(r, 3*time.Millisecond)
+		}
+		moment, err := w.awaitKillMoment(ctx, kind, wait, offset, nil)
+		if err != nil {
+			return err
 		}
 		how := fmt.Sprintf("after %v (timer)", wait.Round(time.Millisecond))
-		tm := time.NewTimer(wait)
-		select {
-		case <-tm.C:
-			if kind != crashOnTimer {
-				how = fmt.Sprintf("after %v: no %s came", wait, kind)
-			}
-		case <-trigger:
-			offset := crashRandDur(r, 3*time.Millisecond)
+		switch {
+		case moment == momentTriggered:
 			how = fmt.Sprintf("%v after a %s", offset, kind)
-			if err := crashPause(ctx, offset); err != nil {
-				tm.Stop()
-				return err
-			}
-		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
+		case kind != crashOnTimer:
+			how = fmt.Sprintf("after %v: no %s came", wait, kind)
 		}
-		tm.Stop()
-		w.tap.disarm()
 		if err := w.killAndRestart(ctx, r, how); err != nil {
 			return err
 		}

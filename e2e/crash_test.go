@@ -706,35 +706,19 @@ func (w *crashWorker) killLoop(ctx context.Context, r *mrand.Rand, streamOver <-
 		if err := crashPause(ctx, minUp); err != nil {
 			return err
 		}
-		how := fmt.Sprintf("after %v up", up.Round(time.Millisecond))
-		var trigger <-chan struct{}
-		if kind != crashOnTimer {
-			trigger = w.tap.arm(kind)
-		}
 		// Once the stream is over and enough kills happened, the last restart stands.
 		var enough <-chan struct{}
 		if w.killCount() >= crashMinKills {
 			enough = streamOver
 		}
-		tm := time.NewTimer(up - minUp)
-		select {
-		case <-enough:
-			tm.Stop()
-			w.tap.disarm()
-			return nil
-		case <-tm.C:
-		case <-trigger:
-			how = fmt.Sprintf("%v after a %s, %v up", offset, kind, time.Since(started).Round(time.Millisecond))
-			if err := crashPause(ctx, offset); err != nil {
-				tm.Stop()
-				return err
-			}
-		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
+		moment, err := w.awaitKillMoment(ctx, kind, up-minUp, offset, enough)
+		if err != nil || moment == momentStopped {
+			return err
 		}
-		tm.Stop()
-		w.tap.disarm()
+		how := fmt.Sprintf("after %v up", up.Round(time.Millisecond))
+		if moment == momentTriggered {
+			how = fmt.Sprintf("%v after a %s, %v up", offset, kind, time.Since(started).Round(time.Millisecond))
+		}
 		if !w.faults.TryLock() {
 			w.t.Logf("kill skipped (%s): a fault is under way", how)
 			continue
@@ -744,6 +728,38 @@ func (w *crashWorker) killLoop(ctx context.Context, r *mrand.Rand, streamOver <-
 			return err
 		}
 		w.faults.Unlock()
+	}
+}
+
+// crashMoment is how the wait for a kill's moment ended.
+type crashMoment int
+
+const (
+	momentTimer     crashMoment = iota // the wait elapsed (a triggered kill's moment did not come)
+	momentTriggered                    // the kind's trigger fired, and the offset passed
+	momentStopped                      // stop was closed: no kill
+)
+
+// awaitKillMoment arms the tap for kind (nothing for crashOnTimer) and waits for what comes
+// first: the trigger (then offset more), wait elapsing, or stop closing (nil: never). The
+// tap is disarmed when it returns.
+func (w *crashWorker) awaitKillMoment(ctx context.Context, kind string, wait, offset time.Duration, stop <-chan struct{}) (crashMoment, error) {
+	var trigger <-chan struct{}
+	if kind != crashOnTimer {
+		trigger = w.tap.arm(kind)
+	}
+	defer w.tap.disarm()
+	tm := time.NewTimer(wait)
+	defer tm.Stop()
+	select {
+	case <-stop:
+		return momentStopped, nil
+	case <-tm.C:
+		return momentTimer, nil
+	case <-trigger:
+		return momentTriggered, crashPause(ctx, offset)
+	case <-ctx.Done():
+		return momentStopped, ctx.Err()
 	}
 }
 
