@@ -145,14 +145,19 @@ func (r *receiver) next(n int, within time.Duration) handoff.WebhookDelivery {
 	}
 }
 
+// webhookConfig is the start option of a gateway that hands messages to the webhook at url.
 func webhookConfig(url string, reoffer time.Duration) startOption {
-	return configured(func(cfg *gateway.Config) {
-		cfg.Handler = handoff.KindWebhook
-		cfg.WebhookURL = url
-		cfg.WebhookSecret = sealing.NewSecret(webhookSecret)
-		cfg.WebhookTimeout = 10 * time.Second
-		cfg.ReofferAfter = reoffer
-	})
+	return configured(func(cfg *gateway.Config) { useWebhook(cfg, url, reoffer) })
+}
+
+// useWebhook makes cfg hand messages to the test webhook at url, signed with webhookSecret,
+// offering a message again after reoffer (0: never).
+func useWebhook(cfg *gateway.Config, url string, reoffer time.Duration) {
+	cfg.Handler = handoff.KindWebhook
+	cfg.WebhookURL = url
+	cfg.WebhookSecret = sealing.NewSecret(webhookSecret)
+	cfg.WebhookTimeout = 10 * time.Second
+	cfg.ReofferAfter = reoffer
 }
 
 // enrolledBot enrolls a bot for owner and waits for its poller.

@@ -24,7 +24,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/replyapi"
-	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -103,13 +102,7 @@ func TestMediaWebhookAgentFetchesEveryAttachmentAndRepliesWithImageAndFile(t *te
 	limits.MaxSends = 5
 	limits.MaxMediaBytes = 256 << 10
 	rcv, url := newReceiver(t, func(int, handoff.WebhookDelivery) (int, string) { return http.StatusOK, `{}` })
-	a := startAPI(t, limits, func(_ *ilinksim.Config, cfg *gateway.Config) {
-		cfg.Handler = handoff.KindWebhook
-		cfg.WebhookURL = url
-		cfg.WebhookSecret = sealing.NewSecret(webhookSecret)
-		cfg.WebhookTimeout = 10 * time.Second
-		cfg.ReofferAfter = 0
-	})
+	a := startAPI(t, limits, func(_ *ilinksim.Config, cfg *gateway.Config) { useWebhook(cfg, url, 0) })
 	const owner = "o9cq8mediaowner00000000001@im.wechat"
 	a.enroll("qo_e2e_media", owner)
 	bot := a.botOf(owner)

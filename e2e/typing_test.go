@@ -10,7 +10,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
 	"github.com/ilinkflow/ilinkflow/replyapi"
-	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
@@ -71,13 +70,7 @@ func TestTypingIsShownFromTheHandOffUntilTheFirstReplyOrTheVerdictAndNeverCostsQ
 	rcv, url := newReceiver(t, func(int, handoff.WebhookDelivery) (int, string) { return http.StatusOK, `{}` })
 	limits := store.DefaultLimits()
 	limits.MaxSends = 3
-	a := startAPI(t, limits, func(_ *ilinksim.Config, cfg *gateway.Config) {
-		cfg.Handler = handoff.KindWebhook
-		cfg.WebhookURL = url
-		cfg.WebhookSecret = sealing.NewSecret(webhookSecret)
-		cfg.WebhookTimeout = 10 * time.Second
-		cfg.ReofferAfter = 0
-	})
+	a := startAPI(t, limits, func(_ *ilinksim.Config, cfg *gateway.Config) { useWebhook(cfg, url, 0) })
 	const owner = "o9cq8typingowner0000000001@im.wechat"
 	acct := a.enroll("qo_e2e_typing", owner)
 	bot := a.botOf(owner)
