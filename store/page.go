@@ -170,32 +170,32 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 			return fail(vocab.CodeInvalidInput, "attachment descriptor is too long or not UTF-8")
 		}
 	}
-	if len(e.Images) != len(imagePositions) {
-		return fail(vocab.CodeInvalidInput, "image locator count is inconsistent with image attachments")
+	if err := checkLocators("image", e.Images, imagePositions); err != nil {
+		return err
 	}
-	seen := map[int32]bool{}
-	for _, img := range e.Images {
-		if !imagePositions[img.Position] || seen[img.Position] {
-			return fail(vocab.CodeInvalidInput, "image locator position is inconsistent")
-		}
-		seen[img.Position] = true
-		if img.Locator.IsZero() || len(img.Locator.Reveal()) > 8192 {
-			return fail(vocab.CodeInvalidInput, "image locator is missing or too long")
-		}
-	}
-	if len(e.Media) != len(mediaPositions) {
-		return fail(vocab.CodeInvalidInput, "media locator count is inconsistent with media attachments")
-	}
-	for _, m := range e.Media {
-		if !mediaPositions[m.Position] || seen[m.Position] {
-			return fail(vocab.CodeInvalidInput, "media locator position is inconsistent")
-		}
-		seen[m.Position] = true
-		if m.Locator.IsZero() || len(m.Locator.Reveal()) > 8192 {
-			return fail(vocab.CodeInvalidInput, "media locator is missing or too long")
-		}
+	if err := checkLocators("media", e.Media, mediaPositions); err != nil {
+		return err
 	}
 	e.SentAt = e.SentAt.Truncate(time.Microsecond)
+	return nil
+}
+
+// checkLocators checks that locators (of kind "image" or "media") name each of the
+// attachment positions once, and that each is present and at most 8 KiB.
+func checkLocators(kind string, locators []ImageLocator, positions map[int32]bool) error {
+	if len(locators) != len(positions) {
+		return fail(vocab.CodeInvalidInput, "%s locator count is inconsistent with %s attachments", kind, kind)
+	}
+	seen := make(map[int32]bool, len(locators))
+	for _, l := range locators {
+		if !positions[l.Position] || seen[l.Position] {
+			return fail(vocab.CodeInvalidInput, "%s locator position is inconsistent", kind)
+		}
+		seen[l.Position] = true
+		if l.Locator.IsZero() || len(l.Locator.Reveal()) > 8192 {
+			return fail(vocab.CodeInvalidInput, "%s locator is missing or too long", kind)
+		}
+	}
 	return nil
 }
 
