@@ -12,7 +12,6 @@ import (
 	"image/png"
 	"io"
 	mrand "math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -27,6 +26,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/agent"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -75,7 +75,7 @@ func TestCrashDuringMediaSendsNeverSendsAMediaReplyTwiceAndLeavesNothingPending(
 
 	// The reply API listens on one address across restarts, as an agent's configuration
 	// names it.
-	httpAddr := mediaCrashFreeAddr(t)
+	httpAddr := testkit.FreeAddr(t)
 	ag := &mediaCrashAgent{gateway: "http://" + httpAddr, hc: &http.Client{Timeout: 75 * time.Second},
 		replies: map[string]*mediaCrashReply{}, byHash: map[string]string{}}
 	hook := httptest.NewServer(ag)
@@ -189,20 +189,6 @@ func TestCrashDuringMediaSendsNeverSendsAMediaReplyTwiceAndLeavesNothingPending(
 	t.Logf("COUNTS: %d messages, %d kills, %d media replies sent, %d unknown outcomes, %d doubles; setup %v, stream %v, quiet after %v, total %v",
 		len(msgs), kills, mediaSent, unknown, doubles, ready.Sub(began).Round(time.Millisecond), streamed.Sub(ready).Round(time.Millisecond),
 		quieted.Sub(streamed).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-}
-
-// mediaCrashFreeAddr is a loopback address with a port free at the moment.
-func mediaCrashFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // mediaCrashKillLoop kills and restarts the worker until the stream is over and at least

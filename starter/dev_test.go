@@ -150,12 +150,7 @@ type syncBuffer = testkit.SyncBuffer
 func TestDevStopsPromptlyWhenCancelledMidPrompt(t *testing.T) {
 	t.Parallel()
 	e := newDevEnv(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	simAddr := l.Addr().String()
-	l.Close()
+	simAddr := testkit.FreeAddr(t)
 	stdinR, stdinW := io.Pipe() // never written: the read blocks as on a terminal
 	t.Cleanup(func() { stdinW.Close() })
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/devserver"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
 // TestDevThroughATerminalChatsTwentyMessagesStopsEverythingOnCtrlCAndRunsAgain drives the
@@ -46,8 +47,8 @@ func TestDevThroughATerminalChatsTwentyMessagesStopsEverythingOnCtrlCAndRunsAgai
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	simAddr, httpAddr, temporalAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	_, uiPort, _ := net.SplitHostPort(freeAddr(t))
+	simAddr, httpAddr, temporalAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
+	_, uiPort, _ := net.SplitHostPort(testkit.FreeAddr(t))
 	args := []string{"dev", "--temporal-address", temporalAddr, "--ui-port", uiPort,
 		"--task-queue", "pty-" + strconv.Itoa(os.Getpid()), "--database-url", dbtest.SchemaURL(schema),
 		"--sim-addr", simAddr, "--http-addr", httpAddr, "--dev-key-file", keyFile}
@@ -147,16 +148,6 @@ func TestDevThroughATerminalChatsTwentyMessagesStopsEverythingOnCtrlCAndRunsAgai
 	if s := screen(); strings.Contains(s, "refused") {
 		t.Fatalf("a reply was refused:\n%s", s)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // procStat reads a process's state and parent from /proc (ok false when it is gone).

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"flag"
 	"fmt"
+	mrand "math/rand/v2"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -89,3 +91,40 @@ func WaitingParallel(n int) {
 		}
 	}
 }
+
+// FreeAddr returns a loopback address whose port is free now, for a process the test starts
+// (perhaps twice: a restarted process gets the same port back). The port lies below Linux's
+// ephemeral range (32768 and up): one the kernel handed out for ":0" could be handed out
+// again, to any parallel test's connection, before the process binds it (seen in CI: "bind:
+// address already in use").
+func FreeAddr(t *testing.T) string {
+	t.Helper()
+	const low, high = 20000, 32768
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	start := low + mrand.IntN(high-low)
+	for i := range high - low {
+		port := low + (start-low+i)%(high-low)
+		if handedOut.ports[port] {
+			continue // free again, but another test of this process may be about to use it
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		handedOut.ports[port] = true
+		return addr
+	}
+	t.Fatalf("no free port in %d-%d", low, high-1)
+	return ""
+}
+
+// handedOut are the ports FreeAddr returned, never returned twice.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
