@@ -321,22 +321,28 @@ func (a *apiSystem) assertNotInDecodedPayloads(values []string) {
 	a.t.Logf("no media byte, key or CDN parameter in %d decoded payloads", n)
 }
 
-// done marks a session's message handled through the reply API, retrying while the
-// window's workflow is not started yet (503 window_unavailable, "retry"), as an agent that
-// answers at once after its delivery does.
+// done marks a session's message handled through the reply API (untilWindowReady).
 func (a *apiSystem) done(token string) {
 	a.t.Helper()
+	got := a.untilWindowReady(func() answer {
+		return a.do(http.MethodPost, "/v1/done", []byte(`{"status":"handled"}`), "Authorization", "Bearer "+token)
+	})
+	if got.status != http.StatusOK {
+		a.t.Fatalf("done: %d %s", got.status, got.body)
+	}
+}
+
+// untilWindowReady makes call again while the reply API answers that the window's
+// workflow is not ready (503 window_unavailable, "retry": nothing was sent), for up to 30
+// s, as an agent that answers at once after its delivery does, and returns the last answer.
+func (a *apiSystem) untilWindowReady(call func() answer) answer {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := a.do(http.MethodPost, "/v1/done", []byte(`{"status":"handled"}`), "Authorization", "Bearer "+token)
-		switch {
-		case got.status == http.StatusOK:
-			return
-		case got.status == http.StatusServiceUnavailable && strings.Contains(string(got.body), replyapi.CodeWindowUnavailable) &&
-			time.Now().Before(deadline):
-			<-time.After(100 * time.Millisecond)
-		default:
-			a.t.Fatalf("done: %d %s", got.status, got.body)
+		got := call()
+		if got.status != http.StatusServiceUnavailable || !strings.Contains(string(got.body), replyapi.CodeWindowUnavailable) ||
+			time.Now().After(deadline) {
+			return got
 		}
+		<-time.After(100 * time.Millisecond)
 	}
 }

@@ -110,7 +110,7 @@ func TestTypingIsShownFromTheHandOffUntilTheFirstReplyOrTheVerdictAndNeverCostsQ
 	}
 
 	// The first reply cancels typing.
-	if got := a.reply(d.SessionToken, "yes, here", ""); got.status != http.StatusOK {
+	if got := a.untilWindowReady(func() answer { return a.reply(d.SessionToken, "yes, here", "") }); got.status != http.StatusOK {
 		t.Fatalf("reply: %d %s", got.status, got.body)
 	}
 	if got := a.peerTyping(bot.BotID, owner); got != 2 {
@@ -143,7 +143,7 @@ func TestTypingIsShownFromTheHandOffUntilTheFirstReplyOrTheVerdictAndNeverCostsQ
 		t.Fatal(err)
 	}
 	d2 := rcv.next(2, time.Minute)
-	if got := a.reply(d2.SessionToken, "second answer", ""); got.status != http.StatusOK {
+	if got := a.untilWindowReady(func() answer { return a.reply(d2.SessionToken, "second answer", "") }); got.status != http.StatusOK {
 		t.Fatalf("reply with typing failing: %d %s", got.status, got.body)
 	}
 
