@@ -44,14 +44,23 @@ WITH entry AS (
 SELECT source_message_key, reply_window_id FROM opened;
 
 -- name: PageKnownMessages :batchmany
--- The page's messages already in the inbox, each with whether it owns a reply window.
+-- The page's messages already in the inbox, each with whether it owns a reply window: one
+-- primary-key probe per key. OFFSET 0 keeps each probe a subquery of its own, planned as a
+-- lookup of one key: planned as a join over a page the planner must guess at ten keys, a
+-- scan of the whole inbox (and of every window, hashed) looked cheaper while the tables
+-- were small, and that plan stayed cached as they grew (a page read every stored message).
 -- The keys go through ARRAY(SELECT unnest(...)) so that the planner cannot count them: a
 -- plan made for one key looked cheaper than the generic one, and the statement was planned
 -- again on every page (TestHotPathStatementsBindBaseTypesAndKeepAGenericPlan).
 SELECT inbound.message_key, inbound.account_key, inbound.peer_id, inbound.provider_message_id,
-       EXISTS (SELECT 1 FROM reply_windows WHERE reply_windows.source_message_key = inbound.message_key) AS windowed
-FROM inbound_messages AS inbound
-WHERE inbound.message_key = ANY(ARRAY(SELECT unnest(sqlc.arg(message_keys)::text[])));
+       EXISTS (SELECT 1 FROM reply_windows WHERE reply_windows.source_message_key = inbound.message_key OFFSET 0) AS windowed
+FROM unnest(ARRAY(SELECT unnest(sqlc.arg(message_keys)::text[]))) AS page(message_key)
+JOIN LATERAL (
+    SELECT stored.message_key, stored.account_key, stored.peer_id, stored.provider_message_id
+    FROM inbound_messages AS stored
+    WHERE stored.message_key = page.message_key
+    OFFSET 0
+) AS inbound ON true;
 
 -- name: GetInboundMessage :one
 SELECT * FROM inbound_messages WHERE message_key = $1;
@@ -73,7 +82,9 @@ SELECT count(*) FROM absorbed;
 -- agent, and the open window's message when it was handed out but no reply of it was
 -- transmitted (should the page supersede that window, the agent's answer could no longer
 -- be sent: the message goes with the next delivery instead of being lost or falsely
--- handled). Two index lookups, so the conversation's history is never scanned.
+-- handled). Index lookups only, so the conversation's history is never scanned: the open
+-- window (at most one per conversation) names its message, which is looked up by key (a
+-- join there was planned as a scan of the inbox while it was small, and kept).
 SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM (
     SELECT received.message_key, received.inbox_seq, received.payload, received.status
     FROM inbound_messages AS received
@@ -81,10 +92,12 @@ SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status F
       AND received.status = 'received'
     UNION ALL
     SELECT handed.message_key, handed.inbox_seq, handed.payload, handed.status
-    FROM reply_windows AS unanswered
-    JOIN inbound_messages AS handed ON handed.message_key = unanswered.source_message_key
-    WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
-      AND unanswered.state = 'open' AND unanswered.transmitted = 0 AND handed.status = 'processing'
+    FROM inbound_messages AS handed
+    WHERE handed.message_key = (
+        SELECT unanswered.source_message_key FROM reply_windows AS unanswered
+        WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
+          AND unanswered.state = 'open' AND unanswered.transmitted = 0
+    ) AND handed.status = 'processing'
 ) AS backlog
 ORDER BY backlog.inbox_seq;
 
@@ -115,10 +128,12 @@ JOIN (
       AND received.status = 'received'
     UNION ALL
     SELECT handed.message_key, handed.inbox_seq
-    FROM reply_windows AS unanswered
-    JOIN inbound_messages AS handed ON handed.message_key = unanswered.source_message_key
-    WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
-      AND unanswered.state = 'open' AND unanswered.transmitted = 0 AND handed.status = 'processing'
+    FROM inbound_messages AS handed
+    WHERE handed.message_key = (
+        SELECT unanswered.source_message_key FROM reply_windows AS unanswered
+        WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
+          AND unanswered.state = 'open' AND unanswered.transmitted = 0
+    ) AND handed.status = 'processing'
 ) AS backlog ON backlog.message_key = image.message_key
 WHERE image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
 ORDER BY backlog.inbox_seq DESC, image.position;

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -154,5 +155,83 @@ func TestSchemaRulesStillRefuseBadValues(t *testing.T) {
 			t.Errorf("%s: %v, want a check violation (23514)", c.rule, err)
 		}
 		e.unchanged(before)
+	}
+}
+
+// A page's reads probe the inbox by key once it holds a few hundred messages. Their plans
+// are made when the tables are small and kept as the tables grow (until autovacuum next
+// gathers statistics), so a plan that scans a table is a cost that grows with the inbox.
+// Planned as joins, the page's known messages and the open window's unanswered message
+// were scans of the whole inbox at three hundred messages: the planner guessed ten keys
+// per page and a scan of a small table looked as cheap as ten probes.
+func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: t.Context(), pool: pool, store: s}
+	b := e.register()
+	for i := range 300 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		res := e.commit(b, now, b.msg("hello", now))
+		if _, err := pool.Exec(e.ctx, `UPDATE inbound_messages SET status = 'handled' WHERE message_key = $1`, res.Deliverable.MessageKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(e.ctx, `ANALYZE inbound_messages, reply_windows, inbound_images`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	rows, err := conn.Query(e.ctx, `SELECT name, statement FROM pg_prepared_statements`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]string{
+		"PageKnownMessages":     `('{im_00000000000000000000000000000000}')`,
+		"ReceivedBacklog":       `('` + b.key + `', '` + b.owner + `')`,
+		"ReceivedBacklogImages": `('` + b.key + `', '` + b.owner + `')`,
+	}
+	plans := map[string]string{}
+	for rows.Next() {
+		var name, st string
+		if err := rows.Scan(&name, &st); err != nil {
+			t.Fatal(err)
+		}
+		query, _, _ := strings.Cut(strings.TrimPrefix(st, "-- name: "), " ")
+		if a, ok := args[query]; ok {
+			plans[query] = name + a
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(e.ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	for query := range args {
+		execute, ok := plans[query]
+		if !ok {
+			t.Fatalf("the page commits did not prepare %s", query)
+		}
+		lines, err := conn.Query(e.ctx, `EXPLAIN EXECUTE `+execute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgx.CollectRows(lines, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "\n")
+		for _, table := range []string{"inbound_messages", "reply_windows"} {
+			if strings.Contains(text, "Seq Scan on "+table) {
+				t.Errorf("%s scans %s with 300 messages stored:\n%s", query, table, text)
+			}
+		}
 	}
 }
