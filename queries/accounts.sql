@@ -61,6 +61,7 @@ UPDATE accounts
 SET cursor = sqlc.arg(next_cursor)::text, cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation >= sqlc.arg(generation)
   AND cursor = sqlc.arg(expected_cursor)
+  AND ilk_page_writes() -- no move when a predicted page did not hold (migration 00008)
 RETURNING *;
 
 -- name: RecordPoll :execrows

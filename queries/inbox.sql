@@ -14,6 +14,7 @@ WITH entry AS (
            unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at,
            unnest(sqlc.arg(window_states)::text[]) AS window_state,
            unnest(sqlc.arg(retired_reasons)::text[]) AS retired_reason
+    WHERE ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
 ), message AS (
     INSERT INTO inbound_messages (
         message_key, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
@@ -78,28 +79,13 @@ WITH absorbed AS (
 SELECT count(*) FROM absorbed;
 
 -- name: ReceivedBacklog :batchmany
--- The conversation's messages no agent answered, oldest first: those not yet handed to an
--- agent, and the open window's message when it was handed out but no reply of it was
--- transmitted (should the page supersede that window, the agent's answer could no longer
--- be sent: the message goes with the next delivery instead of being lost or falsely
--- handled). Index lookups only, so the conversation's history is never scanned: the open
--- window (at most one per conversation) names its message, which is looked up by key (a
--- join there was planned as a scan of the inbox while it was small, and kept).
-SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM (
-    SELECT received.message_key, received.inbox_seq, received.payload, received.status
-    FROM inbound_messages AS received
-    WHERE received.account_key = sqlc.arg(account_key) AND received.peer_id = sqlc.arg(peer_id)
-      AND received.status = 'received'
-    UNION ALL
-    SELECT handed.message_key, handed.inbox_seq, handed.payload, handed.status
-    FROM inbound_messages AS handed
-    WHERE handed.message_key = (
-        SELECT unanswered.source_message_key FROM reply_windows AS unanswered
-        WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
-          AND unanswered.state = 'open' AND unanswered.transmitted = 0
-    ) AND handed.status = 'processing'
-) AS backlog
-ORDER BY backlog.inbox_seq;
+-- The conversation's messages no agent answered, oldest first (unanswered_messages,
+-- migration 00008): should the page supersede the open window, its handed-out message
+-- whose answer could no longer be sent goes with the next delivery instead of being lost
+-- or falsely handled. Index lookups only: the conversation's history is never scanned.
+SELECT message_key, inbox_seq, payload, status FROM unanswered_messages
+WHERE account_key = sqlc.arg(account_key) AND peer_id = sqlc.arg(peer_id)
+ORDER BY inbox_seq;
 
 -- name: SetMessageStatus :execrows
 UPDATE inbound_messages
@@ -115,28 +101,38 @@ WHERE account_key = $1 GROUP BY status ORDER BY status;
 INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
 SELECT sqlc.arg(message_key), unnest(sqlc.arg(positions)::integer[]), sqlc.arg(account_key), sqlc.arg(peer_id),
        unnest(sqlc.arg(key_generations)::integer[]), unnest(sqlc.arg(nonces)::bytea[]),
-       unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now);
+       unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now)
+WHERE ilk_page_writes(); -- nothing when a predicted page did not hold (migration 00008)
 
 -- name: ReceivedBacklogImages :batchmany
 -- The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
-FROM inbound_images AS image
-JOIN (
-    SELECT received.message_key, received.inbox_seq
-    FROM inbound_messages AS received
-    WHERE received.account_key = sqlc.arg(account_key) AND received.peer_id = sqlc.arg(peer_id)
-      AND received.status = 'received'
-    UNION ALL
-    SELECT handed.message_key, handed.inbox_seq
-    FROM inbound_messages AS handed
-    WHERE handed.message_key = (
-        SELECT unanswered.source_message_key FROM reply_windows AS unanswered
-        WHERE unanswered.account_key = sqlc.arg(account_key) AND unanswered.peer_id = sqlc.arg(peer_id)
-          AND unanswered.state = 'open' AND unanswered.transmitted = 0
-    ) AND handed.status = 'processing'
-) AS backlog ON backlog.message_key = image.message_key
-WHERE image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
+FROM unanswered_messages AS backlog
+JOIN inbound_images AS image ON image.message_key = backlog.message_key
+WHERE backlog.account_key = sqlc.arg(account_key) AND backlog.peer_id = sqlc.arg(peer_id)
+  AND image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
 ORDER BY backlog.inbox_seq DESC, image.position;
+
+-- name: ExpectPredictedPage :batchone
+-- Checks the state a page commit was predicted from (store.CommitPage, migration 00008),
+-- once the account and the conversation's open window are locked: the account's cursor,
+-- generation and owner are the predicted ones, the open window is the predicted one (or
+-- there is none), nothing is unanswered and no message of the page is stored. Records the
+-- verdict for ilk_page_writes() in the transaction and returns it. The keys are probed one
+-- by one, as PageKnownMessages probes them.
+SELECT set_config('ilinkflow.page_writes', CASE WHEN
+    EXISTS (SELECT 1 FROM accounts AS account
+            WHERE account.account_key = sqlc.arg(account_key)::text AND account.cursor = sqlc.arg(expected_cursor)::text
+              AND account.generation = sqlc.arg(generation)::integer AND account.owner_peer_id = sqlc.arg(peer_id)::text)
+    AND (SELECT open.reply_window_id FROM reply_windows AS open
+         WHERE open.account_key = sqlc.arg(account_key)::text AND open.peer_id = sqlc.arg(peer_id)::text AND open.state = 'open')
+        IS NOT DISTINCT FROM sqlc.narg(open_window_id)::bigint
+    AND NOT EXISTS (SELECT 1 FROM unanswered_messages AS backlog
+                    WHERE backlog.account_key = sqlc.arg(account_key)::text AND backlog.peer_id = sqlc.arg(peer_id)::text)
+    AND NOT EXISTS (SELECT 1 FROM unnest(ARRAY(SELECT unnest(sqlc.arg(message_keys)::text[]))) AS page(message_key)
+                    JOIN LATERAL (SELECT 1 FROM inbound_messages AS stored
+                                  WHERE stored.message_key = page.message_key OFFSET 0) AS found ON true)
+    THEN 'predicted' ELSE 'mispredicted' END, true) = 'predicted' AS holds;
 
 -- name: DeleteImagesOfMessages :batchexec
 DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[]);

@@ -33,6 +33,7 @@ LIMIT sqlc.arg(max_rows);
 WITH target AS (
     SELECT reply_window_id FROM reply_windows
     WHERE reply_window_id = ANY(ARRAY(SELECT unnest(sqlc.arg(reply_window_ids)::bigint[]))) AND state = 'open'
+      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
 ), failed AS (
     UPDATE send_attempts
     SET status = 'failed', error_code = sqlc.arg(reason), error_message = 'reply window retired before transmission',

@@ -227,18 +227,30 @@ type pageRead struct {
 //
 // Whatever the page's size it costs two round trips: the cursor's compare-and-set
 // (which locks the account) with everything the page is decided on, then the writes
-// (set-based) with COMMIT.
+// (set-based) with COMMIT. A page that follows the account's last commit in this process
+// costs one: it is decided on the state that commit left (predictPage), and its writes
+// travel with the locks and the statement that checks that state, COMMIT included. When
+// the state changed meanwhile, that transaction writes nothing and the page is committed
+// the usual way (two more round trips).
 func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (PageResult, error) {
 	now = now.Truncate(time.Microsecond)
 	if err := s.validatePage(now, in); err != nil {
 		return PageResult{}, err
 	}
 	var out PageResult
-	err := s.inPipeline(ctx, "commit page", func(p *pipeline, q *dbq.Queries) error {
-		var err error
-		out, err = s.commitPage(ctx, p, q, now, in)
-		return err
-	})
+	var next *pageHint
+	commit := func(hint *pageHint) (held bool, err error) {
+		err = s.inPipeline(ctx, "commit page", func(p *pipeline, q *dbq.Queries) error {
+			var err error
+			out, next, held, err = s.commitPage(ctx, p, q, now, in, hint)
+			return err
+		})
+		return held, err
+	}
+	held, err := commit(s.predictPage(in))
+	if err == nil && !held {
+		_, err = commit(nil)
+	}
 	if errors.Is(err, errCursorMoveFailed) {
 		err = s.read(ctx, "commit page", func(q *dbq.Queries) error {
 			return cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
@@ -248,24 +260,146 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 		}
 	}
 	if err != nil {
+		s.pageHints.Delete(in.AccountKey)
 		return PageResult{}, err
+	}
+	if next == nil {
+		next = s.carryHint(in, out.Generation)
+	}
+	if next == nil {
+		s.pageHints.Delete(in.AccountKey)
+	} else {
+		s.pageHints.Store(in.AccountKey, next)
 	}
 	return out, nil
 }
 
-func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput) (PageResult, error) {
+// pageHint is the state an account's page commit left, on which CommitPage decides the
+// account's next page without reading it first.
+type pageHint struct {
+	cursor     string // the cursor the commit moved to
+	generation int32
+	owner      string
+	// open is the conversation's open window after the commit (nil if none); only its id
+	// and the fields placeWindows orders windows by are set.
+	open *dbq.ReplyWindow
+}
+
+// predictPage returns the state the page can be decided on without reading it first: the
+// state the account's last page commit in this process left, when the page follows that
+// commit (it was fetched with the cursor the commit moved to, and moves it on) and every
+// message is from the account's owner. Nil when the page must be read first.
+func (s *Store) predictPage(in PageInput) *pageHint {
+	v, ok := s.pageHints.Load(in.AccountKey)
+	if !ok || len(in.Entries) == 0 || in.NextCursor == in.ExpectedCursor {
+		return nil
+	}
+	hint := v.(*pageHint)
+	if hint.cursor != in.ExpectedCursor || in.Generation > hint.generation {
+		return nil
+	}
+	for i := range in.Entries {
+		if in.Entries[i].PeerID != hint.owner {
+			return nil
+		}
+	}
+	return hint
+}
+
+// carryHint is the state a page without messages leaves: the last commit's, with the
+// cursor moved on (nil when there is none, or the page did not follow it).
+func (s *Store) carryHint(in PageInput, generation int32) *pageHint {
+	v, ok := s.pageHints.Load(in.AccountKey)
+	if !ok || v.(*pageHint).cursor != in.ExpectedCursor {
+		return nil
+	}
+	next := *v.(*pageHint)
+	next.cursor, next.generation = in.NextCursor, generation
+	return &next
+}
+
+// commitPage commits the page in the pipeline's transaction, decided on what it reads
+// first, or on hint when one is given (commitPredicted). held is false when the hint did
+// not hold: then the transaction wrote nothing.
+func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, hint *pageHint) (_ PageResult, _ *pageHint, held bool, _ error) {
+	if hint != nil {
+		return s.commitPredicted(ctx, p, q, now, in, hint)
+	}
 	rd, err := readPage(ctx, q, now, in)
 	if err != nil {
-		return PageResult{}, err
+		return PageResult{}, nil, true, err
 	}
+	res, next, err := s.decideAndWrite(ctx, p, q, now, in, rd, nil)
+	return res, next, true, err
+}
+
+// commitPredicted decides the page on the state hint predicts, and queues its writes, with
+// COMMIT, behind the account's lock, the open window's, the check of the prediction
+// (ExpectPredictedPage) and the cursor's compare-and-set: one round trip. Every statement
+// that writes does so only when the check held (ilk_page_writes, migration 00008).
+func (s *Store) commitPredicted(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, hint *pageHint) (PageResult, *pageHint, bool, error) {
+	keys := make([]string, len(in.Entries))
+	for i := range in.Entries {
+		keys[i] = MessageKey(in.AccountKey, in.Entries[i].ProviderMessageID)
+	}
+	var openID *int64
+	if hint.open != nil {
+		openID = &hint.open.ReplyWindowID
+	}
+	locked := q.LockAccount(ctx, []string{in.AccountKey})
+	open := q.LockOpenWindow(ctx, []dbq.LockOpenWindowParams{{AccountKey: in.AccountKey, PeerID: hint.owner}})
+	expected := q.ExpectPredictedPage(ctx, []dbq.ExpectPredictedPageParams{{AccountKey: in.AccountKey, ExpectedCursor: in.ExpectedCursor,
+		Generation: hint.generation, PeerID: hint.owner, OpenWindowID: openID, MessageKeys: keys}})
+	moved := queueCursorMove(ctx, q, now, in)
+	predicted := pageRead{account: dbq.Account{AccountKey: in.AccountKey, OwnerPeerID: hint.owner, Generation: hint.generation},
+		open: hint.open}
+	res, next, err := s.decideAndWrite(ctx, p, q, now, in, predicted, func(account *dbq.Account) (bool, error) {
+		if _, err := batchRow[dbq.Account](locked); errors.Is(err, pgx.ErrNoRows) {
+			return false, nil // the check fails too
+		} else if err != nil {
+			return false, err
+		}
+		if _, err := batchRow[dbq.ReplyWindow](open); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return false, err
+		}
+		if held, err := batchRow[bool](expected); err != nil || !held {
+			return false, err
+		}
+		var err error
+		if *account, err = batchRow[dbq.Account](moved); errors.Is(err, pgx.ErrNoRows) {
+			// Cannot happen: the check held with the account locked.
+			return false, &Error{Code: vocab.CodeInternal, Msg: "predicted page: the cursor did not move", Err: err}
+		}
+		return true, err
+	})
+	if errors.Is(err, errMispredicted) {
+		return PageResult{}, nil, false, nil
+	}
+	return res, next, true, err
+}
+
+// errMispredicted: the state a page was decided on did not hold; nothing was written.
+var errMispredicted = errors.New("store: page state changed since the account's last commit")
+
+// decideAndWrite decides the page on rd (deduplication, windows, merge), queues the writes
+// with COMMIT and reads their results. check, when set, reads the results of what a
+// predicted commit queued before the writes and the account its compare-and-set moved; it
+// reports whether the prediction held (errMispredicted when it did not).
+func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, rd pageRead, check func(*dbq.Account) (bool, error)) (PageResult, *pageHint, error) {
 	res := PageResult{Cursor: in.NextCursor, AccountStatus: rd.account.Status, Generation: rd.account.Generation}
 	news, err := newEntries(in, rd, &res)
 	if err != nil {
-		return PageResult{}, err
+		return PageResult{}, nil, err
 	}
 	res.Inserted = len(news)
 	if len(news) == 0 {
-		return res, nil
+		if check != nil { // cannot happen: a predicted page has messages, none stored
+			return PageResult{}, nil, &Error{Code: vocab.CodeInternal, Msg: "predicted page without a new message"}
+		}
+		if len(in.Entries) == 0 { // the open window was not read
+			return res, nil, nil
+		}
+		return res, rd.hint(in.NextCursor, rd.open), nil
 	}
 	retireOpen, deliverable := placeWindows(rd.open, news)
 	if !retireOpen {
@@ -273,7 +407,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	}
 	plan, err := s.planMerge(rd, news, deliverable)
 	if err != nil {
-		return PageResult{}, err
+		return PageResult{}, nil, err
 	}
 
 	// The writes, in one round trip.
@@ -285,7 +419,7 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	}
 	insert, err := s.insertParams(now, in.AccountKey, rd.account, news, deliverable, plan)
 	if err != nil {
-		return PageResult{}, err
+		return PageResult{}, nil, err
 	}
 	inserted := q.InsertPageMessages(ctx, []dbq.InsertPageMessagesParams{insert})
 	var images *dbq.InsertInboundImagesBatchResults
@@ -305,15 +439,25 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	// Every decision is made: COMMIT travels with the writes (only their own failure can
 	// stop it).
 	p.commitQueued()
+	if check != nil {
+		held, err := check(&rd.account)
+		if err != nil {
+			return PageResult{}, nil, err
+		}
+		if !held {
+			return PageResult{}, nil, errMispredicted
+		}
+		res.AccountStatus, res.Generation = rd.account.Status, rd.account.Generation
+	}
 
 	if retire != nil {
 		if _, err := batchRows[dbq.ReplyWindow](retire); err != nil {
-			return PageResult{}, err
+			return PageResult{}, nil, err
 		}
 	}
 	rows, err := batchRows[dbq.InsertPageMessagesRow](inserted)
 	if err != nil {
-		return PageResult{}, err
+		return PageResult{}, nil, err
 	}
 	windowOf := make(map[string]int64, len(rows))
 	for _, r := range rows {
@@ -324,18 +468,18 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 	}
 	if images != nil {
 		if err := batchExec(images); err != nil {
-			return PageResult{}, err
+			return PageResult{}, nil, err
 		}
 	}
 	absorbed := int64(0)
 	if absorb != nil {
 		if absorbed, err = batchRow[int64](absorb); err != nil {
-			return PageResult{}, err
+			return PageResult{}, nil, err
 		}
 	}
 	if dropImages != nil {
 		if err := batchExec(dropImages); err != nil {
-			return PageResult{}, err
+			return PageResult{}, nil, err
 		}
 	}
 	res.Absorbed = len(news) + int(absorbed)
@@ -349,7 +493,19 @@ func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now
 			res.Deliverable = &Delivery{MessageKey: d.key, ReplyWindowID: d.windowID}
 		}
 	}
-	return res, nil
+	open := rd.open
+	if deliverable != nil {
+		e := deliverable.entry
+		open = &dbq.ReplyWindow{ReplyWindowID: deliverable.windowID, ProviderSeq: e.ProviderSeq, IssuedAt: e.SentAt,
+			ProviderMessageID: e.ProviderMessageID}
+	}
+	return res, rd.hint(in.NextCursor, open), nil
+}
+
+// hint is the state the page's commit leaves: the cursor it moved to and the
+// conversation's open window after it.
+func (rd pageRead) hint(cursor string, open *dbq.ReplyWindow) *pageHint {
+	return &pageHint{cursor: cursor, generation: rd.account.Generation, owner: rd.account.OwnerPeerID, open: open}
 }
 
 const reasonSuperseded = "superseded_by_newer_message"
@@ -360,10 +516,7 @@ const reasonSuperseded = "superseded_by_newer_message"
 // inbox already holds, and the conversation's undelivered backlog with its images.
 func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) (pageRead, error) {
 	var rd pageRead
-	moved := q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
-		AccountKey: in.AccountKey, Generation: in.Generation, ExpectedCursor: in.ExpectedCursor,
-		NextCursor: in.NextCursor, Now: now,
-	}})
+	moved := queueCursorMove(ctx, q, now, in)
 	if len(in.Entries) == 0 {
 		var err error
 		if rd.account, err = batchRow[dbq.Account](moved); errors.Is(err, pgx.ErrNoRows) {
@@ -415,6 +568,14 @@ func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) 
 	}
 	rd.images, err = batchRows[dbq.ReceivedBacklogImagesRow](images)
 	return rd, err
+}
+
+// queueCursorMove queues the compare-and-set of the page's cursor.
+func queueCursorMove(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) *dbq.CompareAndSetCursorBatchResults {
+	return q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
+		AccountKey: in.AccountKey, Generation: in.Generation, ExpectedCursor: in.ExpectedCursor,
+		NextCursor: in.NextCursor, Now: now,
+	}})
 }
 
 // errCursorMoveFailed stands for a refused compare-and-set whose reason CommitPage reads

@@ -119,15 +119,25 @@ func newCountingEnv(t *testing.T, limits store.Limits) (*env, *roundTrips) {
 	return &env{t: t, ctx: context.Background(), pool: pool, store: s}, rt
 }
 
-// Page commit round trips: a page of any size costs the locked reads, then the set-based
-// writes with COMMIT. Counted on a warm connection (statements already prepared).
-const maxPageRoundTrips = 2
+// Page commit round trips, for a page of any size, counted on a warm connection
+// (statements already prepared):
+//   - read first (no commit of the account in this store before): the locked reads, then
+//     the set-based writes with COMMIT;
+//   - predicted (the page follows the account's last commit, whose message was answered):
+//     the locks, the check and the writes with COMMIT, in one;
+//   - mispredicted (the last commit's message is still unanswered, so the page merges it):
+//     the predicted transaction writes nothing, then the page is read first.
+const (
+	maxPageRoundTrips             = 2
+	maxPredictedPageRoundTrips    = 1
+	maxMispredictedPageRoundTrips = 3
+)
 
 func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
 	t.Parallel()
 	e, rt := newCountingEnv(t, store.DefaultLimits())
 	b := e.register()
-	page := func(size, images int, backlog bool) []store.PageEntry {
+	page := func(size, images int) []store.PageEntry {
 		entries := make([]store.PageEntry, size)
 		for i := range entries {
 			entries[i] = b.msg("m"+strconv.Itoa(i), t0)
@@ -139,27 +149,60 @@ func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
 		}
 		return entries
 	}
-	for _, size := range []int{1, 10, 100} {
-		for _, images := range []int{0, 2} {
-			name := fmt.Sprintf("messages=%d/images=%d", size, images)
-			t.Run(name, func(t *testing.T) {
-				// Warm the connection's statement cache with the same shape of page, and
-				// leave an undelivered backlog behind so the counted page merges it.
-				e.commit(b, t0, page(size, images, true)...)
-				rt.start()
-				res := e.commit(b, t0, page(size, images, true)...)
-				trips, commits := rt.stop()
-				if res.Deliverable == nil || res.Inserted != size {
-					t.Fatalf("page result %+v", res)
-				}
-				if res.Absorbed != size { // the page's others and the earlier deliverable
-					t.Fatalf("absorbed %d, want %d", res.Absorbed, size)
-				}
-				if trips > maxPageRoundTrips || commits != 1 {
-					t.Fatalf("a %s page took %d round trips and %d commits, want at most %d and 1",
-						name, trips, commits, maxPageRoundTrips)
-				}
-			})
+	answer := func(res store.PageResult) {
+		t.Helper()
+		if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_messages SET status = 'handled' WHERE message_key = $1`, res.Deliverable.MessageKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name            string
+		answered, fresh bool // the last page's message was answered; a store without hints commits
+		absorbed        func(size int) int
+		trips, commits  int
+	}{
+		{"read first", true, true, func(size int) int { return size - 1 }, maxPageRoundTrips, 1},
+		{"predicted", true, false, func(size int) int { return size - 1 }, maxPredictedPageRoundTrips, 1},
+		// The page's others and the earlier deliverable are merged; the predicted
+		// transaction commits nothing.
+		{"mispredicted", false, false, func(size int) int { return size }, maxMispredictedPageRoundTrips, 2},
+	} {
+		for _, size := range []int{1, 10, 100} {
+			for _, images := range []int{0, 2} {
+				name := fmt.Sprintf("%s/messages=%d/images=%d", c.name, size, images)
+				t.Run(name, func(t *testing.T) {
+					// Warm the connection's statements with the same shape of page.
+					for range 2 {
+						res := e.commit(b, t0, page(size, images)...)
+						if c.answered {
+							answer(res)
+						}
+					}
+					if c.fresh {
+						s, err := store.New(e.pool, testKeys, store.DefaultLimits())
+						if err != nil {
+							t.Fatal(err)
+						}
+						e.store = s
+					}
+					rt.start()
+					res := e.commit(b, t0, page(size, images)...)
+					trips, commits := rt.stop()
+					if res.Deliverable == nil || res.Inserted != size {
+						t.Fatalf("page result %+v", res)
+					}
+					if want := c.absorbed(size); res.Absorbed != want {
+						t.Fatalf("absorbed %d, want %d", res.Absorbed, want)
+					}
+					if trips > c.trips || commits != c.commits {
+						t.Fatalf("a %s page took %d round trips and %d commits, want at most %d and %d",
+							name, trips, commits, c.trips, c.commits)
+					}
+					if c.answered {
+						answer(res)
+					}
+				})
+			}
 		}
 	}
 }

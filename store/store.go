@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,9 @@ type Store struct {
 	limits Limits
 	// installation caches the installation's row once read (Installation).
 	installation atomic.Pointer[wfapi.Installation]
+	// pageHints holds, by account key, the state the account's last page commit left
+	// (*pageHint): CommitPage decides the account's next page on it.
+	pageHints sync.Map
 }
 
 // New returns a store over pool that seals secrets with keys.

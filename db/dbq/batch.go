@@ -232,6 +232,7 @@ UPDATE accounts
 SET cursor = $1::text, cursor_updated_at = $2::timestamptz, last_poll_at = $2::timestamptz
 WHERE account_key = $3 AND generation >= $4
   AND cursor = $5
+  AND ilk_page_writes() -- no move when a predicted page did not hold (migration 00008)
 RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
 `
 
@@ -348,6 +349,83 @@ func (b *DeleteImagesOfMessagesBatchResults) Exec(f func(int, error)) {
 }
 
 func (b *DeleteImagesOfMessagesBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const expectPredictedPage = `-- name: ExpectPredictedPage :batchone
+SELECT set_config('ilinkflow.page_writes', CASE WHEN
+    EXISTS (SELECT 1 FROM accounts AS account
+            WHERE account.account_key = $1::text AND account.cursor = $2::text
+              AND account.generation = $3::integer AND account.owner_peer_id = $4::text)
+    AND (SELECT open.reply_window_id FROM reply_windows AS open
+         WHERE open.account_key = $1::text AND open.peer_id = $4::text AND open.state = 'open')
+        IS NOT DISTINCT FROM $5::bigint
+    AND NOT EXISTS (SELECT 1 FROM unanswered_messages AS backlog
+                    WHERE backlog.account_key = $1::text AND backlog.peer_id = $4::text)
+    AND NOT EXISTS (SELECT 1 FROM unnest(ARRAY(SELECT unnest($6::text[]))) AS page(message_key)
+                    JOIN LATERAL (SELECT 1 FROM inbound_messages AS stored
+                                  WHERE stored.message_key = page.message_key OFFSET 0) AS found ON true)
+    THEN 'predicted' ELSE 'mispredicted' END, true) = 'predicted' AS holds
+`
+
+type ExpectPredictedPageBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type ExpectPredictedPageParams struct {
+	AccountKey     string
+	ExpectedCursor string
+	Generation     int32
+	PeerID         string
+	OpenWindowID   *int64
+	MessageKeys    []string
+}
+
+// Checks the state a page commit was predicted from (store.CommitPage, migration 00008),
+// once the account and the conversation's open window are locked: the account's cursor,
+// generation and owner are the predicted ones, the open window is the predicted one (or
+// there is none), nothing is unanswered and no message of the page is stored. Records the
+// verdict for ilk_page_writes() in the transaction and returns it. The keys are probed one
+// by one, as PageKnownMessages probes them.
+func (q *Queries) ExpectPredictedPage(ctx context.Context, arg []ExpectPredictedPageParams) *ExpectPredictedPageBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.AccountKey,
+			a.ExpectedCursor,
+			a.Generation,
+			a.PeerID,
+			a.OpenWindowID,
+			a.MessageKeys,
+		}
+		batch.Queue(expectPredictedPage, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &ExpectPredictedPageBatchResults{br, len(arg), false}
+}
+
+func (b *ExpectPredictedPageBatchResults) QueryRow(f func(int, bool, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var holds bool
+		if b.closed {
+			if f != nil {
+				f(t, holds, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&holds)
+		if f != nil {
+			f(t, holds, err)
+		}
+	}
+}
+
+func (b *ExpectPredictedPageBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -524,6 +602,7 @@ INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_gen
 SELECT $1, unnest($2::integer[]), $3, $4,
        unnest($5::integer[]), unnest($6::bytea[]),
        unnest($7::bytea[]), $8
+WHERE ilk_page_writes()
 `
 
 type InsertInboundImagesBatchResults struct {
@@ -597,6 +676,7 @@ WITH entry AS (
            unnest($8::timestamptz[]) AS expires_at,
            unnest($9::text[]) AS window_state,
            unnest($10::text[]) AS retired_reason
+    WHERE ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
 ), message AS (
     INSERT INTO inbound_messages (
         message_key, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
@@ -1278,21 +1358,9 @@ func (b *PageKnownMessagesBatchResults) Close() error {
 }
 
 const receivedBacklog = `-- name: ReceivedBacklog :batchmany
-SELECT backlog.message_key, backlog.inbox_seq, backlog.payload, backlog.status FROM (
-    SELECT received.message_key, received.inbox_seq, received.payload, received.status
-    FROM inbound_messages AS received
-    WHERE received.account_key = $1 AND received.peer_id = $2
-      AND received.status = 'received'
-    UNION ALL
-    SELECT handed.message_key, handed.inbox_seq, handed.payload, handed.status
-    FROM inbound_messages AS handed
-    WHERE handed.message_key = (
-        SELECT unanswered.source_message_key FROM reply_windows AS unanswered
-        WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
-          AND unanswered.state = 'open' AND unanswered.transmitted = 0
-    ) AND handed.status = 'processing'
-) AS backlog
-ORDER BY backlog.inbox_seq
+SELECT message_key, inbox_seq, payload, status FROM unanswered_messages
+WHERE account_key = $1 AND peer_id = $2
+ORDER BY inbox_seq
 `
 
 type ReceivedBacklogBatchResults struct {
@@ -1313,13 +1381,10 @@ type ReceivedBacklogRow struct {
 	Status     string
 }
 
-// The conversation's messages no agent answered, oldest first: those not yet handed to an
-// agent, and the open window's message when it was handed out but no reply of it was
-// transmitted (should the page supersede that window, the agent's answer could no longer
-// be sent: the message goes with the next delivery instead of being lost or falsely
-// handled). Index lookups only, so the conversation's history is never scanned: the open
-// window (at most one per conversation) names its message, which is looked up by key (a
-// join there was planned as a scan of the inbox while it was small, and kept).
+// The conversation's messages no agent answered, oldest first (unanswered_messages,
+// migration 00008): should the page supersede the open window, its handed-out message
+// whose answer could no longer be sent goes with the next delivery instead of being lost
+// or falsely handled. Index lookups only: the conversation's history is never scanned.
 func (q *Queries) ReceivedBacklog(ctx context.Context, arg []ReceivedBacklogParams) *ReceivedBacklogBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -1375,23 +1440,12 @@ func (b *ReceivedBacklogBatchResults) Close() error {
 }
 
 const receivedBacklogImages = `-- name: ReceivedBacklogImages :batchmany
+
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
-FROM inbound_images AS image
-JOIN (
-    SELECT received.message_key, received.inbox_seq
-    FROM inbound_messages AS received
-    WHERE received.account_key = $1 AND received.peer_id = $2
-      AND received.status = 'received'
-    UNION ALL
-    SELECT handed.message_key, handed.inbox_seq
-    FROM inbound_messages AS handed
-    WHERE handed.message_key = (
-        SELECT unanswered.source_message_key FROM reply_windows AS unanswered
-        WHERE unanswered.account_key = $1 AND unanswered.peer_id = $2
-          AND unanswered.state = 'open' AND unanswered.transmitted = 0
-    ) AND handed.status = 'processing'
-) AS backlog ON backlog.message_key = image.message_key
-WHERE image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
+FROM unanswered_messages AS backlog
+JOIN inbound_images AS image ON image.message_key = backlog.message_key
+WHERE backlog.account_key = $1 AND backlog.peer_id = $2
+  AND image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
 ORDER BY backlog.inbox_seq DESC, image.position
 `
 
@@ -1414,6 +1468,7 @@ type ReceivedBacklogImagesRow struct {
 	Ciphertext    []byte
 }
 
+// nothing when a predicted page did not hold (migration 00008)
 // The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
 func (q *Queries) ReceivedBacklogImages(ctx context.Context, arg []ReceivedBacklogImagesParams) *ReceivedBacklogImagesBatchResults {
 	batch := &pgx.Batch{}
@@ -1703,6 +1758,7 @@ const retireWindows = `-- name: RetireWindows :batchmany
 WITH target AS (
     SELECT reply_window_id FROM reply_windows
     WHERE reply_window_id = ANY(ARRAY(SELECT unnest($4::bigint[]))) AND state = 'open'
+      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
 ), failed AS (
     UPDATE send_attempts
     SET status = 'failed', error_code = $2, error_message = 'reply window retired before transmission',

@@ -187,3 +187,12 @@ type SendAttempt struct {
 	UpdatedAt         time.Time
 	RequestID         *string
 }
+
+type UnansweredMessage struct {
+	AccountKey string
+	PeerID     string
+	MessageKey string
+	InboxSeq   int64
+	Payload    json.RawMessage
+	Status     string
+}
