@@ -74,6 +74,7 @@ WITH absorbed AS (
     UPDATE inbound_messages
     SET status = 'absorbed', deferred = false, payload = NULL, updated_at = sqlc.arg(now)
     WHERE message_key = ANY(sqlc.arg(message_keys)::text[]) AND status IN ('received', 'processing')
+      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     RETURNING 1
 )
 SELECT count(*) FROM absorbed;
@@ -135,7 +136,8 @@ SELECT set_config('ilinkflow.page_writes', CASE WHEN
     THEN 'predicted' ELSE 'mispredicted' END, true) = 'predicted' AS holds;
 
 -- name: DeleteImagesOfMessages :batchexec
-DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[]);
+DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[])
+    AND ilk_page_writes(); -- nothing when a predicted page did not hold (migration 00008)
 
 -- name: GetInboundImage :one
 SELECT * FROM inbound_images WHERE message_key = $1 AND position = $2;

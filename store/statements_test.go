@@ -16,6 +16,18 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
+// newOneConnectionEnv is an environment whose pool holds one connection: the statements
+// it prepares are the ones the store runs.
+func newOneConnectionEnv(t *testing.T) *env {
+	t.Helper()
+	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: t.Context(), pool: pool, store: s}
+}
+
 // preparedStatement is one row of pg_prepared_statements of the test's connection.
 type preparedStatement struct {
 	name          string // the sqlc query name, or the statement's first line
@@ -28,12 +40,8 @@ type preparedStatement struct {
 // connection, many times each, and returns the statements that connection prepared.
 func hotPathStatements(t *testing.T) []preparedStatement {
 	t.Helper()
-	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	s, err := store.New(pool, testKeys, store.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: t.Context(), pool: pool, store: s}
+	e := newOneConnectionEnv(t)
+	pool := e.pool
 	b := e.register()
 	for i := range 12 {
 		now := t0.Add(time.Duration(i) * time.Minute)
@@ -167,13 +175,10 @@ func TestSchemaRulesStillRefuseBadValues(t *testing.T) {
 // per page and a scan of a small table looked as cheap as ten probes.
 func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	s, err := store.New(pool, testKeys, store.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: t.Context(), pool: pool, store: s}
+	e := newOneConnectionEnv(t)
+	pool := e.pool
 	b := e.register()
+	var err error
 	for i := range 300 { // each page after the first is predicted; the last one is read first
 		if i == 299 {
 			if e.store, err = store.New(pool, testKeys, store.DefaultLimits()); err != nil {

@@ -24,6 +24,7 @@ WITH absorbed AS (
     UPDATE inbound_messages
     SET status = 'absorbed', deferred = false, payload = NULL, updated_at = $1
     WHERE message_key = ANY($2::text[]) AND status IN ('received', 'processing')
+      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     RETURNING 1
 )
 SELECT count(*) FROM absorbed
@@ -312,6 +313,7 @@ func (b *CompareAndSetCursorBatchResults) Close() error {
 
 const deleteImagesOfMessages = `-- name: DeleteImagesOfMessages :batchexec
 DELETE FROM inbound_images WHERE message_key = ANY($1::text[])
+    AND ilk_page_writes()
 `
 
 type DeleteImagesOfMessagesBatchResults struct {

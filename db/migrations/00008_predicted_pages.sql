@@ -7,11 +7,12 @@
 -- decided from that prediction in one batch with the statement that checks it
 -- (ExpectPredictedPage), COMMIT included. The check runs after the account and the open
 -- window are locked and records its verdict in the transaction (the setting
--- ilinkflow.page_writes); every statement of that batch that writes (the cursor's
--- compare-and-set, RetireWindows, InsertPageMessages, InsertInboundImages) writes only
--- while ilk_page_writes() holds. A failed prediction commits nothing, without an error
--- (an error would make the driver drop every prepared statement of the batch), and the
--- store commits the page the usual way: reads, then writes.
+-- ilinkflow.page_writes); every statement a page commit writes with (the cursor's
+-- compare-and-set, RetireWindows, InsertPageMessages, InsertInboundImages, AbsorbMessages,
+-- DeleteImagesOfMessages) writes only while ilk_page_writes() holds. A failed prediction
+-- commits nothing, without an error (an error would make the driver drop every prepared
+-- statement of the batch), and the store commits the page the usual way: reads, then
+-- writes.
 --
 -- unanswered_messages is the backlog of every conversation, written once for the three
 -- statements that read it (ReceivedBacklog, ReceivedBacklogImages, ExpectPredictedPage):
