@@ -327,7 +327,7 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	}
 	p.cursor = res.Cursor
 	p.res.Pages++
-	p.a.Metrics.Page(p.in.AccountKey)
+	p.a.Metrics.Page(p.in.AccountKey, res.Commit)
 	p.a.Metrics.Messages(metrics.MessageInserted, res.Inserted)
 	p.a.Metrics.Messages(metrics.MessageDuplicate, res.Duplicates)
 	p.a.Metrics.Messages(metrics.MessageAbsorbed, res.Absorbed)

@@ -12,6 +12,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -47,6 +48,7 @@ const (
 type Product struct {
 	polls    *prometheus.CounterVec
 	pages    prometheus.Counter
+	commits  *prometheus.CounterVec
 	messages *prometheus.CounterVec
 	sends    *prometheus.CounterVec
 	replies  *prometheus.CounterVec
@@ -65,6 +67,11 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_pages_total",
 			Help: "getupdates pages committed to the store (new messages or a moved cursor).",
 		}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_page_commits_total",
+			Help: "Committed pages by how the store committed them: predicted (one round trip, decided on the state " +
+				"the account's last commit in this worker left), read_first (two), mispredicted (that state had changed: three).",
+		}, []string{"commit"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_messages_total",
 			Help: "Inbound messages by outcome: inserted, duplicate, absorbed, deferred, deliverable, dropped. " +
@@ -83,13 +90,16 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.leases} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.commits, p.messages, p.sends, p.replies, p.leases} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	p.polls.WithLabelValues(PollOK)
 	p.polls.WithLabelValues(PollStaleToken)
+	for _, c := range []string{store.PagePredicted, store.PageReadFirst, store.PageMispredicted} {
+		p.commits.WithLabelValues(c)
+	}
 	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageDropped} {
 		p.messages.WithLabelValues(o)
 	}
@@ -114,12 +124,16 @@ func (p *Product) Poll(accountKey, outcome string) {
 	p.polls.WithLabelValues(outcome).Inc()
 }
 
-// Page records one committed page.
-func (p *Product) Page(accountKey string) {
+// Page records one committed page and how the store committed it (store.PageResult's
+// Commit; none when empty).
+func (p *Product) Page(accountKey, commit string) {
 	if p == nil {
 		return
 	}
 	p.pages.Inc()
+	if commit != "" {
+		p.commits.WithLabelValues(commit).Inc()
+	}
 }
 
 // Messages records n inbound messages with an outcome: inserted, duplicate, absorbed,

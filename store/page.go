@@ -77,7 +77,20 @@ type PageResult struct {
 	Opened         *OpenedWindow
 	// RetiredWindowIDs are windows that existed before this page and were superseded.
 	RetiredWindowIDs []int64
+	// Commit is how the page was committed: PageReadFirst, PagePredicted or
+	// PageMispredicted.
+	Commit string
 }
+
+// How a page was committed (PageResult.Commit).
+const (
+	// PageReadFirst: decided on what a first round trip read (two round trips).
+	PageReadFirst = "read_first"
+	// PagePredicted: decided on the state the account's last commit left, in one round trip.
+	PagePredicted = "predicted"
+	// PageMispredicted: that state had changed; read first after it (three round trips).
+	PageMispredicted = "mispredicted"
+)
 
 // Delivery names the deliverable message of a page and its window.
 type Delivery struct {
@@ -247,8 +260,14 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 		})
 		return held, err
 	}
-	held, err := commit(s.predictPage(in))
-	if err == nil && !held {
+	hint := s.predictPage(in)
+	held, err := commit(hint)
+	how := PageReadFirst
+	switch {
+	case hint != nil && held:
+		how = PagePredicted
+	case hint != nil:
+		how = PageMispredicted
 		_, err = commit(nil)
 	}
 	if errors.Is(err, errCursorMoveFailed) {
@@ -263,6 +282,7 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 		s.pageHints.Delete(in.AccountKey)
 		return PageResult{}, err
 	}
+	out.Commit = how
 	if next == nil {
 		next = s.carryHint(in, out.Generation)
 	}

@@ -160,12 +160,13 @@ func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
 		answered, fresh bool // the last page's message was answered; a store without hints commits
 		absorbed        func(size int) int
 		trips, commits  int
+		commit          string // PageResult.Commit
 	}{
-		{"read first", true, true, func(size int) int { return size - 1 }, maxPageRoundTrips, 1},
-		{"predicted", true, false, func(size int) int { return size - 1 }, maxPredictedPageRoundTrips, 1},
+		{"read first", true, true, func(size int) int { return size - 1 }, maxPageRoundTrips, 1, store.PageReadFirst},
+		{"predicted", true, false, func(size int) int { return size - 1 }, maxPredictedPageRoundTrips, 1, store.PagePredicted},
 		// The page's others and the earlier deliverable are merged; the predicted
 		// transaction commits nothing.
-		{"mispredicted", false, false, func(size int) int { return size }, maxMispredictedPageRoundTrips, 2},
+		{"mispredicted", false, false, func(size int) int { return size }, maxMispredictedPageRoundTrips, 2, store.PageMispredicted},
 	} {
 		for _, size := range []int{1, 10, 100} {
 			for _, images := range []int{0, 2} {
@@ -193,6 +194,9 @@ func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
 					}
 					if want := c.absorbed(size); res.Absorbed != want {
 						t.Fatalf("absorbed %d, want %d", res.Absorbed, want)
+					}
+					if res.Commit != c.commit {
+						t.Fatalf("a %s page was committed %q", name, res.Commit)
 					}
 					if trips > c.trips || commits != c.commits {
 						t.Fatalf("a %s page took %d round trips and %d commits, want at most %d and %d",
