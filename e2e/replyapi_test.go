@@ -639,6 +639,13 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 		{"ilinkflow_messages_total", []string{"outcome", "dropped"}, 0},
 		// The first round trip's page, then one page per delivery.
 		{"ilinkflow_pages_total", nil, 4},
+		// Read first: the first round trip's page (no messages) and the first message's
+		// (no earlier commit with a message). The duplicate's page was predicted from the
+		// first message's commit and found its message stored; the second message's page
+		// was predicted from the duplicate's and held (the first message was answered).
+		{"ilinkflow_page_commits_total", []string{"commit", "read_first"}, 2},
+		{"ilinkflow_page_commits_total", []string{"commit", "mispredicted"}, 1},
+		{"ilinkflow_page_commits_total", []string{"commit", "predicted"}, 1},
 		{"ilinkflow_sends_total", []string{"outcome", "sent"}, 2},
 		{"ilinkflow_sends_total", []string{"outcome", "unknown"}, 1},
 		{"ilinkflow_sends_total", []string{"outcome", "failed"}, 0},
