@@ -19,6 +19,7 @@ func TestAPredictedPageIsCommittedAsThePageReadFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	later := t0.Add(time.Minute)
+	nextMessage := func(b *bot, _ store.PageEntry) []store.PageEntry { return []store.PageEntry{b.msg("next", later)} }
 	answer := func(e *env, _ *bot, last store.PageResult) {
 		e.t.Helper()
 		if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_messages SET status = 'handled' WHERE message_key = $1`, last.Deliverable.MessageKey); err != nil {
@@ -32,22 +33,22 @@ func TestAPredictedPageIsCommittedAsThePageReadFirst(t *testing.T) {
 		page    func(b *bot, first store.PageEntry) []store.PageEntry
 	}{
 		{"nothing changed: the last message was answered", answer,
-			func(b *bot, _ store.PageEntry) []store.PageEntry { return []store.PageEntry{b.msg("next", later)} }},
+			nextMessage},
 		{"the last message is unanswered: merged", func(*env, *bot, store.PageResult) {},
-			func(b *bot, _ store.PageEntry) []store.PageEntry { return []store.PageEntry{b.msg("next", later)} }},
+			nextMessage},
 		{"the last message was handed out and nothing was sent", func(e *env, b *bot, last store.PageResult) {
 			e.t.Helper()
 			tok := sealing.NewSecret("predicted-session-token-" + b.key)
 			if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: last.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 				e.t.Fatal(err)
 			}
-		}, func(b *bot, _ store.PageEntry) []store.PageEntry { return []store.PageEntry{b.msg("next", later)} }},
+		}, nextMessage},
 		{"the open window expired", func(e *env, _ *bot, last store.PageResult) {
 			e.t.Helper()
 			if _, err := e.store.ExpireWindow(e.ctx, t0.Add(48*time.Hour), last.Deliverable.ReplyWindowID); err != nil {
 				e.t.Fatal(err)
 			}
-		}, func(b *bot, _ store.PageEntry) []store.PageEntry { return []store.PageEntry{b.msg("next", later)} }},
+		}, nextMessage},
 		{"the account was rotated while the page was in flight", func(e *env, b *bot, last store.PageResult) {
 			answer(e, b, last)
 			if _, err := e.store.RotateAccount(e.ctx, t0, store.RotateInput{AccountKey: b.key, ExpectedGeneration: b.generation,
@@ -55,7 +56,7 @@ func TestAPredictedPageIsCommittedAsThePageReadFirst(t *testing.T) {
 				BotToken: sealing.NewSecret("rotated-token-" + b.key)}); err != nil {
 				e.t.Fatal(err)
 			}
-		}, func(b *bot, _ store.PageEntry) []store.PageEntry { return []store.PageEntry{b.msg("next", later)} }},
+		}, nextMessage},
 		{"a message of the page is stored already", answer,
 			func(b *bot, first store.PageEntry) []store.PageEntry {
 				return []store.PageEntry{first, b.msg("next", later)}
