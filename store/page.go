@@ -264,9 +264,10 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 	held, err := commit(hint)
 	how := PageReadFirst
 	switch {
-	case hint != nil && held:
+	case hint == nil || err != nil:
+	case held:
 		how = PagePredicted
-	case hint != nil:
+	default: // nothing was written
 		how = PageMispredicted
 		_, err = commit(nil)
 	}
