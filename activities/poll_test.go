@@ -146,7 +146,16 @@ func TestPollStopsFetchingWhenItsLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(o *options) {
 		o.config = func(c *Config) { c.PollSession = time.Hour }
+		// A long poll with nothing to hand out is held for a minute, so only the lease's
+		// loss can end the second one soon (held 50 ms, it could end by itself before the
+		// lease's renewal, every 100 ms, noticed the loss, and a third one start). The
+		// first one answers at once with an empty page.
+		o.sim = func(c *ilinksim.Config) { c.LongPollHold = time.Minute }
 	})
+	if err := h.ctl.AddFault(context.Background(), ilinksim.Fault{Endpoint: "getupdates", Kind: ilinksim.FaultBody,
+		Body: `{"ret":0,"msgs":[]}`}); err != nil {
+		t.Fatal(err)
+	}
 	h.acts.hooks = &testHooks{
 		beforeFetch: func(n int) {
 			if n == 1 { // after one round trip, another worker takes the lease over
@@ -163,6 +172,9 @@ func TestPollStopsFetchingWhenItsLeaseIsTakenOver(t *testing.T) {
 	}
 	if n := h.requests("getupdates"); n > 2 {
 		t.Fatalf("%d getupdates, want at most 2 (the in-flight long poll ends as soon as the lease is gone)", n)
+	}
+	if !strings.Contains(h.logs.String(), "poll lease lost during a long poll") {
+		t.Fatal("the second long poll was not ended by the lease's loss")
 	}
 }
 
