@@ -68,8 +68,13 @@ RETURNING *;
 UPDATE accounts SET last_poll_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation) AND status = 'active';
 
--- name: TouchLastSend :batchexec
-UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz WHERE account_key = sqlc.arg(account_key);
+-- name: TouchLastSend :batchone
+-- Records the start of a send on its bot (its pacing) and returns the account as the
+-- start left it.
+UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz
+WHERE account_key = sqlc.arg(account_key)
+  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
+RETURNING *;
 
 -- name: BlockSends :execrows
 UPDATE accounts SET sends_blocked_until = sqlc.arg(until)::timestamptz, updated_at = sqlc.arg(now)

@@ -56,6 +56,7 @@ SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at =
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
   AND next_send_index = sqlc.arg(expected_index)
   AND reserved + transmitted < max_sends
+  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING *;
 
 -- name: ReserveStartedWindowSend :batchone
@@ -64,6 +65,7 @@ SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, update
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
   AND next_send_index = sqlc.arg(expected_index)
   AND reserved + transmitted < max_sends
+  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING *;
 
 -- name: StartWindowSend :batchone

@@ -148,6 +148,17 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 	if err != nil {
 		return PreparedSend{}, err
 	}
+	if hint := s.sendHints.predict(in); hint != nil {
+		held, err := s.reservePredicted(ctx, r, hint)
+		if err != nil || held {
+			s.sendHints.keep(in.ReplyWindowID, r.hint, err)
+			return r.out, err
+		}
+		// Nothing was written: the send is reserved the usual way.
+		if r, err = s.newReservation(now, in, record, pacing); err != nil {
+			return PreparedSend{}, err
+		}
+	}
 	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
 		prior, sendCtx, err := r.lockSession(ctx, q)
 		if err != nil {
@@ -166,6 +177,9 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		p.commitQueued()
 		return r.readWrites(writes)
 	})
+	if in.ReplyWindowID != 0 {
+		s.sendHints.keep(in.ReplyWindowID, r.hint, err)
+	}
 	return r.out, err
 }
 
@@ -181,6 +195,7 @@ type reservation struct {
 	requestID *string
 
 	sess    dbq.AgentSession
+	sessRow dbq.SessionByTokenHashRow // sess with its message's status
 	w       dbq.ReplyWindow
 	acct    dbq.Account
 	lockErr error // a rule the locks broke (recorded as a refusal or raised by decide)
@@ -189,6 +204,14 @@ type reservation struct {
 	refused vocab.Code
 	// startNow: the attempt starts in the reserving transaction (ReserveAndStart).
 	startNow bool
+	// version is the version of the state the reservation leaves (SendState), read with
+	// its writes or, for a predicted one, with the check of its prediction; hint is that
+	// state, for the window's next send (sendHint).
+	version *string
+	hint    *sendHint
+	// predicted: the reservation is decided on a hint (reservePredicted), whose check
+	// reads the version it leaves.
+	predicted bool
 
 	out PreparedSend
 }
@@ -227,7 +250,7 @@ func (r *reservation) lockSession(ctx context.Context, q *dbq.Queries) (attemptR
 	if err != nil {
 		return nil, sendContext{}, err
 	}
-	r.sess = row.AgentSession
+	r.sess, r.sessRow = row.AgentSession, row
 	locks := queueSessionLocks(ctx, q, row)
 	var prior attemptRead
 	if r.requestID != nil {
@@ -254,7 +277,7 @@ func (r *reservation) lockWindowSession(ctx context.Context, q *dbq.Queries) (at
 	if err != nil {
 		return nil, sendContext{}, err
 	}
-	r.sess = row.AgentSession
+	r.sess, r.sessRow = row.AgentSession, row
 	if r.sess.ReplyWindowID != wid {
 		return nil, sendContext{}, fail(vocab.CodeInvalidAgentSession, "the agent session belongs to another reply window")
 	}
@@ -342,6 +365,9 @@ type reservationWrites struct {
 	started  *dbq.ReserveStartedWindowSendBatchResults
 	inserted *dbq.InsertSendAttemptBatchResults
 	touched  *dbq.TouchLastSendBatchResults
+	// state is the version of the state the reservation leaves (SendState), read for the
+	// window's next send when the reservation went through a named window.
+	state *dbq.SendStateBatchResults
 }
 
 // queueWrites queues the reservation's writes, to travel in one round trip: the window's
@@ -374,6 +400,10 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 	if r.startNow {
 		out.touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
 	}
+	if r.in.ReplyWindowID != 0 && r.refused == "" && !r.predicted {
+		out.state = q.SendState(ctx, []dbq.SendStateParams{{SessionID: sess.SessionID, ReplyWindowID: w.ReplyWindowID,
+			TouchesAccount: r.startNow}})
+	}
 	return out
 }
 
@@ -399,10 +429,23 @@ func (r *reservation) readWrites(writes reservationWrites) error {
 	if err != nil {
 		return err
 	}
+	acct := r.acct
 	if writes.touched != nil {
-		if err := batchExec(writes.touched); err != nil {
+		if acct, err = batchRow[dbq.Account](writes.touched); err != nil {
 			return err
 		}
+	}
+	if writes.state != nil {
+		state, err := batchRow[dbq.SendStateRow](writes.state)
+		if err != nil {
+			return err
+		}
+		r.version = &state.Version
+	}
+	if r.version != nil && *r.version != "" {
+		reads := r.reads
+		reads.nextIndex, reads.peerSending = r.index+1, false
+		r.hint = &sendHint{version: *r.version, session: r.sessRow, window: w, account: acct, reads: reads}
 	}
 	if r.out.Attempt, err = attemptFrom(a); err != nil {
 		return err
@@ -410,8 +453,6 @@ func (r *reservation) readWrites(writes reservationWrites) error {
 	r.out.Refused = r.refused
 	r.out.Window = windowFrom(w)
 	if r.startNow {
-		acct := r.acct
-		acct.LastSendAt = &r.now
 		st, err := r.s.sendStart(r.out.Attempt, w, acct, r.reads)
 		if err != nil {
 			return err
@@ -437,9 +478,10 @@ func pacedStart(now time.Time, a dbq.Account, pacing *SendPacing) (notBefore tim
 }
 
 // sendContext is what reserving and starting a send reads besides its locks (one
-// statement, queued with them).
+// statement, queued with them), or, for a predicted send, what its hint holds (known).
 type sendContext struct {
-	row func() (dbq.SendContextRow, error)
+	row   func() (dbq.SendContextRow, error)
+	known *startRead
 }
 
 type startRead struct {
@@ -456,6 +498,9 @@ func queueSendContext(ctx context.Context, q *dbq.Queries, windowID int64) sendC
 }
 
 func (c sendContext) read() (startRead, error) {
+	if c.known != nil {
+		return *c.known, nil
+	}
 	r, err := c.row()
 	if err != nil {
 		return startRead{}, err
@@ -597,14 +642,13 @@ func (s *Store) start(ctx context.Context, now time.Time, ref SessionRef, attemp
 		if w, err = batchRow[dbq.ReplyWindow](counted); err != nil {
 			return notFound(err, vocab.CodeAttemptConflict, "window holds no reservation to start")
 		}
-		if err := batchExec(touched); err != nil {
+		if acct, err = batchRow[dbq.Account](touched); err != nil {
 			return err
 		}
 		if out.Attempt, err = attemptFrom(row); err != nil {
 			return err
 		}
 		out.Window = windowFrom(w)
-		acct.LastSendAt = &now
 		st, err := s.sendStart(out.Attempt, w, acct, reads)
 		out.Started = &st
 		return err
@@ -926,7 +970,7 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		if _, err := batchRow[dbq.ReplyWindow](started); err != nil {
 			return notFound(err, vocab.CodeAttemptConflict, "system reservation lost its race")
 		}
-		if err := batchExec(touched); err != nil {
+		if _, err := batchRow[dbq.Account](touched); err != nil {
 			return err
 		}
 		row, err := batchRow[dbq.SendAttempt](inserted)

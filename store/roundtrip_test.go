@@ -212,27 +212,37 @@ func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
 }
 
 // A send's bookkeeping: reserve and start in one transaction (no pacing wait), complete
-// in another (the update with COMMIT). The Send activity names the session and its window:
-// the session's read travels with the locks and reads, then the writes with COMMIT. A
-// reply by token alone reads the session first.
+// in another (the update with COMMIT), counted on a warm connection:
+//   - the first send through a window (the Send activity names the session and its
+//     window): the session's read travels with the locks and reads, then the writes with
+//     COMMIT;
+//   - predicted (the window's last reservation in this store left the state the send is
+//     decided on): the locks, the check and the writes with COMMIT, in one;
+//   - mispredicted (a poll was recorded on the account since): the predicted transaction
+//     writes nothing, then the send is reserved as the first one;
+//   - a reply by token alone reads the session first.
 const (
-	maxSendTransactions       = 2
-	maxSendRoundTrips         = 3
-	maxSendRoundTripsBySearch = 4
+	maxSendTransactions             = 2
+	maxFirstSendRoundTrips          = 3
+	maxPredictedSendRoundTrips      = 2
+	maxMispredictedSendRoundTrips   = 4
+	maxMispredictedSendTransactions = 3
+	maxSendRoundTripsBySearch       = 4
 )
 
 func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 	t.Parallel()
 	e, rt := newCountingEnv(t, store.DefaultLimits())
 	b := e.register()
-	res, tok := e.deliver(b, "hello")
-	sess, err := e.store.ValidateSession(e.ctx, t0, store.ByToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func(in store.ReplyInput, text string) (int, int) {
+	// The connection prepares every statement first, on another bot's window.
+	warm := e.register()
+	send := func(in store.ReplyInput, text string, before func()) (int, int, store.PreparedSend) {
 		t.Helper()
 		in.Content = vocab.Content{Type: "text", Text: text}
+		in.RequestID = "activity:" + text
+		if before != nil {
+			before()
+		}
 		rt.start()
 		prep, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{})
 		if err != nil {
@@ -249,23 +259,55 @@ func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 		if out.Attempt.Status != vocab.AttemptSent || out.Window.SendsLeft() != prep.Window.SendsLeft() {
 			t.Fatalf("completion %+v after %+v", out, prep.Window)
 		}
-		return rt.stop()
+		trips, commits := rt.stop()
+		return trips, commits, prep
 	}
+	byWindow := func(b *bot) (store.ReplyInput, sealing.Secret) {
+		t.Helper()
+		res, tok := e.deliver(b, "hello")
+		sess, err := e.store.ValidateSession(e.ctx, t0, store.ByToken(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.ReplyInput{Session: store.BySessionID(sess.SessionID), ReplyWindowID: res.Deliverable.ReplyWindowID}, tok
+	}
+	warmIn, warmTok := byWindow(warm)
+	polled := func() {
+		if err := e.store.RecordPoll(e.ctx, t0, b.key, b.generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, before := range []func(){nil, nil, func() {
+		if err := e.store.RecordPoll(e.ctx, t0, warm.key, warm.generation); err != nil {
+			t.Fatal(err)
+		}
+	}} {
+		send(warmIn, fmt.Sprintf("warm-up %d", i), before)
+	}
+	send(store.ReplyInput{Session: store.ByToken(warmTok)}, "warm-up by token", nil)
+
+	in, tok := byWindow(b)
 	for _, c := range []struct {
-		name     string
-		in       store.ReplyInput
-		maxTrips int
+		name      string
+		in        store.ReplyInput
+		before    func()
+		maxTrips  int
+		maxTx     int
+		predicted bool
 	}{
-		{"the Send activity's (session id and window)", store.ReplyInput{Session: store.BySessionID(sess.SessionID),
-			ReplyWindowID: res.Deliverable.ReplyWindowID, RequestID: "activity:run/1"}, maxSendRoundTrips},
-		{"a token's", store.ReplyInput{Session: store.ByToken(tok)}, maxSendRoundTripsBySearch},
+		{"the first through a window", in, nil, maxFirstSendRoundTrips, maxSendTransactions, false},
+		{"a predicted one", in, nil, maxPredictedSendRoundTrips, maxSendTransactions, true},
+		{"a mispredicted one", in, polled, maxMispredictedSendRoundTrips, maxMispredictedSendTransactions, false},
+		{"a token's", store.ReplyInput{Session: store.ByToken(tok)}, nil, maxSendRoundTripsBySearch, maxSendTransactions, false},
 	} {
-		send(c.in, "warm-up "+c.name)
-		c.in.RequestID += "-counted"
-		trips, commits := send(c.in, "counted "+c.name)
-		if commits > maxSendTransactions || trips > c.maxTrips {
+		trips, commits, _ := send(c.in, c.name, c.before)
+		if commits > c.maxTx || trips > c.maxTrips {
 			t.Fatalf("%s send took %d round trips in %d transactions, want at most %d in %d",
-				c.name, trips, commits, c.maxTrips, maxSendTransactions)
+				c.name, trips, commits, c.maxTrips, c.maxTx)
+		}
+		if c.predicted && (trips != maxPredictedSendRoundTrips || commits != maxSendTransactions) {
+			t.Fatalf("%s send took %d round trips in %d transactions, want %d in %d", c.name, trips, commits,
+				maxPredictedSendRoundTrips, maxSendTransactions)
 		}
 		t.Logf("%s send took %d round trips in %d transactions; %v", c.name, trips, commits, rt.elapsed)
 	}

@@ -35,6 +35,9 @@ type Store struct {
 	// pageHints holds, by account key, the state the account's last page commit left
 	// (*pageHint): CommitPage decides the account's next page on it.
 	pageHints sync.Map
+	// sendHints holds the state the last reservation through each window left, on which
+	// the window's next send is decided (sendHint).
+	sendHints sendHints
 }
 
 // New returns a store over pool that seals secrets with keys.

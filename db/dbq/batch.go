@@ -823,10 +823,11 @@ SELECT
     $9::text, $10::text, $11, $12, $13::text,
     $14::text, $15, $16, $17::text, $18::text,
     $19, $19
-WHERE $14::text = 'failed'
-   OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
-              WHERE reserved_window.reply_window_id = $6
-                AND reserved_window.next_send_index = $8::integer + 1)
+WHERE ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
+  AND ($14::text = 'failed'
+       OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
+                  WHERE reserved_window.reply_window_id = $6
+                    AND reserved_window.next_send_index = $8::integer + 1))
 RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
 `
 
@@ -1608,6 +1609,7 @@ SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, update
 WHERE reply_window_id = $2 AND state = 'open'
   AND next_send_index = $3
   AND reserved + transmitted < max_sends
+  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
 `
 
@@ -1685,6 +1687,7 @@ SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at =
 WHERE reply_window_id = $2 AND state = 'open'
   AND next_send_index = $3
   AND reserved + transmitted < max_sends
+  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
 `
 
@@ -1945,6 +1948,112 @@ func (b *SendContextBatchResults) QueryRow(f func(int, SendContextRow, error)) {
 }
 
 func (b *SendContextBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const sendState = `-- name: SendState :batchone
+SELECT COALESCE(format('%s/%s/%s', tx.own, CASE WHEN $1::boolean THEN tx.own::text
+                                                   ELSE state.account_version END, state.others), '')::text AS version,
+       set_config('ilinkflow.send_writes', CASE
+           WHEN $2::text IS NULL THEN 'predicted'
+           WHEN format('%s/%s/%s', state.window_version, state.account_version, state.others) = $2::text
+                AND state.next_index = $3::integer
+                AND NOT state.peer_sending AND NOT state.requested THEN 'predicted'
+           ELSE 'mispredicted' END, true) = 'predicted' AS holds
+FROM (SELECT xid(pg_current_xact_id_if_assigned()) AS own) AS tx
+LEFT JOIN LATERAL (
+    SELECT w.xmin::text AS window_version,
+           (SELECT account.xmin FROM accounts AS account WHERE account.account_key = w.account_key)::text AS account_version,
+           format('%s/%s/%s/%s',
+               (SELECT session.xmin FROM agent_sessions AS session
+                WHERE session.session_id = $4 AND session.reply_window_id = w.reply_window_id),
+               (SELECT message.xmin FROM inbound_messages AS message WHERE message.message_key = w.source_message_key),
+               (SELECT window_secret.xmin FROM reply_window_secrets AS window_secret
+                WHERE window_secret.reply_window_id = w.reply_window_id),
+               (SELECT account_secret.xmin FROM account_secrets AS account_secret
+                WHERE account_secret.account_key = w.account_key)) AS others,
+           (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
+            WHERE attempt.source_message_key = w.source_message_key) AS next_index,
+           EXISTS (SELECT 1 FROM send_attempts AS sending
+                   WHERE sending.account_key = w.account_key AND sending.peer_id = w.peer_id
+                     AND sending.status = 'sending') AS peer_sending,
+           EXISTS (SELECT 1 FROM send_attempts AS earlier
+                   WHERE earlier.source_message_key = w.source_message_key
+                     AND earlier.request_id = $5::text) AS requested
+    FROM reply_windows AS w
+    WHERE w.reply_window_id = $6 AND tx.own IS NOT NULL
+) AS state ON true
+`
+
+type SendStateBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type SendStateParams struct {
+	TouchesAccount    bool
+	Expected          *string
+	ExpectedNextIndex int32
+	SessionID         uuid.UUID
+	RequestID         *string
+	ReplyWindowID     int64
+}
+
+type SendStateRow struct {
+	Version string
+	Holds   bool
+}
+
+// The state a send through a window and one of its sessions is decided on (store.ReserveAndStart,
+// migration 00009). Its version is the row versions (xmin) of the window, its account, the
+// session, the session's message and the two sealed secrets. Returned (version) is the
+// version the reservation under way leaves: the window (which every reservation writes)
+// and, when the send starts at once (touches_account), the account are the transaction's
+// own; read after the writes, that is the version they left. With expected set, read once
+// the account and the window are locked and before the writes, it also checks the state the
+// reservation was decided on: the version before the writes is the expected one, the
+// message's next send index is the expected one, no send to the peer is in flight and the
+// request id made no attempt yet; the verdict is recorded for ilk_send_writes() in the
+// transaction and returned (holds). Without expected, holds is true. Always one row: a
+// missing window has no version.
+func (q *Queries) SendState(ctx context.Context, arg []SendStateParams) *SendStateBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.TouchesAccount,
+			a.Expected,
+			a.ExpectedNextIndex,
+			a.SessionID,
+			a.RequestID,
+			a.ReplyWindowID,
+		}
+		batch.Queue(sendState, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &SendStateBatchResults{br, len(arg), false}
+}
+
+func (b *SendStateBatchResults) QueryRow(f func(int, SendStateRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i SendStateRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&i.Version, &i.Holds)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *SendStateBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -2244,8 +2353,11 @@ func (b *StartWindowSendBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const touchLastSend = `-- name: TouchLastSend :batchexec
-UPDATE accounts SET last_send_at = $1::timestamptz WHERE account_key = $2
+const touchLastSend = `-- name: TouchLastSend :batchone
+UPDATE accounts SET last_send_at = $1::timestamptz
+WHERE account_key = $2
+  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
+RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
 `
 
 type TouchLastSendBatchResults struct {
@@ -2259,6 +2371,8 @@ type TouchLastSendParams struct {
 	AccountKey string
 }
 
+// Records the start of a send on its bot (its pacing) and returns the account as the
+// start left it.
 func (q *Queries) TouchLastSend(ctx context.Context, arg []TouchLastSendParams) *TouchLastSendBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -2272,18 +2386,37 @@ func (q *Queries) TouchLastSend(ctx context.Context, arg []TouchLastSendParams) 
 	return &TouchLastSendBatchResults{br, len(arg), false}
 }
 
-func (b *TouchLastSendBatchResults) Exec(f func(int, error)) {
+func (b *TouchLastSendBatchResults) QueryRow(f func(int, Account, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
+		var i Account
 		if b.closed {
 			if f != nil {
-				f(t, ErrBatchAlreadyClosed)
+				f(t, i, ErrBatchAlreadyClosed)
 			}
 			continue
 		}
-		_, err := b.br.Exec()
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.AccountKey,
+			&i.ProviderAccountID,
+			&i.OwnerPeerID,
+			&i.BaseUrl,
+			&i.Generation,
+			&i.Status,
+			&i.StatusReason,
+			&i.PauseUntil,
+			&i.LastPollAt,
+			&i.Cursor,
+			&i.CursorUpdatedAt,
+			&i.ReplacedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastSendAt,
+			&i.SendsBlockedUntil,
+		)
 		if f != nil {
-			f(t, err)
+			f(t, i, err)
 		}
 	}
 }

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+)
+
+// A send reserved in one round trip (migration 00009).
+//
+// A reservation through a named window (the Send activity's) reads, before its writes, the
+// session, the account's and the window's locks, the request's earlier attempt and the
+// send context: two round trips with the writes and COMMIT. It also reads the version of
+// the state it leaves (SendState) and keeps that state as the window's sendHint. The next
+// reservation through the same window and session is decided on the hint by the same code
+// (sessionLocks.check, reservation.decide), and its writes travel with the locks, the
+// check of the version and COMMIT: one round trip. When the state changed meanwhile (a
+// poll recorded on the account, the session closed, a send still in flight, the request
+// id already used, ...), that transaction writes nothing and the send is reserved the
+// usual way.
+
+// sendHint is the state a reservation through a window left: the rows the window's next
+// send is decided on, as that reservation's transaction left them, and their version.
+type sendHint struct {
+	version string
+	session dbq.SessionByTokenHashRow
+	window  dbq.ReplyWindow
+	account dbq.Account
+	// reads is the send context the next send expects: the next send index, no send to
+	// the peer in flight (the last one completed), the same secrets.
+	reads startRead
+}
+
+// refersTo reports whether ref names the hint's session, as queueSession resolves it.
+func (h *sendHint) refersTo(ref SessionRef) bool {
+	sess := h.session.AgentSession
+	switch {
+	case !ref.Token.IsZero() && len(ref.Token.Reveal()) <= 512:
+		return bytes.Equal(tokenHash(ref.Token.Reveal()), sess.TokenHash)
+	case ref.Token.IsZero() && ref.ID != "":
+		id, err := uuid.Parse(ref.ID)
+		return err == nil && id == sess.SessionID
+	}
+	return false
+}
+
+// sendHints holds the hints of the windows sent through in this process, one per account
+// at most (the account's last window), so that they stay as many as the accounts.
+type sendHints struct {
+	mu        sync.Mutex
+	byWindow  map[int64]*sendHint
+	byAccount map[string]int64
+}
+
+// predict returns the hint a reservation can be decided on: the one its named window's
+// last reservation left, for the same session. Nil when it must read first.
+func (h *sendHints) predict(in ReplyInput) *sendHint {
+	if in.ReplyWindowID == 0 {
+		return nil
+	}
+	h.mu.Lock()
+	hint := h.byWindow[in.ReplyWindowID]
+	h.mu.Unlock()
+	if hint == nil || !hint.refersTo(in.Session) {
+		return nil
+	}
+	return hint
+}
+
+// keep records the hint a reservation through windowID left, or forgets the window's
+// hint when the reservation left none (it failed, was refused or found an earlier
+// attempt).
+func (h *sendHints) keep(windowID int64, hint *sendHint, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old := h.byWindow[windowID]; old != nil {
+		delete(h.byWindow, windowID)
+		delete(h.byAccount, old.window.AccountKey)
+	}
+	if hint == nil || err != nil {
+		return
+	}
+	if h.byWindow == nil {
+		h.byWindow, h.byAccount = map[int64]*sendHint{}, map[string]int64{}
+	}
+	if other, ok := h.byAccount[hint.window.AccountKey]; ok {
+		delete(h.byWindow, other)
+	}
+	h.byWindow[windowID] = hint
+	h.byAccount[hint.window.AccountKey] = windowID
+}
+
+// reservePredicted reserves r on the state hint holds: decided first, by the code that
+// decides on what the usual path reads, then written in one round trip behind the
+// account's and the window's locks and the check of the hint's version, with COMMIT.
+// held is false when nothing was written: the hint did not hold, or the decision on it
+// was not a plain reservation (a refusal), which the usual path makes.
+func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *sendHint) (held bool, err error) {
+	r.sess, r.sessRow, r.predicted = hint.session.AgentSession, hint.session, true
+	locks := sessionLocks{
+		row:     hint.session,
+		account: func() (dbq.Account, error) { return hint.account, nil },
+		window:  func() (dbq.ReplyWindow, error) { return hint.window, nil },
+	}
+	if err := r.checkLocks(locks); err != nil {
+		return false, err
+	}
+	reads := hint.reads
+	if err := r.decide(sendContext{known: &reads}); err != nil || r.refused != "" {
+		return false, nil
+	}
+	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
+		wid := r.in.ReplyWindowID
+		account := q.LockAccountOfWindow(ctx, []int64{wid})
+		window := q.LockReplyWindow(ctx, []int64{wid})
+		expected := q.SendState(ctx, []dbq.SendStateParams{{Expected: &hint.version, ExpectedNextIndex: hint.reads.nextIndex,
+			TouchesAccount: r.startNow, SessionID: hint.session.AgentSession.SessionID, RequestID: r.requestID,
+			ReplyWindowID: wid}})
+		writes := r.queueWrites(ctx, q)
+		p.commitQueued()
+		if _, err := batchRow[dbq.Account](account); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := batchRow[dbq.ReplyWindow](window); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		state, err := batchRow[dbq.SendStateRow](expected)
+		if err != nil || !state.Holds {
+			return err // nothing was written
+		}
+		held, r.version = true, &state.Version
+		return r.readWrites(writes)
+	})
+	return held, err
+}
