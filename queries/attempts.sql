@@ -39,6 +39,19 @@ SET status = sqlc.arg(status)::text, provider_message_id = sqlc.arg(provider_mes
 WHERE attempt_id = sqlc.arg(attempt_id) AND status = sqlc.arg(from_status)
 RETURNING *;
 
+-- name: CompleteSendingAttempt :batchone
+-- SetAttemptStatus for a sending attempt that moves on (store.CompleteSend), returning its
+-- window too, so that a completion is one statement. Nothing when the attempt is not
+-- sending.
+UPDATE send_attempts AS attempt
+SET status = sqlc.arg(status)::text, provider_message_id = sqlc.arg(provider_message_id),
+    error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),
+    fail_type = sqlc.arg(fail_type)::text, updated_at = sqlc.arg(now)
+FROM reply_windows AS w
+WHERE attempt.attempt_id = sqlc.arg(attempt_id) AND attempt.status = 'sending'
+  AND w.reply_window_id = attempt.reply_window_id
+RETURNING sqlc.embed(attempt), sqlc.embed(w);
+
 -- name: FailPendingAttemptsOfWindow :execrows
 UPDATE send_attempts
 SET status = 'failed', error_code = sqlc.arg(error_code), error_message = sqlc.arg(error_message),

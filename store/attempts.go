@@ -712,28 +712,30 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	}
 	var out SendOutcome
 	err := s.inPipeline(ctx, "complete attempt", func(p *pipeline, q *dbq.Queries) error {
-		// The common case in one round trip: the attempt is sending and moves on.
-		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
-			AttemptID: c.AttemptID, FromStatus: vocab.AttemptSending, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
+		// The common case in one statement and one round trip: the attempt is sending and
+		// moves on, and its window comes back with it.
+		set := q.CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{{
+			AttemptID: c.AttemptID, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
 			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
 		}})
-		window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
 		if c.FailType != vocab.FailTransport {
 			// Nothing is decided after the update: COMMIT travels with it (an attempt that
 			// is not sending is not updated, and the retry check below only reads).
 			p.commitQueued()
 		}
-		row, setErr := batchRow[dbq.SendAttempt](set)
-		w, err := batchRow[dbq.ReplyWindow](window)
-		if setErr != nil && !errors.Is(setErr, pgx.ErrNoRows) {
-			return setErr
+		moved, err := batchRow[dbq.CompleteSendingAttemptRow](set)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
 		}
-		if err != nil {
-			return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
-		}
-		if errors.Is(setErr, pgx.ErrNoRows) {
+		row, w := moved.SendAttempt, moved.ReplyWindow
+		if errors.Is(err, pgx.ErrNoRows) {
 			// Not sending: a retry of the same completion finds it done.
-			if row, err = batchRow[dbq.SendAttempt](q.LockSendAttempt(ctx, []string{c.AttemptID})); err != nil {
+			window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
+			attempt := q.LockSendAttempt(ctx, []string{c.AttemptID})
+			if w, err = batchRow[dbq.ReplyWindow](window); err != nil {
+				return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
+			}
+			if row, err = batchRow[dbq.SendAttempt](attempt); err != nil {
 				return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
 			}
 			if row.Status != c.Status || row.ProviderMessageID != c.ProviderMessageID || row.FailType != c.FailType {
@@ -741,8 +743,12 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 			}
 		} else if c.FailType == vocab.FailTransport {
 			// The request surely never left: the send is given back to the quota.
-			if w, err = batchRow[dbq.ReplyWindow](q.UnstartWindowSend(ctx, []dbq.UnstartWindowSendParams{{
-				Now: now, ReplyWindowID: row.ReplyWindowID}})); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			unstarted, err := batchRow[dbq.ReplyWindow](q.UnstartWindowSend(ctx, []dbq.UnstartWindowSendParams{{
+				Now: now, ReplyWindowID: row.ReplyWindowID}}))
+			switch {
+			case err == nil:
+				w = unstarted
+			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
 		}

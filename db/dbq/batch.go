@@ -311,6 +311,122 @@ func (b *CompareAndSetCursorBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const completeSendingAttempt = `-- name: CompleteSendingAttempt :batchone
+UPDATE send_attempts AS attempt
+SET status = $1::text, provider_message_id = $2,
+    error_code = $3, error_message = $4,
+    fail_type = $5::text, updated_at = $6
+FROM reply_windows AS w
+WHERE attempt.attempt_id = $7 AND attempt.status = 'sending'
+  AND w.reply_window_id = attempt.reply_window_id
+RETURNING attempt.attempt_id, attempt.client_message_id, attempt.source_message_key, attempt.account_key, attempt.peer_id, attempt.reply_window_id, attempt.send_index, attempt.window_send_index, attempt.source, attempt.content_type, attempt.payload, attempt.metadata, attempt.fingerprint, attempt.status, attempt.provider_message_id, attempt.error_code, attempt.error_message, attempt.fail_type, attempt.created_at, attempt.updated_at, attempt.request_id, w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at
+`
+
+type CompleteSendingAttemptBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CompleteSendingAttemptParams struct {
+	Status            string
+	ProviderMessageID string
+	ErrorCode         string
+	ErrorMessage      string
+	FailType          string
+	Now               time.Time
+	AttemptID         string
+}
+
+type CompleteSendingAttemptRow struct {
+	SendAttempt SendAttempt
+	ReplyWindow ReplyWindow
+}
+
+// SetAttemptStatus for a sending attempt that moves on (store.CompleteSend), returning its
+// window too, so that a completion is one statement. Nothing when the attempt is not
+// sending.
+func (q *Queries) CompleteSendingAttempt(ctx context.Context, arg []CompleteSendingAttemptParams) *CompleteSendingAttemptBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Status,
+			a.ProviderMessageID,
+			a.ErrorCode,
+			a.ErrorMessage,
+			a.FailType,
+			a.Now,
+			a.AttemptID,
+		}
+		batch.Queue(completeSendingAttempt, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CompleteSendingAttemptBatchResults{br, len(arg), false}
+}
+
+func (b *CompleteSendingAttemptBatchResults) QueryRow(f func(int, CompleteSendingAttemptRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i CompleteSendingAttemptRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.SendAttempt.AttemptID,
+			&i.SendAttempt.ClientMessageID,
+			&i.SendAttempt.SourceMessageKey,
+			&i.SendAttempt.AccountKey,
+			&i.SendAttempt.PeerID,
+			&i.SendAttempt.ReplyWindowID,
+			&i.SendAttempt.SendIndex,
+			&i.SendAttempt.WindowSendIndex,
+			&i.SendAttempt.Source,
+			&i.SendAttempt.ContentType,
+			&i.SendAttempt.Payload,
+			&i.SendAttempt.Metadata,
+			&i.SendAttempt.Fingerprint,
+			&i.SendAttempt.Status,
+			&i.SendAttempt.ProviderMessageID,
+			&i.SendAttempt.ErrorCode,
+			&i.SendAttempt.ErrorMessage,
+			&i.SendAttempt.FailType,
+			&i.SendAttempt.CreatedAt,
+			&i.SendAttempt.UpdatedAt,
+			&i.SendAttempt.RequestID,
+			&i.ReplyWindow.ReplyWindowID,
+			&i.ReplyWindow.AccountKey,
+			&i.ReplyWindow.PeerID,
+			&i.ReplyWindow.AccountGeneration,
+			&i.ReplyWindow.SourceMessageKey,
+			&i.ReplyWindow.SourceInboxSeq,
+			&i.ReplyWindow.ProviderMessageID,
+			&i.ReplyWindow.ProviderSeq,
+			&i.ReplyWindow.IssuedAt,
+			&i.ReplyWindow.ExpiresAt,
+			&i.ReplyWindow.MaxSends,
+			&i.ReplyWindow.NextSendIndex,
+			&i.ReplyWindow.Reserved,
+			&i.ReplyWindow.Transmitted,
+			&i.ReplyWindow.State,
+			&i.ReplyWindow.RetiredReason,
+			&i.ReplyWindow.CreatedAt,
+			&i.ReplyWindow.UpdatedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *CompleteSendingAttemptBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const deleteImagesOfMessages = `-- name: DeleteImagesOfMessages :batchexec
 DELETE FROM inbound_images WHERE message_key = ANY($1::text[])
     AND ilk_page_writes()
