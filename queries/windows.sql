@@ -60,13 +60,25 @@ WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
 RETURNING *;
 
 -- name: ReserveStartedWindowSend :batchone
-UPDATE reply_windows
-SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, updated_at = sqlc.arg(now)
-WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
-  AND next_send_index = sqlc.arg(expected_index)
-  AND reserved + transmitted < max_sends
-  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
-RETURNING *;
+-- Reserves a send of the window that starts at once: the window's counters move and its
+-- bot's last send is recorded (its pacing), in one statement. It returns the window and
+-- the account as the statement left them (the account as read, whose only change is its
+-- last send, returned apart).
+WITH touched AS (
+    UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz
+    WHERE accounts.account_key = (SELECT owner.account_key FROM reply_windows AS owner
+                                  WHERE owner.reply_window_id = sqlc.arg(reply_window_id))
+      AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
+    RETURNING accounts.account_key, accounts.last_send_at
+)
+UPDATE reply_windows AS w
+SET next_send_index = w.next_send_index + 1, transmitted = w.transmitted + 1, updated_at = sqlc.arg(now)
+FROM accounts, touched
+WHERE w.reply_window_id = sqlc.arg(reply_window_id) AND w.state = 'open'
+  AND w.next_send_index = sqlc.arg(expected_index)
+  AND w.reserved + w.transmitted < w.max_sends
+  AND accounts.account_key = w.account_key AND touched.account_key = w.account_key
+RETURNING sqlc.embed(w), sqlc.embed(accounts), touched.last_send_at AS touched_last_send_at;
 
 -- name: StartWindowSend :batchone
 UPDATE reply_windows

@@ -358,20 +358,19 @@ func (r *reservation) decide(sendCtx sendContext) error {
 }
 
 // reservationWrites are the results of a reservation's queued writes: the window's
-// counters (counted, or started when the attempt starts at once; neither for a refusal),
-// the attempt and, when it starts, the bot's last send.
+// counters (counted, or started, with the bot's last send, when the attempt starts at
+// once; neither for a refusal) and the attempt.
 type reservationWrites struct {
 	counted  *dbq.ReserveWindowSendBatchResults
 	started  *dbq.ReserveStartedWindowSendBatchResults
 	inserted *dbq.InsertSendAttemptBatchResults
-	touched  *dbq.TouchLastSendBatchResults
 	// state is the version of the state the reservation leaves (SendState), read for the
 	// window's next send when the reservation went through a named window.
 	state *dbq.SendStateBatchResults
 }
 
 // queueWrites queues the reservation's writes, to travel in one round trip: the window's
-// counters, the attempt and, when it starts, the bot's last send.
+// counters (with the bot's last send when the attempt starts) and the attempt.
 func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservationWrites {
 	var out reservationWrites
 	w, sess, pc, now := r.w, r.sess, r.pc, r.now
@@ -397,9 +396,6 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 		Status: status, ErrorCode: string(r.refused), ErrorMessage: message, FailType: failType,
 		RequestID: r.requestID, Now: now,
 	}})
-	if r.startNow {
-		out.touched = q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
-	}
 	if r.in.ReplyWindowID != 0 && r.refused == "" && !r.predicted {
 		out.state = q.SendState(ctx, []dbq.SendStateParams{{SessionID: sess.SessionID, ReplyWindowID: w.ReplyWindowID,
 			TouchesAccount: r.startNow}})
@@ -411,13 +407,15 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 // were queued and fills the outcome: the attempt, the window after it and, when the
 // attempt started, what transmitting it needs.
 func (r *reservation) readWrites(writes reservationWrites) error {
-	w := r.w
+	w, acct := r.w, r.acct
 	var err error
 	switch {
 	case writes.counted != nil:
 		w, err = batchRow[dbq.ReplyWindow](writes.counted)
 	case writes.started != nil:
-		w, err = batchRow[dbq.ReplyWindow](writes.started)
+		var row dbq.ReserveStartedWindowSendRow
+		row, err = batchRow[dbq.ReserveStartedWindowSendRow](writes.started)
+		w, acct = row.ReplyWindow, touchedAccount(row)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fail(vocab.CodeAttemptConflict, "reservation lost its race")
@@ -428,12 +426,6 @@ func (r *reservation) readWrites(writes reservationWrites) error {
 	a, err := batchRow[dbq.SendAttempt](writes.inserted)
 	if err != nil {
 		return err
-	}
-	acct := r.acct
-	if writes.touched != nil {
-		if acct, err = batchRow[dbq.Account](writes.touched); err != nil {
-			return err
-		}
 	}
 	if writes.state != nil {
 		state, err := batchRow[dbq.SendStateRow](writes.state)
@@ -460,6 +452,13 @@ func (r *reservation) readWrites(writes reservationWrites) error {
 		r.out.Started = &st
 	}
 	return nil
+}
+
+// touchedAccount is the account a started reservation left: as read, with its last send.
+func touchedAccount(row dbq.ReserveStartedWindowSendRow) dbq.Account {
+	a := row.Account
+	a.LastSendAt = row.TouchedLastSendAt
+	return a
 }
 
 // pacedStart is the one pacing rule: when a bot's next send may start (its last send
@@ -966,18 +965,14 @@ func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, 
 		}
 		started := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
 			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
-		touched := q.TouchLastSend(ctx, []dbq.TouchLastSendParams{{Now: now, AccountKey: w.AccountKey}})
 		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
 			AttemptID: AttemptID(in.MessageKey, index), ClientMessageID: ClientMessageID(in.MessageKey, index),
 			SourceMessageKey: in.MessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
 			SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "system", ContentType: in.Content.Type,
 			Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: vocab.AttemptSending, Now: now,
 		}})
-		if _, err := batchRow[dbq.ReplyWindow](started); err != nil {
+		if _, err := batchRow[dbq.ReserveStartedWindowSendRow](started); err != nil {
 			return notFound(err, vocab.CodeAttemptConflict, "system reservation lost its race")
-		}
-		if _, err := batchRow[dbq.Account](touched); err != nil {
-			return err
 		}
 		row, err := batchRow[dbq.SendAttempt](inserted)
 		if err != nil {

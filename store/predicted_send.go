@@ -117,7 +117,7 @@ func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *send
 	}
 	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
 		wid := r.in.ReplyWindowID
-		account := q.LockAccountOfWindow(ctx, []int64{wid})
+		account := q.LockAccount(ctx, []string{hint.window.AccountKey}) // a window's account never changes
 		window := q.LockReplyWindow(ctx, []int64{wid})
 		expected := q.SendState(ctx, []dbq.SendStateParams{{Expected: &hint.version, ExpectedNextIndex: hint.reads.nextIndex,
 			TouchesAccount: r.startNow, SessionID: hint.session.AgentSession.SessionID, RequestID: r.requestID,

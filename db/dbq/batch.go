@@ -1720,13 +1720,21 @@ func (b *ReleaseWindowReservationsBatchResults) Close() error {
 }
 
 const reserveStartedWindowSend = `-- name: ReserveStartedWindowSend :batchone
-UPDATE reply_windows
-SET next_send_index = next_send_index + 1, transmitted = transmitted + 1, updated_at = $1
-WHERE reply_window_id = $2 AND state = 'open'
-  AND next_send_index = $3
-  AND reserved + transmitted < max_sends
-  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
-RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+WITH touched AS (
+    UPDATE accounts SET last_send_at = $1::timestamptz
+    WHERE accounts.account_key = (SELECT owner.account_key FROM reply_windows AS owner
+                                  WHERE owner.reply_window_id = $2)
+      AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
+    RETURNING accounts.account_key, accounts.last_send_at
+)
+UPDATE reply_windows AS w
+SET next_send_index = w.next_send_index + 1, transmitted = w.transmitted + 1, updated_at = $1
+FROM accounts, touched
+WHERE w.reply_window_id = $2 AND w.state = 'open'
+  AND w.next_send_index = $3
+  AND w.reserved + w.transmitted < w.max_sends
+  AND accounts.account_key = w.account_key AND touched.account_key = w.account_key
+RETURNING w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, touched.last_send_at AS touched_last_send_at
 `
 
 type ReserveStartedWindowSendBatchResults struct {
@@ -1741,6 +1749,16 @@ type ReserveStartedWindowSendParams struct {
 	ExpectedIndex int32
 }
 
+type ReserveStartedWindowSendRow struct {
+	ReplyWindow       ReplyWindow
+	Account           Account
+	TouchedLastSendAt *time.Time
+}
+
+// Reserves a send of the window that starts at once: the window's counters move and its
+// bot's last send is recorded (its pacing), in one statement. It returns the window and
+// the account as the statement left them (the account as read, whose only change is its
+// last send, returned apart).
 func (q *Queries) ReserveStartedWindowSend(ctx context.Context, arg []ReserveStartedWindowSendParams) *ReserveStartedWindowSendBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -1755,10 +1773,10 @@ func (q *Queries) ReserveStartedWindowSend(ctx context.Context, arg []ReserveSta
 	return &ReserveStartedWindowSendBatchResults{br, len(arg), false}
 }
 
-func (b *ReserveStartedWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
+func (b *ReserveStartedWindowSendBatchResults) QueryRow(f func(int, ReserveStartedWindowSendRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var i ReplyWindow
+		var i ReserveStartedWindowSendRow
 		if b.closed {
 			if f != nil {
 				f(t, i, ErrBatchAlreadyClosed)
@@ -1767,24 +1785,41 @@ func (b *ReserveStartedWindowSendBatchResults) QueryRow(f func(int, ReplyWindow,
 		}
 		row := b.br.QueryRow()
 		err := row.Scan(
-			&i.ReplyWindowID,
-			&i.AccountKey,
-			&i.PeerID,
-			&i.AccountGeneration,
-			&i.SourceMessageKey,
-			&i.SourceInboxSeq,
-			&i.ProviderMessageID,
-			&i.ProviderSeq,
-			&i.IssuedAt,
-			&i.ExpiresAt,
-			&i.MaxSends,
-			&i.NextSendIndex,
-			&i.Reserved,
-			&i.Transmitted,
-			&i.State,
-			&i.RetiredReason,
-			&i.CreatedAt,
-			&i.UpdatedAt,
+			&i.ReplyWindow.ReplyWindowID,
+			&i.ReplyWindow.AccountKey,
+			&i.ReplyWindow.PeerID,
+			&i.ReplyWindow.AccountGeneration,
+			&i.ReplyWindow.SourceMessageKey,
+			&i.ReplyWindow.SourceInboxSeq,
+			&i.ReplyWindow.ProviderMessageID,
+			&i.ReplyWindow.ProviderSeq,
+			&i.ReplyWindow.IssuedAt,
+			&i.ReplyWindow.ExpiresAt,
+			&i.ReplyWindow.MaxSends,
+			&i.ReplyWindow.NextSendIndex,
+			&i.ReplyWindow.Reserved,
+			&i.ReplyWindow.Transmitted,
+			&i.ReplyWindow.State,
+			&i.ReplyWindow.RetiredReason,
+			&i.ReplyWindow.CreatedAt,
+			&i.ReplyWindow.UpdatedAt,
+			&i.Account.AccountKey,
+			&i.Account.ProviderAccountID,
+			&i.Account.OwnerPeerID,
+			&i.Account.BaseUrl,
+			&i.Account.Generation,
+			&i.Account.Status,
+			&i.Account.StatusReason,
+			&i.Account.PauseUntil,
+			&i.Account.LastPollAt,
+			&i.Account.Cursor,
+			&i.Account.CursorUpdatedAt,
+			&i.Account.ReplacedBy,
+			&i.Account.CreatedAt,
+			&i.Account.UpdatedAt,
+			&i.Account.LastSendAt,
+			&i.Account.SendsBlockedUntil,
+			&i.TouchedLastSendAt,
 		)
 		if f != nil {
 			f(t, i, err)
