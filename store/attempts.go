@@ -709,10 +709,20 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > vocab.MaxErrorMessageBytes {
 		return SendOutcome{}, fail(vocab.CodeInvalidInput, "completion fields are too long")
 	}
+	if c.FailType != vocab.FailTransport {
+		// The common case: the attempt is sending and moves on, in a transaction shared
+		// with the completions that arrive meanwhile (completionBatcher).
+		if row, moved := s.completions.complete(ctx, s, now, c); moved {
+			out := SendOutcome{Window: windowFrom(row.ReplyWindow)}
+			var err error
+			out.Attempt, err = attemptFrom(row.SendAttempt)
+			return out, err
+		}
+	}
 	var out SendOutcome
 	err := s.inPipeline(ctx, "complete attempt", func(p *pipeline, q *dbq.Queries) error {
-		// The common case in one statement and one round trip: the attempt is sending and
-		// moves on, and its window comes back with it.
+		// In one statement and one round trip when the attempt is sending and moves on,
+		// its window coming back with it.
 		set := q.CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{{
 			AttemptID: c.AttemptID, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
 			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,

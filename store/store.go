@@ -38,6 +38,8 @@ type Store struct {
 	// sendHints holds the state the last reservation through each window left, on which
 	// the window's next send is decided (sendHint).
 	sendHints sendHints
+	// completions commits concurrent completions together (completionBatcher).
+	completions completionBatcher
 }
 
 // New returns a store over pool that seals secrets with keys.
