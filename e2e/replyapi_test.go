@@ -646,6 +646,10 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 		{"ilinkflow_page_commits_total", []string{"commit", "read_first"}, 2},
 		{"ilinkflow_page_commits_total", []string{"commit", "mispredicted"}, 1},
 		{"ilinkflow_page_commits_total", []string{"commit", "predicted"}, 1},
+		// The first reply's reservation was read first; the two after it were decided on
+		// the state it left (predicted, or mispredicted when a poll was recorded on the
+		// account between them).
+		{"ilinkflow_send_reservations_total", []string{"commit", "read_first"}, 1},
 		{"ilinkflow_sends_total", []string{"outcome", "sent"}, 2},
 		{"ilinkflow_sends_total", []string{"outcome", "unknown"}, 1},
 		{"ilinkflow_sends_total", []string{"outcome", "failed"}, 0},
@@ -661,6 +665,10 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 		if got := value(fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	if hinted := value(fams, "ilinkflow_send_reservations_total", "commit", "predicted") +
+		value(fams, "ilinkflow_send_reservations_total", "commit", "mispredicted"); hinted != 2 {
+		t.Errorf("send reservations decided on a hint = %v, want 2", hinted)
 	}
 	if polls := value(fams, "ilinkflow_polls_total", "outcome", "ok"); polls < 4 {
 		t.Errorf("ilinkflow_polls_total{outcome=ok} = %v, want at least one per page", polls)

@@ -118,6 +118,8 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 	p.Poll("ilk_fresh", metrics.PollOK)
 	p.Poll("ilk_fresh", "http_status")
 	p.Page("ilk_fresh", store.PagePredicted)
+	p.Reservation(store.SendPredicted)
+	p.Reservation("")
 	p.Messages(metrics.MessageInserted, 3)
 	p.Messages(metrics.MessageAbsorbed, 2)
 	p.Messages(metrics.MessageDuplicate, 0)
@@ -142,6 +144,8 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 		`ilinkflow_pages_total 1`,
 		`ilinkflow_page_commits_total{commit="predicted"} 1`,
 		`ilinkflow_page_commits_total{commit="mispredicted"} 0`,
+		`ilinkflow_send_reservations_total{commit="predicted"} 1`,
+		`ilinkflow_send_reservations_total{commit="read_first"} 0`,
 		`ilinkflow_messages_total{outcome="inserted"} 3`,
 		`ilinkflow_messages_total{outcome="absorbed"} 2`,
 		`ilinkflow_messages_total{outcome="duplicate"} 0`,

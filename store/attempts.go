@@ -120,6 +120,9 @@ type PreparedSend struct {
 	NotBefore    time.Time
 	BlockedUntil *time.Time
 	InFlight     bool
+	// Commit is how the reservation was committed: SendReadFirst, SendPredicted or
+	// SendMispredicted.
+	Commit string
 }
 
 // SendStart is what transmitting a started attempt needs, read in the transaction that
@@ -148,17 +151,23 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 	if err != nil {
 		return PreparedSend{}, err
 	}
-	if hint := s.sendHints.predict(in); hint != nil {
+	how := SendReadFirst
+	hint := s.sendHints.predict(in)
+	if hint != nil {
 		held, err := s.reservePredicted(ctx, r, hint)
 		if err != nil || held {
-			s.sendHints.keep(in.ReplyWindowID, r.hint, err)
+			s.sendHints.keep(hint, r.keptHint(err))
 			return r.out, err
 		}
 		// Nothing was written: the send is reserved the usual way.
+		if r.out.Commit == SendMispredicted { // (not when the hint's decision was a refusal)
+			how = SendMispredicted
+		}
 		if r, err = s.newReservation(now, in, record, pacing); err != nil {
 			return PreparedSend{}, err
 		}
 	}
+	r.out.Commit = how
 	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
 		prior, sendCtx, err := r.lockSession(ctx, q)
 		if err != nil {
@@ -177,10 +186,18 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		p.commitQueued()
 		return r.readWrites(writes)
 	})
-	if in.ReplyWindowID != 0 {
-		s.sendHints.keep(in.ReplyWindowID, r.hint, err)
+	if hint != nil || r.hint != nil {
+		s.sendHints.keep(hint, r.keptHint(err))
 	}
 	return r.out, err
+}
+
+// keptHint is the hint the reservation leaves for its window's next send (nil after err).
+func (r *reservation) keptHint(err error) *sendHint {
+	if err != nil {
+		return nil
+	}
+	return r.hint
 }
 
 // reservation is one reserve under way: its checked input, what its transaction read
@@ -396,7 +413,7 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 		Status: status, ErrorCode: string(r.refused), ErrorMessage: message, FailType: failType,
 		RequestID: r.requestID, Now: now,
 	}})
-	if r.in.ReplyWindowID != 0 && r.refused == "" && !r.predicted {
+	if hinted(r.in) && r.refused == "" && !r.predicted {
 		out.state = q.SendState(ctx, []dbq.SendStateParams{{SessionID: sess.SessionID, ReplyWindowID: w.ReplyWindowID,
 			TouchesAccount: r.startNow}})
 	}

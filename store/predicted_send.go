@@ -25,6 +25,16 @@ import (
 // id already used, ...), that transaction writes nothing and the send is reserved the
 // usual way.
 
+// How a reservation was committed (PreparedSend.Commit), named as for pages.
+const (
+	// SendReadFirst: decided on what a first round trip read (two round trips).
+	SendReadFirst = PageReadFirst
+	// SendPredicted: decided on the state the window's last reservation left, in one.
+	SendPredicted = PagePredicted
+	// SendMispredicted: that state had changed; read first after it (three round trips).
+	SendMispredicted = PageMispredicted
+)
+
 // sendHint is the state a reservation through a window left: the rows the window's next
 // send is decided on, as that reservation's transaction left them, and their version.
 type sendHint struct {
@@ -51,49 +61,78 @@ func (h *sendHint) refersTo(ref SessionRef) bool {
 }
 
 // sendHints holds the hints of the windows sent through in this process, one per account
-// at most (the account's last window), so that they stay as many as the accounts.
+// at most (the account's last window), so that they stay as many as the accounts. A hint
+// is found by its window or by its session's id (the Send activity names the session
+// alone, unless another session of the window sends).
 type sendHints struct {
 	mu        sync.Mutex
 	byWindow  map[int64]*sendHint
-	byAccount map[string]int64
+	bySession map[uuid.UUID]*sendHint
+	byAccount map[string]*sendHint
 }
 
-// predict returns the hint a reservation can be decided on: the one its named window's
-// last reservation left, for the same session. Nil when it must read first.
+// predict returns the hint a reservation can be decided on: the one the last reservation
+// through its window (named, or its session's) left, for the same session. Nil when it
+// must read first.
 func (h *sendHints) predict(in ReplyInput) *sendHint {
-	if in.ReplyWindowID == 0 {
-		return nil
-	}
 	h.mu.Lock()
-	hint := h.byWindow[in.ReplyWindowID]
+	var hint *sendHint
+	switch {
+	case in.ReplyWindowID != 0:
+		hint = h.byWindow[in.ReplyWindowID]
+	case in.Session.Token.IsZero() && in.Session.ID != "":
+		if id, err := uuid.Parse(in.Session.ID); err == nil {
+			hint = h.bySession[id]
+		}
+	}
 	h.mu.Unlock()
-	if hint == nil || !hint.refersTo(in.Session) {
+	if hint == nil || !hint.refersTo(in.Session) ||
+		(in.ReplyWindowID != 0 && hint.window.ReplyWindowID != in.ReplyWindowID) {
 		return nil
 	}
 	return hint
 }
 
-// keep records the hint a reservation through windowID left, or forgets the window's
-// hint when the reservation left none (it failed, was refused or found an earlier
-// attempt).
-func (h *sendHints) keep(windowID int64, hint *sendHint, err error) {
+// hinted reports whether a reservation could be decided on the hint it leaves: its
+// window is named, or its session by id.
+func hinted(in ReplyInput) bool {
+	return in.ReplyWindowID != 0 || (in.Session.Token.IsZero() && in.Session.ID != "")
+}
+
+// keep forgets the hint a reservation was decided on or could have been (used, nil if
+// none) and records the one it left (next, nil when it left none: it failed, was refused
+// or found an earlier attempt).
+func (h *sendHints) keep(used, next *sendHint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if old := h.byWindow[windowID]; old != nil {
-		delete(h.byWindow, windowID)
-		delete(h.byAccount, old.window.AccountKey)
-	}
-	if hint == nil || err != nil {
+	h.forget(used)
+	if next == nil {
 		return
 	}
 	if h.byWindow == nil {
-		h.byWindow, h.byAccount = map[int64]*sendHint{}, map[string]int64{}
+		h.byWindow, h.bySession, h.byAccount = map[int64]*sendHint{}, map[uuid.UUID]*sendHint{}, map[string]*sendHint{}
 	}
-	if other, ok := h.byAccount[hint.window.AccountKey]; ok {
-		delete(h.byWindow, other)
+	h.forget(h.byAccount[next.window.AccountKey])
+	h.forget(h.byWindow[next.window.ReplyWindowID])
+	h.byWindow[next.window.ReplyWindowID] = next
+	h.bySession[next.session.AgentSession.SessionID] = next
+	h.byAccount[next.window.AccountKey] = next
+}
+
+// forget removes a hint (nil: nothing) from every index that still holds it.
+func (h *sendHints) forget(hint *sendHint) {
+	if hint == nil {
+		return
 	}
-	h.byWindow[windowID] = hint
-	h.byAccount[hint.window.AccountKey] = windowID
+	if h.byWindow[hint.window.ReplyWindowID] == hint {
+		delete(h.byWindow, hint.window.ReplyWindowID)
+	}
+	if h.bySession[hint.session.AgentSession.SessionID] == hint {
+		delete(h.bySession, hint.session.AgentSession.SessionID)
+	}
+	if h.byAccount[hint.window.AccountKey] == hint {
+		delete(h.byAccount, hint.window.AccountKey)
+	}
 }
 
 // reservePredicted reserves r on the state hint holds: decided first, by the code that
@@ -115,8 +154,9 @@ func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *send
 	if err := r.decide(sendContext{known: &reads}); err != nil || r.refused != "" {
 		return false, nil
 	}
+	r.out.Commit = SendMispredicted // until the check held
 	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
-		wid := r.in.ReplyWindowID
+		wid := hint.window.ReplyWindowID
 		account := q.LockAccount(ctx, []string{hint.window.AccountKey}) // a window's account never changes
 		window := q.LockReplyWindow(ctx, []int64{wid})
 		expected := q.SendState(ctx, []dbq.SendStateParams{{Expected: &hint.version, ExpectedNextIndex: hint.reads.nextIndex,
@@ -134,7 +174,7 @@ func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *send
 		if err != nil || !state.Holds {
 			return err // nothing was written
 		}
-		held, r.version = true, &state.Version
+		held, r.version, r.out.Commit = true, &state.Version, SendPredicted
 		return r.readWrites(writes)
 	})
 	return held, err

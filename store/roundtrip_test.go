@@ -220,7 +220,8 @@ func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
 //     decided on): the locks, the check and the writes with COMMIT, in one;
 //   - mispredicted (a poll was recorded on the account since): the predicted transaction
 //     writes nothing, then the send is reserved as the first one;
-//   - a reply by token alone reads the session first.
+//   - the Send activity's (the session named by id alone) and a reply by token alone read
+//     the session first; the Send activity's next send through the session is predicted.
 const (
 	maxSendTransactions             = 2
 	maxFirstSendRoundTrips          = 3
@@ -287,6 +288,10 @@ func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 	send(store.ReplyInput{Session: store.ByToken(warmTok)}, "warm-up by token", nil)
 
 	in, tok := byWindow(b)
+	// The Send activity names the session alone (unless another session of the window
+	// sends): its first send reads the session first.
+	activity, _ := byWindow(e.register())
+	activity.ReplyWindowID = 0
 	for _, c := range []struct {
 		name      string
 		in        store.ReplyInput
@@ -294,13 +299,21 @@ func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 		maxTrips  int
 		maxTx     int
 		predicted bool
+		commit    string
 	}{
-		{"the first through a window", in, nil, maxFirstSendRoundTrips, maxSendTransactions, false},
-		{"a predicted one", in, nil, maxPredictedSendRoundTrips, maxSendTransactions, true},
-		{"a mispredicted one", in, polled, maxMispredictedSendRoundTrips, maxMispredictedSendTransactions, false},
-		{"a token's", store.ReplyInput{Session: store.ByToken(tok)}, nil, maxSendRoundTripsBySearch, maxSendTransactions, false},
+		{"the first through a window", in, nil, maxFirstSendRoundTrips, maxSendTransactions, false, store.SendReadFirst},
+		{"a predicted one", in, nil, maxPredictedSendRoundTrips, maxSendTransactions, true, store.SendPredicted},
+		{"a mispredicted one", in, polled, maxMispredictedSendRoundTrips, maxMispredictedSendTransactions, false,
+			store.SendMispredicted},
+		{"the Send activity's first", activity, nil, maxSendRoundTripsBySearch, maxSendTransactions, false, store.SendReadFirst},
+		{"the Send activity's next", activity, nil, maxPredictedSendRoundTrips, maxSendTransactions, true, store.SendPredicted},
+		{"a token's", store.ReplyInput{Session: store.ByToken(tok)}, nil, maxSendRoundTripsBySearch, maxSendTransactions,
+			false, store.SendReadFirst},
 	} {
-		trips, commits, _ := send(c.in, c.name, c.before)
+		trips, commits, prep := send(c.in, c.name, c.before)
+		if prep.Commit != c.commit {
+			t.Fatalf("%s send was committed %q, want %q", c.name, prep.Commit, c.commit)
+		}
 		if commits > c.maxTx || trips > c.maxTrips {
 			t.Fatalf("%s send took %d round trips in %d transactions, want at most %d in %d",
 				c.name, trips, commits, c.maxTrips, c.maxTx)
