@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
@@ -121,6 +123,25 @@ func (e *env) deliver(b *bot, text string) (store.PageResult, sealing.Secret) {
 }
 
 func text(s string) vocab.Content { return vocab.Content{Type: "text", Text: s} }
+
+// lines runs a query of one text column in the test's schema and returns its rows, each
+// after prefix and on a line of its own.
+func (e *env) lines(prefix, query string, args ...any) string {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, query, args...)
+	if err != nil {
+		e.t.Fatalf("query %q: %v", query, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		e.t.Fatalf("query %q: %v", query, err)
+	}
+	var out strings.Builder
+	for _, line := range got {
+		out.WriteString(prefix + line + "\n")
+	}
+	return out.String()
+}
 
 // count runs a COUNT(*) query in the test's schema.
 func (e *env) count(query string, args ...any) int {

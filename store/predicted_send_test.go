@@ -176,23 +176,9 @@ func sendTwice(e *env, c sendCase, readFirst bool, later time.Time) string {
 		fmt.Fprintf(&out, "started %s token %v bot token %v\n", got.Started.Attempt.Status, !got.Started.ContextToken.IsZero(),
 			!got.Started.Account.BotToken.IsZero())
 	}
-	rows, err := e.pool.Query(e.ctx, `SELECT a.send_index || ' ' || a.window_send_index || ' ' || a.status || ' ' || a.fail_type
+	out.WriteString(e.lines("attempt ", `SELECT a.send_index || ' ' || a.window_send_index || ' ' || a.status || ' ' || a.fail_type
 			|| ' ' || coalesce(a.request_id, '-') || ' ' || (a.payload->>'text')
-		FROM send_attempts AS a WHERE a.account_key = $1 ORDER BY a.send_index`, b.key)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			e.t.Fatal(err)
-		}
-		out.WriteString("attempt " + line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		e.t.Fatal(err)
-	}
+		FROM send_attempts AS a WHERE a.account_key = $1 ORDER BY a.send_index`, b.key))
 	var state string
 	if err := e.pool.QueryRow(e.ctx, `SELECT w.state || ' ' || w.next_send_index || ' ' || w.reserved || ' ' || w.transmitted
 			|| ' last send ' || coalesce((a.last_send_at - $2::timestamptz)::text, '-')

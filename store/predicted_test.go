@@ -100,25 +100,11 @@ func pageOutcome(e *env, b *bot, res store.PageResult) string {
 	fmt.Fprintf(&out, "inserted %d duplicates %d absorbed %d deferred %d retired %d deliverable %v opened %v status %s generation %d\n",
 		res.Inserted, res.Duplicates, res.Absorbed, res.Deferred, len(res.RetiredWindowIDs), res.Deliverable != nil, res.Opened != nil,
 		res.AccountStatus, res.Generation)
-	rows, err := e.pool.Query(e.ctx, `SELECT 'message ' || m.status || ' ' || coalesce(m.payload::text, '-') || ' window ' || w.state || ' '
+	out.WriteString(e.lines("", `SELECT 'message ' || m.status || ' ' || coalesce(m.payload::text, '-') || ' window ' || w.state || ' '
 			|| coalesce(w.retired_reason, '-') || ' generation ' || w.account_generation || ' secret ' || (s.reply_window_id IS NOT NULL)
 		FROM inbound_messages AS m JOIN reply_windows AS w ON w.source_message_key = m.message_key
 		LEFT JOIN reply_window_secrets AS s ON s.reply_window_id = w.reply_window_id
-		WHERE m.account_key = $1 ORDER BY m.inbox_seq`, b.key)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			e.t.Fatal(err)
-		}
-		out.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		e.t.Fatal(err)
-	}
+		WHERE m.account_key = $1 ORDER BY m.inbox_seq`, b.key))
 	var cursor string
 	if err := e.pool.QueryRow(e.ctx, `SELECT cursor FROM accounts WHERE account_key = $1`, b.key).Scan(&cursor); err != nil {
 		e.t.Fatal(err)
