@@ -144,8 +144,11 @@ func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInpu
 	return s.reserve(ctx, now, in, false, &pacing)
 }
 
-// reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing): one
-// transaction whose locks and reads share a round trip, and whose writes travel with COMMIT.
+// reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing). When the
+// last reservation through the window and session left a hint, the reservation is decided
+// on it and written in one round trip (reservePredicted); otherwise, or when the hint did
+// not hold, it is one transaction whose locks and reads share a round trip, and whose
+// writes travel with COMMIT.
 func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
 	r, err := s.newReservation(now, in, record, pacing)
 	if err != nil {
