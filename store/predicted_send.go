@@ -155,27 +155,71 @@ func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *send
 		return false, nil
 	}
 	r.out.Commit = SendMispredicted // until the check held
-	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
-		wid := hint.window.ReplyWindowID
-		account := q.LockAccount(ctx, []string{hint.window.AccountKey}) // a window's account never changes
-		window := q.LockReplyWindow(ctx, []int64{wid})
-		expected := q.SendState(ctx, []dbq.SendStateParams{{Expected: &hint.version, ExpectedNextIndex: hint.reads.nextIndex,
+	return s.reservations.reserve(ctx, s, r, hint)
+}
+
+// predictedReads are the results of a predicted reservation's statements, queued in a
+// batch's transaction (queuePredicted).
+type predictedReads struct {
+	r        *reservation
+	account  *dbq.LockAccountBatchResults
+	window   *dbq.LockReplyWindowBatchResults
+	expected *dbq.SendStateBatchResults
+	writes   reservationWrites
+}
+
+// queuePredicted queues a reservation decided on hint: the locks of its account and
+// window, the check of the hint (SendState, whose verdict the writes that follow honour)
+// and its writes.
+func queuePredicted(ctx context.Context, q *dbq.Queries, r *reservation, hint *sendHint) *predictedReads {
+	wid := hint.window.ReplyWindowID
+	return &predictedReads{
+		r:       r,
+		account: q.LockAccount(ctx, []string{hint.window.AccountKey}), // a window's account never changes
+		window:  q.LockReplyWindow(ctx, []int64{wid}),
+		expected: q.SendState(ctx, []dbq.SendStateParams{{Expected: &hint.version, ExpectedNextIndex: hint.reads.nextIndex,
 			TouchesAccount: r.startNow, SessionID: hint.session.AgentSession.SessionID, RequestID: r.requestID,
-			ReplyWindowID: wid}})
-		writes := r.queueWrites(ctx, q)
-		p.commitQueued()
-		if _, err := batchRow[dbq.Account](account); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
+			ReplyWindowID: wid}}),
+		writes: r.queueWrites(ctx, q),
+	}
+}
+
+// read reads the results in the order they were queued. held reports that the check held
+// and the writes were made; dbErr is a failed statement (then the transaction commits
+// nothing); err is what the reservation itself failed with after its writes.
+func (pr *predictedReads) read() (held bool, dbErr, err error) {
+	if _, err := batchRow[dbq.Account](pr.account); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, err, nil
+	}
+	if _, err := batchRow[dbq.ReplyWindow](pr.window); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, err, nil
+	}
+	state, err := batchRow[dbq.SendStateRow](pr.expected)
+	if err != nil {
+		return false, err, nil
+	}
+	if !state.Holds { // nothing was written: the writes' results are read and dropped
+		w := pr.writes
+		if w.counted != nil {
+			err = dropped(batchRow[dbq.ReplyWindow](w.counted))
 		}
-		if _, err := batchRow[dbq.ReplyWindow](window); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
+		if w.started != nil && err == nil {
+			err = dropped(batchRow[dbq.ReserveStartedWindowSendRow](w.started))
 		}
-		state, err := batchRow[dbq.SendStateRow](expected)
-		if err != nil || !state.Holds {
-			return err // nothing was written
+		if err == nil {
+			err = dropped(batchRow[dbq.SendAttempt](w.inserted))
 		}
-		held, r.version, r.out.Commit = true, &state.Version, SendPredicted
-		return r.readWrites(writes)
-	})
-	return held, err
+		return false, err, nil
+	}
+	pr.r.version, pr.r.out.Commit = &state.Version, SendPredicted
+	return true, nil, pr.r.readWrites(pr.writes)
+}
+
+// dropped is the failure of a statement whose result is dropped (none when it returned
+// nothing).
+func dropped[T any](_ T, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
 }

@@ -40,6 +40,8 @@ type Store struct {
 	sendHints sendHints
 	// completions commits concurrent completions together (completionBatcher).
 	completions completionBatcher
+	// reservations commits concurrent predicted reservations together (reservationBatcher).
+	reservations reservationBatcher
 }
 
 // New returns a store over pool that seals secrets with keys.

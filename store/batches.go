@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"sort"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +13,8 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbq"
 )
 
-// completionBatchTimeout bounds one batch of completions, whoever waits for it.
-const completionBatchTimeout = 30 * time.Second
+// batchTimeout bounds one batch (of completions or reservations), whoever waits for it.
+const batchTimeout = 30 * time.Second
 
 // completionBatcher commits the completions that arrive together in one transaction and
 // one round trip (natural batching, as PostgreSQL's group commit does for the WAL): one
@@ -64,7 +65,7 @@ func (b *completionBatcher) complete(ctx context.Context, s *Store, now time.Tim
 	b.mu.Unlock()
 
 	// The batch is not the leader's alone: the leader giving up must not fail the others.
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionBatchTimeout)
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	s.completeBatch(bctx, batch)
 	cancel()
 	for _, q := range batch {
@@ -109,6 +110,103 @@ func (s *Store) completeBatch(ctx context.Context, batch []*queuedCompletion) {
 	if err != nil {
 		for _, q := range batch {
 			q.row, q.moved = dbq.CompleteSendingAttemptRow{}, false
+		}
+	}
+}
+
+// reservationBatcher commits predicted reservations that arrive together in one
+// transaction and one round trip, as completionBatcher does completions. Each reservation
+// of a batch queues its account's and window's locks, the check of its hint and its
+// writes, in the order of the accounts' keys (so that two batches never wait for each
+// other in a cycle), one reservation per account; the writes honour the check that
+// precedes them. A reservation whose check did not hold wrote nothing; when any
+// statement fails the transaction commits nothing. Both are reserved the usual way.
+type reservationBatcher struct {
+	mu      sync.Mutex
+	queue   []*queuedReservation
+	leading bool
+}
+
+// queuedReservation is one predicted reservation waiting for its batch.
+type queuedReservation struct {
+	r          *reservation
+	hint       *sendHint
+	done, lead chan struct{}
+	held       bool
+	err        error
+}
+
+// reserve commits r, decided on hint, in a batch. held reports that the hint held and the
+// reservation was written (err: what it failed with after that); otherwise nothing of it
+// was written.
+func (b *reservationBatcher) reserve(ctx context.Context, s *Store, r *reservation, hint *sendHint) (held bool, err error) {
+	qr := &queuedReservation{r: r, hint: hint, done: make(chan struct{}), lead: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, qr)
+	if b.leading {
+		b.mu.Unlock()
+		select {
+		case <-qr.done:
+			return qr.held, qr.err
+		case <-qr.lead:
+		}
+		b.mu.Lock()
+	}
+	b.leading = true
+	// One reservation per account in a batch (a second one of the account would be
+	// decided on the state the first changes): the others wait for the next batch.
+	var batch, later []*queuedReservation
+	seen := map[string]bool{}
+	for _, q := range b.queue {
+		if key := q.hint.window.AccountKey; !seen[key] {
+			seen[key] = true
+			batch = append(batch, q)
+		} else {
+			later = append(later, q)
+		}
+	}
+	b.queue = later
+	b.mu.Unlock()
+
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	s.reserveBatch(bctx, batch)
+	cancel()
+	for _, q := range batch {
+		close(q.done)
+	}
+
+	b.mu.Lock()
+	if len(b.queue) > 0 {
+		close(b.queue[0].lead)
+	} else {
+		b.leading = false
+	}
+	b.mu.Unlock()
+	return qr.held, qr.err
+}
+
+// reserveBatch writes the batch's reservations in one transaction, COMMIT queued with
+// them, in the order of their accounts' keys.
+func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReservation) {
+	sort.Slice(batch, func(i, j int) bool { return batch[i].hint.window.AccountKey < batch[j].hint.window.AccountKey })
+	err := s.inPipeline(ctx, "reserve replies", func(p *pipeline, q *dbq.Queries) error {
+		reads := make([]*predictedReads, len(batch))
+		for i, qr := range batch {
+			reads[i] = queuePredicted(ctx, q, qr.r, qr.hint)
+		}
+		p.commitQueued()
+		for i, qr := range batch {
+			held, dbErr, err := reads[i].read()
+			if dbErr != nil {
+				return dbErr
+			}
+			qr.held, qr.err = held, err
+		}
+		return nil
+	})
+	if err != nil { // nothing was committed
+		for _, qr := range batch {
+			qr.held, qr.err, qr.r.out.Commit = false, nil, SendMispredicted
 		}
 	}
 }
