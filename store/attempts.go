@@ -731,8 +731,8 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	}
 	if c.FailType != vocab.FailTransport {
 		// The common case: the attempt is sending and moves on, in a transaction shared
-		// with the completions that arrive meanwhile (completionBatcher).
-		if row, moved := s.completions.complete(ctx, s, now, c); moved {
+		// with the completions that arrive meanwhile (batcher).
+		if row, moved := s.completeBatched(ctx, now, c); moved {
 			out := SendOutcome{Window: windowFrom(row.ReplyWindow)}
 			var err error
 			out.Attempt, err = attemptFrom(row.SendAttempt)

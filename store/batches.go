@@ -16,60 +16,60 @@ import (
 // batchTimeout bounds one batch (of completions or reservations), whoever waits for it.
 const batchTimeout = 30 * time.Second
 
-// completionBatcher commits the completions that arrive together in one transaction and
-// one round trip (natural batching, as PostgreSQL's group commit does for the WAL): one
-// caller at a time leads a batch of every completion queued when it starts; the
-// completions that arrive meanwhile wait for it and form the next batch, led by the first
-// of them. Nothing waits for a batch to fill: a completion alone is committed at once, as
-// by itself.
-//
-// A batch holds only completions of sending attempts that move on (CompleteSendingAttempt),
-// each a statement of its own whose outcome concerns its attempt alone. An attempt that
-// was not sending, or any failure of the batch (then the transaction committed nothing),
-// leaves the completion to CompleteSend's own transaction, which tells a repeated
-// completion from a conflicting one.
-type completionBatcher struct {
+// batcher commits the items that arrive together in one transaction and one round trip
+// (natural batching, as PostgreSQL's group commit does for the WAL): one caller at a time
+// leads a batch of the items queued when it starts; the items that arrive meanwhile wait
+// for it and form the next batch, led by the first of them. Nothing waits for a batch to
+// fill: an item alone is committed at once, as by itself.
+type batcher[T any] struct {
 	mu      sync.Mutex
-	queue   []*queuedCompletion
+	queue   []*waiting[T]
 	leading bool
 }
 
-// queuedCompletion is one completion waiting for its batch.
-type queuedCompletion struct {
-	now time.Time
-	c   Completion
-	// done is closed once the batch ended; lead when this completion leads the next batch.
+// waiting is an item waiting for its batch: done is closed once the batch ended, lead
+// when the item leads the next batch.
+type waiting[T any] struct {
+	item       T
 	done, lead chan struct{}
-	row        dbq.CompleteSendingAttemptRow
-	moved      bool
 }
 
-// complete commits c in a batch and reports whether it moved its sending attempt on (row
-// is then the attempt and its window as the batch left them).
-func (b *completionBatcher) complete(ctx context.Context, s *Store, now time.Time, c Completion) (dbq.CompleteSendingAttemptRow, bool) {
-	qc := &queuedCompletion{now: now, c: c, done: make(chan struct{}), lead: make(chan struct{})}
+// run queues item and returns once a batch holding it was committed (commit writes its
+// outcome into the items). fits, when set, tells whether an item may join the batch being
+// formed (it is called on the queue in order, once per batch); the items that do not wait
+// for the next batch.
+func (b *batcher[T]) run(ctx context.Context, item T, fits func(T) bool, commit func(context.Context, []T)) {
+	me := &waiting[T]{item: item, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
-	b.queue = append(b.queue, qc)
+	b.queue = append(b.queue, me)
 	if b.leading {
 		b.mu.Unlock()
 		select {
-		case <-qc.done:
-			return qc.row, qc.moved
-		case <-qc.lead: // the batch before ended: this one leads the next
+		case <-me.done:
+			return
+		case <-me.lead: // the batch before ended: this item leads the next
 		}
 		b.mu.Lock()
 	}
 	b.leading = true
-	batch := b.queue
-	b.queue = nil
+	var batch, later []*waiting[T]
+	var items []T
+	for _, w := range b.queue {
+		if fits == nil || fits(w.item) {
+			batch, items = append(batch, w), append(items, w.item)
+		} else {
+			later = append(later, w)
+		}
+	}
+	b.queue = later
 	b.mu.Unlock()
 
 	// The batch is not the leader's alone: the leader giving up must not fail the others.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-	s.completeBatch(bctx, batch)
+	commit(bctx, items)
 	cancel()
-	for _, q := range batch {
-		close(q.done)
+	for _, w := range batch {
+		close(w.done)
 	}
 
 	b.mu.Lock()
@@ -79,6 +79,27 @@ func (b *completionBatcher) complete(ctx context.Context, s *Store, now time.Tim
 		b.leading = false
 	}
 	b.mu.Unlock()
+}
+
+// Completions are batched (Store.completions) when they move a sending attempt on
+// (CompleteSendingAttempt), each a statement of its own whose outcome concerns its attempt
+// alone. An attempt that was not sending, or any failure of the batch (then the
+// transaction committed nothing), leaves the completion to CompleteSend's own transaction,
+// which tells a repeated completion from a conflicting one.
+
+// queuedCompletion is one completion in a batch, with its outcome.
+type queuedCompletion struct {
+	now   time.Time
+	c     Completion
+	row   dbq.CompleteSendingAttemptRow
+	moved bool
+}
+
+// completeBatched commits c in a batch and reports whether it moved its sending attempt
+// on (row is then the attempt and its window as the batch left them).
+func (s *Store) completeBatched(ctx context.Context, now time.Time, c Completion) (dbq.CompleteSendingAttemptRow, bool) {
+	qc := &queuedCompletion{now: now, c: c}
+	s.completions.run(ctx, qc, nil, s.completeBatch)
 	return qc.row, qc.moved
 }
 
@@ -114,74 +135,35 @@ func (s *Store) completeBatch(ctx context.Context, batch []*queuedCompletion) {
 	}
 }
 
-// reservationBatcher commits predicted reservations that arrive together in one
-// transaction and one round trip, as completionBatcher does completions. Each reservation
-// of a batch queues its account's and window's locks, the check of its hint and its
-// writes, in the order of the accounts' keys (so that two batches never wait for each
-// other in a cycle), one reservation per account; the writes honour the check that
-// precedes them. A reservation whose check did not hold wrote nothing; when any
-// statement fails the transaction commits nothing. Both are reserved the usual way.
-type reservationBatcher struct {
-	mu      sync.Mutex
-	queue   []*queuedReservation
-	leading bool
-}
+// Predicted reservations are batched (Store.reservations) as completions are. Each
+// reservation of a batch queues its account's and window's locks, the check of its hint
+// and its writes, in the order of the accounts' keys (so that two batches never wait for
+// each other in a cycle), one reservation per account; the writes honour the check that
+// precedes them. A reservation whose check did not hold wrote nothing; when any statement
+// fails the transaction commits nothing. Both are reserved the usual way.
 
-// queuedReservation is one predicted reservation waiting for its batch.
+// queuedReservation is one predicted reservation in a batch, with its outcome.
 type queuedReservation struct {
-	r          *reservation
-	hint       *sendHint
-	done, lead chan struct{}
-	held       bool
-	err        error
+	r    *reservation
+	hint *sendHint
+	held bool
+	err  error
 }
 
-// reserve commits r, decided on hint, in a batch. held reports that the hint held and the
-// reservation was written (err: what it failed with after that); otherwise nothing of it
-// was written.
-func (b *reservationBatcher) reserve(ctx context.Context, s *Store, r *reservation, hint *sendHint) (held bool, err error) {
-	qr := &queuedReservation{r: r, hint: hint, done: make(chan struct{}), lead: make(chan struct{})}
-	b.mu.Lock()
-	b.queue = append(b.queue, qr)
-	if b.leading {
-		b.mu.Unlock()
-		select {
-		case <-qr.done:
-			return qr.held, qr.err
-		case <-qr.lead:
-		}
-		b.mu.Lock()
-	}
-	b.leading = true
+// reserveBatched commits r, decided on hint, in a batch. held reports that the hint held
+// and the reservation was written (err: what it failed with after that); otherwise
+// nothing of it was written.
+func (s *Store) reserveBatched(ctx context.Context, r *reservation, hint *sendHint) (held bool, err error) {
+	qr := &queuedReservation{r: r, hint: hint}
 	// One reservation per account in a batch (a second one of the account would be
 	// decided on the state the first changes): the others wait for the next batch.
-	var batch, later []*queuedReservation
 	seen := map[string]bool{}
-	for _, q := range b.queue {
-		if key := q.hint.window.AccountKey; !seen[key] {
-			seen[key] = true
-			batch = append(batch, q)
-		} else {
-			later = append(later, q)
-		}
-	}
-	b.queue = later
-	b.mu.Unlock()
-
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-	s.reserveBatch(bctx, batch)
-	cancel()
-	for _, q := range batch {
-		close(q.done)
-	}
-
-	b.mu.Lock()
-	if len(b.queue) > 0 {
-		close(b.queue[0].lead)
-	} else {
-		b.leading = false
-	}
-	b.mu.Unlock()
+	s.reservations.run(ctx, qr, func(q *queuedReservation) bool {
+		key := q.hint.window.AccountKey
+		fits := !seen[key]
+		seen[key] = true
+		return fits
+	}, s.reserveBatch)
 	return qr.held, qr.err
 }
 

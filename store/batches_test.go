@@ -51,22 +51,13 @@ func TestCompletionsArrivingTogetherAreEachCommittedAsAlone(t *testing.T) {
 	}
 	outs := make([]store.SendOutcome, len(calls))
 	errs := make([]error, len(calls))
-	var ready, wg sync.WaitGroup
-	ready.Add(len(calls))
-	gate := make(chan struct{})
-	for i, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ready.Done()
-			<-gate
+	atOnce(len(calls), func(i int) func() {
+		c := calls[i]
+		return func() {
 			outs[i], errs[i] = e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: started[c.bot].attempt.AttemptID,
 				Status: vocab.AttemptSent, ProviderMessageID: c.provider})
-		}()
-	}
-	ready.Wait()
-	close(gate)
-	wg.Wait()
+		}
+	})
 
 	won := map[int]string{}
 	for i, c := range calls {
@@ -152,23 +143,12 @@ func TestReservationsArrivingTogetherAreEachCommittedAsAlone(t *testing.T) {
 	}
 	outs := make([]store.PreparedSend, len(calls))
 	errs := make([]error, len(calls))
-	var ready, wg sync.WaitGroup
-	ready.Add(len(calls))
-	gate := make(chan struct{})
-	for i, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := convs[c.bot].in
-			in.RequestID, in.Content = "activity:"+c.request, text(c.request)
-			ready.Done()
-			<-gate
-			outs[i], errs[i] = e.store.ReserveAndStart(e.ctx, t0.Add(time.Second), in, store.SendPacing{})
-		}()
-	}
-	ready.Wait()
-	close(gate)
-	wg.Wait()
+	atOnce(len(calls), func(i int) func() {
+		c := calls[i]
+		in := convs[c.bot].in
+		in.RequestID, in.Content = "activity:"+c.request, text(c.request)
+		return func() { outs[i], errs[i] = e.store.ReserveAndStart(e.ctx, t0.Add(time.Second), in, store.SendPacing{}) }
+	})
 
 	started := map[int]int{}
 	for i, c := range calls {
@@ -215,4 +195,25 @@ func TestReservationsArrivingTogetherAreEachCommittedAsAlone(t *testing.T) {
 			t.Fatalf("bot %d: %q, want %q", i, got, wantLine)
 		}
 	}
+}
+
+// atOnce runs n calls in goroutines released together: prepare(i) readies call i and
+// returns it. It returns once every call returned.
+func atOnce(n int, prepare func(i int) func()) {
+	var ready, wg sync.WaitGroup
+	ready.Add(n)
+	wg.Add(n)
+	gate := make(chan struct{})
+	for i := range n {
+		call := prepare(i)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-gate
+			call()
+		}()
+	}
+	ready.Wait()
+	close(gate)
+	wg.Wait()
 }

@@ -155,7 +155,7 @@ func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *send
 		return false, nil
 	}
 	r.out.Commit = SendMispredicted // until the check held
-	return s.reservations.reserve(ctx, s, r, hint)
+	return s.reserveBatched(ctx, r, hint)
 }
 
 // predictedReads are the results of a predicted reservation's statements, queued in a

@@ -38,10 +38,10 @@ type Store struct {
 	// sendHints holds the state the last reservation through each window left, on which
 	// the window's next send is decided (sendHint).
 	sendHints sendHints
-	// completions commits concurrent completions together (completionBatcher).
-	completions completionBatcher
-	// reservations commits concurrent predicted reservations together (reservationBatcher).
-	reservations reservationBatcher
+	// completions and reservations commit concurrent completions and predicted
+	// reservations together (batcher).
+	completions  batcher[*queuedCompletion]
+	reservations batcher[*queuedReservation]
 }
 
 // New returns a store over pool that seals secrets with keys.
