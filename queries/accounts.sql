@@ -5,6 +5,11 @@ SELECT * FROM accounts WHERE account_key = $1;
 -- A batch query: the store pipelines it with the statements that follow the lock.
 SELECT * FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
 
+-- name: LockAccountKey :batchone
+-- LockAccount for a transaction that reads what it decides on in a later statement (a
+-- predicted page or send): the lock alone, nothing of the row but its key.
+SELECT account_key FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
+
 -- name: ListAccounts :many
 SELECT * FROM accounts ORDER BY created_at, account_key;
 

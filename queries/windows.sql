@@ -4,11 +4,22 @@ SELECT * FROM reply_windows WHERE reply_window_id = $1;
 -- name: LockReplyWindow :batchone
 SELECT * FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
 
+-- name: LockReplyWindowID :batchone
+-- LockReplyWindow for a predicted send, whose check (SendState) reads the window after it.
+SELECT reply_window_id FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
+
 -- name: GetReplyWindowBySource :one
 SELECT * FROM reply_windows WHERE source_message_key = $1;
 
 -- name: LockOpenWindow :batchone
 SELECT * FROM reply_windows
+WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
+FOR NO KEY UPDATE;
+
+-- name: LockOpenWindowID :batchone
+-- LockOpenWindow for a predicted page, whose check (ExpectPredictedPage) reads the window
+-- after it.
+SELECT reply_window_id FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
 FOR NO KEY UPDATE;
 

@@ -367,20 +367,20 @@ func (s *Store) commitPredicted(ctx context.Context, p *pipeline, q *dbq.Queries
 	if hint.open != nil {
 		openID = &hint.open.ReplyWindowID
 	}
-	locked := q.LockAccount(ctx, []string{in.AccountKey})
-	open := q.LockOpenWindow(ctx, []dbq.LockOpenWindowParams{{AccountKey: in.AccountKey, PeerID: hint.owner}})
+	locked := q.LockAccountKey(ctx, []string{in.AccountKey})
+	open := q.LockOpenWindowID(ctx, []dbq.LockOpenWindowIDParams{{AccountKey: in.AccountKey, PeerID: hint.owner}})
 	expected := q.ExpectPredictedPage(ctx, []dbq.ExpectPredictedPageParams{{AccountKey: in.AccountKey, ExpectedCursor: in.ExpectedCursor,
 		Generation: hint.generation, PeerID: hint.owner, OpenWindowID: openID, MessageKeys: keys}})
 	moved := queueCursorMove(ctx, q, now, in)
 	predicted := pageRead{account: dbq.Account{AccountKey: in.AccountKey, OwnerPeerID: hint.owner, Generation: hint.generation},
 		open: hint.open}
 	res, next, err := s.decideAndWrite(ctx, p, q, now, in, predicted, func(account *dbq.Account) (bool, error) {
-		if _, err := batchRow[dbq.Account](locked); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := batchRow[string](locked); errors.Is(err, pgx.ErrNoRows) {
 			return false, nil // the check fails too
 		} else if err != nil {
 			return false, err
 		}
-		if _, err := batchRow[dbq.ReplyWindow](open); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := batchRow[int64](open); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return false, err
 		}
 		if held, err := batchRow[bool](expected); err != nil || !held {

@@ -162,8 +162,8 @@ func (s *Store) reservePredicted(ctx context.Context, r *reservation, hint *send
 // batch's transaction (queuePredicted).
 type predictedReads struct {
 	r        *reservation
-	account  *dbq.LockAccountBatchResults
-	window   *dbq.LockReplyWindowBatchResults
+	account  *dbq.LockAccountKeyBatchResults
+	window   *dbq.LockReplyWindowIDBatchResults
 	expected *dbq.SendStateBatchResults
 	writes   reservationWrites
 }
@@ -175,8 +175,8 @@ func queuePredicted(ctx context.Context, q *dbq.Queries, r *reservation, hint *s
 	wid := hint.window.ReplyWindowID
 	return &predictedReads{
 		r:       r,
-		account: q.LockAccount(ctx, []string{hint.window.AccountKey}), // a window's account never changes
-		window:  q.LockReplyWindow(ctx, []int64{wid}),
+		account: q.LockAccountKey(ctx, []string{hint.window.AccountKey}), // a window's account never changes
+		window:  q.LockReplyWindowID(ctx, []int64{wid}),
 		expected: q.SendState(ctx, []dbq.SendStateParams{{Expected: &hint.version, ExpectedNextIndex: hint.reads.nextIndex,
 			TouchesAccount: r.startNow, SessionID: hint.session.AgentSession.SessionID, RequestID: r.requestID,
 			ReplyWindowID: wid}}),
@@ -188,10 +188,10 @@ func queuePredicted(ctx context.Context, q *dbq.Queries, r *reservation, hint *s
 // and the writes were made; dbErr is a failed statement (then the transaction commits
 // nothing); err is what the reservation itself failed with after its writes.
 func (pr *predictedReads) read() (held bool, dbErr, err error) {
-	if _, err := batchRow[dbq.Account](pr.account); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := batchRow[string](pr.account); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return false, err, nil
 	}
-	if _, err := batchRow[dbq.ReplyWindow](pr.window); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := batchRow[int64](pr.window); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return false, err, nil
 	}
 	state, err := batchRow[dbq.SendStateRow](pr.expected)

@@ -1118,6 +1118,53 @@ func (b *LockAccountBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const lockAccountKey = `-- name: LockAccountKey :batchone
+SELECT account_key FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
+`
+
+type LockAccountKeyBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+// LockAccount for a transaction that reads what it decides on in a later statement (a
+// predicted page or send): the lock alone, nothing of the row but its key.
+func (q *Queries) LockAccountKey(ctx context.Context, accountKey []string) *LockAccountKeyBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range accountKey {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(lockAccountKey, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &LockAccountKeyBatchResults{br, len(accountKey), false}
+}
+
+func (b *LockAccountKeyBatchResults) QueryRow(f func(int, string, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var account_key string
+		if b.closed {
+			if f != nil {
+				f(t, account_key, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&account_key)
+		if f != nil {
+			f(t, account_key, err)
+		}
+	}
+}
+
+func (b *LockAccountKeyBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const lockAccountOfWindow = `-- name: LockAccountOfWindow :batchone
 SELECT accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until FROM accounts
 WHERE accounts.account_key = (
@@ -1257,6 +1304,61 @@ func (b *LockOpenWindowBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const lockOpenWindowID = `-- name: LockOpenWindowID :batchone
+SELECT reply_window_id FROM reply_windows
+WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
+FOR NO KEY UPDATE
+`
+
+type LockOpenWindowIDBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type LockOpenWindowIDParams struct {
+	AccountKey string
+	PeerID     string
+}
+
+// LockOpenWindow for a predicted page, whose check (ExpectPredictedPage) reads the window
+// after it.
+func (q *Queries) LockOpenWindowID(ctx context.Context, arg []LockOpenWindowIDParams) *LockOpenWindowIDBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.AccountKey,
+			a.PeerID,
+		}
+		batch.Queue(lockOpenWindowID, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &LockOpenWindowIDBatchResults{br, len(arg), false}
+}
+
+func (b *LockOpenWindowIDBatchResults) QueryRow(f func(int, int64, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var reply_window_id int64
+		if b.closed {
+			if f != nil {
+				f(t, reply_window_id, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&reply_window_id)
+		if f != nil {
+			f(t, reply_window_id, err)
+		}
+	}
+}
+
+func (b *LockOpenWindowIDBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const lockReplyWindow = `-- name: LockReplyWindow :batchone
 SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
 `
@@ -1317,6 +1419,52 @@ func (b *LockReplyWindowBatchResults) QueryRow(f func(int, ReplyWindow, error)) 
 }
 
 func (b *LockReplyWindowBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const lockReplyWindowID = `-- name: LockReplyWindowID :batchone
+SELECT reply_window_id FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
+`
+
+type LockReplyWindowIDBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+// LockReplyWindow for a predicted send, whose check (SendState) reads the window after it.
+func (q *Queries) LockReplyWindowID(ctx context.Context, replyWindowID []int64) *LockReplyWindowIDBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range replyWindowID {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(lockReplyWindowID, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &LockReplyWindowIDBatchResults{br, len(replyWindowID), false}
+}
+
+func (b *LockReplyWindowIDBatchResults) QueryRow(f func(int, int64, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var reply_window_id int64
+		if b.closed {
+			if f != nil {
+				f(t, reply_window_id, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&reply_window_id)
+		if f != nil {
+			f(t, reply_window_id, err)
+		}
+	}
+}
+
+func (b *LockReplyWindowIDBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
