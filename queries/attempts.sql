@@ -50,6 +50,9 @@ SET status = sqlc.arg(status)::text, provider_message_id = sqlc.arg(provider_mes
 FROM reply_windows AS w
 WHERE attempt.attempt_id = sqlc.arg(attempt_id) AND attempt.status = 'sending'
   AND w.reply_window_id = attempt.reply_window_id
+  -- The window by its key, so that it is one probe whatever the planner thinks of the
+  -- table's size (joined, a small table was hashed for every completion).
+  AND w.reply_window_id = (SELECT completed.reply_window_id FROM send_attempts AS completed WHERE completed.attempt_id = sqlc.arg(attempt_id))
 RETURNING sqlc.embed(attempt), sqlc.embed(w);
 
 -- name: FailPendingAttemptsOfWindow :execrows

@@ -75,10 +75,11 @@ RETURNING *;
 -- bot's last send is recorded (its pacing), in one statement. It returns the window and
 -- the account as the statement left them (the account as read, whose only change is its
 -- last send, returned apart).
-WITH touched AS (
+WITH owner AS (
+    SELECT window_of.account_key FROM reply_windows AS window_of WHERE window_of.reply_window_id = sqlc.arg(reply_window_id)
+), touched AS (
     UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz
-    WHERE accounts.account_key = (SELECT owner.account_key FROM reply_windows AS owner
-                                  WHERE owner.reply_window_id = sqlc.arg(reply_window_id))
+    WHERE accounts.account_key = (SELECT owner.account_key FROM owner)
       AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
     RETURNING accounts.account_key, accounts.last_send_at
 )
@@ -89,6 +90,9 @@ WHERE w.reply_window_id = sqlc.arg(reply_window_id) AND w.state = 'open'
   AND w.next_send_index = sqlc.arg(expected_index)
   AND w.reserved + w.transmitted < w.max_sends
   AND accounts.account_key = w.account_key AND touched.account_key = w.account_key
+  -- The account by its key, so that it is one probe whatever the planner thinks of the
+  -- table's size (joined, the small accounts table was hashed for every send).
+  AND accounts.account_key = (SELECT owner.account_key FROM owner)
 RETURNING sqlc.embed(w), sqlc.embed(accounts), touched.last_send_at AS touched_last_send_at;
 
 -- name: StartWindowSend :batchone

@@ -319,6 +319,9 @@ SET status = $1::text, provider_message_id = $2,
 FROM reply_windows AS w
 WHERE attempt.attempt_id = $7 AND attempt.status = 'sending'
   AND w.reply_window_id = attempt.reply_window_id
+  -- The window by its key, so that it is one probe whatever the planner thinks of the
+  -- table's size (joined, a small table was hashed for every completion).
+  AND w.reply_window_id = (SELECT completed.reply_window_id FROM send_attempts AS completed WHERE completed.attempt_id = $7)
 RETURNING attempt.attempt_id, attempt.client_message_id, attempt.source_message_key, attempt.account_key, attempt.peer_id, attempt.reply_window_id, attempt.send_index, attempt.window_send_index, attempt.source, attempt.content_type, attempt.payload, attempt.metadata, attempt.fingerprint, attempt.status, attempt.provider_message_id, attempt.error_code, attempt.error_message, attempt.fail_type, attempt.created_at, attempt.updated_at, attempt.request_id, w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at
 `
 
@@ -1868,10 +1871,11 @@ func (b *ReleaseWindowReservationsBatchResults) Close() error {
 }
 
 const reserveStartedWindowSend = `-- name: ReserveStartedWindowSend :batchone
-WITH touched AS (
+WITH owner AS (
+    SELECT window_of.account_key FROM reply_windows AS window_of WHERE window_of.reply_window_id = $2
+), touched AS (
     UPDATE accounts SET last_send_at = $1::timestamptz
-    WHERE accounts.account_key = (SELECT owner.account_key FROM reply_windows AS owner
-                                  WHERE owner.reply_window_id = $2)
+    WHERE accounts.account_key = (SELECT owner.account_key FROM owner)
       AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
     RETURNING accounts.account_key, accounts.last_send_at
 )
@@ -1882,6 +1886,9 @@ WHERE w.reply_window_id = $2 AND w.state = 'open'
   AND w.next_send_index = $3
   AND w.reserved + w.transmitted < w.max_sends
   AND accounts.account_key = w.account_key AND touched.account_key = w.account_key
+  -- The account by its key, so that it is one probe whatever the planner thinks of the
+  -- table's size (joined, the small accounts table was hashed for every send).
+  AND accounts.account_key = (SELECT owner.account_key FROM owner)
 RETURNING w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, touched.last_send_at AS touched_last_send_at
 `
 
