@@ -40,7 +40,8 @@ LIMIT sqlc.arg(max_rows);
 -- The one statement that takes windows out of the open state: their pending attempts
 -- fail, their agent sessions close, their reservations drop to zero and their sealed
 -- context tokens are deleted. Windows already retired are left alone. The ids go through
--- ARRAY(SELECT unnest(...)) for the reason PageKnownMessages' keys do.
+-- ARRAY(SELECT unnest(...)) for the reason PageKnownMessages' keys do. It returns the ids
+-- of the windows it retired (a page commit, the hot caller, needs no more).
 WITH target AS (
     SELECT reply_window_id FROM reply_windows
     WHERE reply_window_id = ANY(ARRAY(SELECT unnest(sqlc.arg(reply_window_ids)::bigint[]))) AND state = 'open'
@@ -59,7 +60,7 @@ WITH target AS (
 UPDATE reply_windows
 SET state = sqlc.arg(state)::text, retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
 WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND state = 'open'
-RETURNING *;
+RETURNING reply_window_id;
 
 -- name: ReserveWindowSend :batchone
 UPDATE reply_windows

@@ -472,7 +472,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 	}
 
 	if retire != nil {
-		if _, err := batchRows[dbq.ReplyWindow](retire); err != nil {
+		if _, err := batchRows[int64](retire); err != nil {
 			return PageResult{}, nil, err
 		}
 	}

@@ -13,10 +13,10 @@ import (
 // retireWindows is the one place windows leave the open state (queries/windows.sql,
 // RetireWindows): their pending attempts fail, their agent sessions close, their
 // reservations drop to zero and their sealed context tokens are deleted, all in the
-// caller's transaction. Windows no longer open are left alone. It returns the windows
-// it retired, as they are now.
-func retireWindows(ctx context.Context, q *dbq.Queries, now time.Time, windowIDs []int64, state, reason string) ([]dbq.ReplyWindow, error) {
-	return batchRows[dbq.ReplyWindow](q.RetireWindows(ctx, []dbq.RetireWindowsParams{{
+// caller's transaction. Windows no longer open are left alone. It returns the ids of the
+// windows it retired.
+func retireWindows(ctx context.Context, q *dbq.Queries, now time.Time, windowIDs []int64, state, reason string) ([]int64, error) {
+	return batchRows[int64](q.RetireWindows(ctx, []dbq.RetireWindowsParams{{
 		ReplyWindowIds: windowIDs, State: state, Reason: reason, Now: now,
 	}}))
 }
@@ -190,7 +190,9 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 			if len(retired) != 1 {
 				return fail(vocab.CodeInternal, "locked open window was not retired")
 			}
-			row = retired[0]
+			if row, err = batchRow[dbq.ReplyWindow](q.GetReplyWindow(ctx, []int64{windowID})); err != nil {
+				return err
+			}
 		}
 		out = windowFrom(row)
 		return nil

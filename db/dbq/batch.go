@@ -2084,7 +2084,7 @@ WITH target AS (
 UPDATE reply_windows
 SET state = $1::text, retired_reason = $2, reserved = 0, updated_at = $3
 WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND state = 'open'
-RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+RETURNING reply_window_id
 `
 
 type RetireWindowsBatchResults struct {
@@ -2103,7 +2103,8 @@ type RetireWindowsParams struct {
 // The one statement that takes windows out of the open state: their pending attempts
 // fail, their agent sessions close, their reservations drop to zero and their sealed
 // context tokens are deleted. Windows already retired are left alone. The ids go through
-// ARRAY(SELECT unnest(...)) for the reason PageKnownMessages' keys do.
+// ARRAY(SELECT unnest(...)) for the reason PageKnownMessages' keys do. It returns the ids
+// of the windows it retired (a page commit, the hot caller, needs no more).
 func (q *Queries) RetireWindows(ctx context.Context, arg []RetireWindowsParams) *RetireWindowsBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -2119,10 +2120,10 @@ func (q *Queries) RetireWindows(ctx context.Context, arg []RetireWindowsParams) 
 	return &RetireWindowsBatchResults{br, len(arg), false}
 }
 
-func (b *RetireWindowsBatchResults) Query(f func(int, []ReplyWindow, error)) {
+func (b *RetireWindowsBatchResults) Query(f func(int, []int64, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		items := []ReplyWindow{}
+		items := []int64{}
 		if b.closed {
 			if f != nil {
 				f(t, items, ErrBatchAlreadyClosed)
@@ -2136,30 +2137,11 @@ func (b *RetireWindowsBatchResults) Query(f func(int, []ReplyWindow, error)) {
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var i ReplyWindow
-				if err := rows.Scan(
-					&i.ReplyWindowID,
-					&i.AccountKey,
-					&i.PeerID,
-					&i.AccountGeneration,
-					&i.SourceMessageKey,
-					&i.SourceInboxSeq,
-					&i.ProviderMessageID,
-					&i.ProviderSeq,
-					&i.IssuedAt,
-					&i.ExpiresAt,
-					&i.MaxSends,
-					&i.NextSendIndex,
-					&i.Reserved,
-					&i.Transmitted,
-					&i.State,
-					&i.RetiredReason,
-					&i.CreatedAt,
-					&i.UpdatedAt,
-				); err != nil {
+				var reply_window_id int64
+				if err := rows.Scan(&reply_window_id); err != nil {
 					return err
 				}
-				items = append(items, i)
+				items = append(items, reply_window_id)
 			}
 			return rows.Err()
 		}()
