@@ -194,7 +194,26 @@ func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T)
 	if _, err := pool.Exec(e.ctx, `ANALYZE inbound_messages, reply_windows, inbound_images`); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(e.ctx)
+	args := map[string]string{
+		"PageKnownMessages":     `('{im_00000000000000000000000000000000}')`,
+		"ReceivedBacklog":       `('` + b.key + `', '` + b.owner + `')`,
+		"ReceivedBacklogImages": `('` + b.key + `', '` + b.owner + `')`,
+		"ExpectPredictedPage":   `('` + b.key + `', 'c', 1, '` + b.owner + `', NULL, '{im_00000000000000000000000000000000}')`,
+	}
+	for query, text := range genericPlans(t, e, args) {
+		for _, table := range []string{"inbound_messages", "reply_windows"} {
+			if strings.Contains(text, "Seq Scan on "+table) {
+				t.Errorf("%s scans %s with 300 messages stored:\n%s", query, table, text)
+			}
+		}
+	}
+}
+
+// genericPlans explains the generic plan of each statement named in args (sqlc query
+// names, with the arguments of EXECUTE) as the environment's one connection prepared it.
+func genericPlans(t *testing.T, e *env, args map[string]string) map[string]string {
+	t.Helper()
+	conn, err := e.pool.Acquire(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,13 +222,7 @@ func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := map[string]string{
-		"PageKnownMessages":     `('{im_00000000000000000000000000000000}')`,
-		"ReceivedBacklog":       `('` + b.key + `', '` + b.owner + `')`,
-		"ReceivedBacklogImages": `('` + b.key + `', '` + b.owner + `')`,
-		"ExpectPredictedPage":   `('` + b.key + `', 'c', 1, '` + b.owner + `', NULL, '{im_00000000000000000000000000000000}')`,
-	}
-	plans := map[string]string{}
+	execute := map[string]string{}
 	for rows.Next() {
 		var name, st string
 		if err := rows.Scan(&name, &st); err != nil {
@@ -217,7 +230,7 @@ func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T)
 		}
 		query, _, _ := strings.Cut(strings.TrimPrefix(st, "-- name: "), " ")
 		if a, ok := args[query]; ok {
-			plans[query] = name + a
+			execute[query] = name + a
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -226,12 +239,14 @@ func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T)
 	if _, err := conn.Exec(e.ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _, _ = conn.Exec(e.ctx, `RESET plan_cache_mode`) }()
+	plans := map[string]string{}
 	for query := range args {
-		execute, ok := plans[query]
+		ex, ok := execute[query]
 		if !ok {
-			t.Fatalf("the page commits did not prepare %s", query)
+			t.Fatalf("the test did not prepare %s", query)
 		}
-		lines, err := conn.Query(e.ctx, `EXPLAIN EXECUTE `+execute)
+		lines, err := conn.Query(e.ctx, `EXPLAIN EXECUTE `+ex)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,11 +254,46 @@ func TestPageReadsProbeTheInboxByKeyOnceItHoldsAFewHundredMessages(t *testing.T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := strings.Join(plan, "\n")
-		for _, table := range []string{"inbound_messages", "reply_windows"} {
-			if strings.Contains(text, "Seq Scan on "+table) {
-				t.Errorf("%s scans %s with 300 messages stored:\n%s", query, table, text)
+		plans[query] = strings.Join(plan, "\n")
+	}
+	return plans
+}
+
+// A completion and a reservation that starts at once find their window and account by
+// key. Joined, the small accounts and reply_windows tables of a gateway with a few bots
+// were hashed, and the hash table was built again for every send (issue 9).
+func TestSendStatementsFindTheirWindowAndAccountByKey(t *testing.T) {
+	t.Parallel()
+	e := newOneConnectionEnv(t)
+	for range 16 {
+		b := e.register()
+		_, tok := e.deliver(b, "hello")
+		for i := range 3 {
+			in := storeReply(tok, "reply")
+			in.RequestID = "test:" + b.key + "/" + string(rune('a'+i))
+			prep, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{})
+			if err != nil {
+				t.Fatal(err)
 			}
+			if prep.Started == nil {
+				t.Fatalf("send %d of %s did not start: %+v", i, b.key, prep)
+			}
+			if _, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: prep.Attempt.AttemptID,
+				Status: vocab.AttemptSent, ProviderMessageID: "pm-" + prep.Attempt.AttemptID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := e.pool.Exec(e.ctx, `ANALYZE accounts, reply_windows, send_attempts`); err != nil {
+		t.Fatal(err)
+	}
+	plans := genericPlans(t, e, map[string]string{
+		"CompleteSendingAttempt":   `(NULL, NULL, NULL, NULL, NULL, NULL, 'sa_00000000000000000000000000000')`,
+		"ReserveStartedWindowSend": `(NULL, 1, 0)`,
+	})
+	for query, plan := range plans {
+		if strings.Contains(plan, "Hash") {
+			t.Errorf("%s hashes a table with 16 bots:\n%s", query, plan)
 		}
 	}
 }
