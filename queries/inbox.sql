@@ -2,47 +2,54 @@
 -- A page's new messages in page order (so the inbox sequence follows it), the reply window
 -- of each, and the sealed context token of the one window the page leaves open (if any),
 -- in one statement. A provider sequence of -1 stands for none.
+--
+-- The page is read with its position (WITH ORDINALITY), and each message's inbox sequence
+-- and its window's id are drawn from the columns' own identity sequences there, in page
+-- order: a function scan WITH ORDINALITY is ordered by its position, so the planner needs
+-- no sort, and the three inserts read the page as it is, without joining the messages
+-- they stored back to it. (Letting the columns draw their values cost five sorts and a
+-- merge join per page: a third of the statement for a one-message page.)
 WITH entry AS (
-    SELECT unnest(sqlc.arg(message_keys)::text[]) AS message_key,
-           generate_subscripts(sqlc.arg(message_keys)::text[], 1) AS ord,
-           unnest(sqlc.arg(provider_message_ids)::text[]) AS provider_message_id,
-           unnest(sqlc.arg(sent_ats)::timestamptz[]) AS sent_at,
-           unnest(sqlc.arg(statuses)::text[]) AS status,
-           unnest(sqlc.arg(deferreds)::boolean[]) AS deferred,
-           unnest(sqlc.arg(payloads)::text[]) AS payload,
-           unnest(sqlc.arg(provider_seqs)::bigint[]) AS provider_seq,
-           unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at,
-           unnest(sqlc.arg(window_states)::text[]) AS window_state,
-           unnest(sqlc.arg(retired_reasons)::text[]) AS retired_reason
+    SELECT page.message_key, (sqlc.arg(provider_message_ids)::text[])[page.position] AS provider_message_id,
+           (sqlc.arg(sent_ats)::timestamptz[])[page.position] AS sent_at,
+           (sqlc.arg(statuses)::text[])[page.position] AS status,
+           (sqlc.arg(deferreds)::boolean[])[page.position] AS deferred,
+           (sqlc.arg(payloads)::text[])[page.position] AS payload,
+           (sqlc.arg(provider_seqs)::bigint[])[page.position] AS provider_seq,
+           (sqlc.arg(expires_ats)::timestamptz[])[page.position] AS expires_at,
+           (sqlc.arg(window_states)::text[])[page.position] AS window_state,
+           (sqlc.arg(retired_reasons)::text[])[page.position] AS retired_reason,
+           nextval('inbound_messages_inbox_seq_seq') AS inbox_seq,
+           nextval('reply_windows_reply_window_id_seq') AS reply_window_id
+    FROM unnest(sqlc.arg(message_keys)::text[]) WITH ORDINALITY AS page(message_key, position)
     WHERE ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
+    ORDER BY page.position
 ), message AS (
     INSERT INTO inbound_messages (
-        message_key, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
+        message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload,
         created_at, updated_at
-    )
-    SELECT entry.message_key, sqlc.arg(account_key), sqlc.arg(peer_id), entry.provider_message_id, entry.sent_at,
-           entry.status, entry.deferred, CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::jsonb END,
-           sqlc.arg(now), sqlc.arg(now)
-    FROM entry ORDER BY entry.ord
-    RETURNING message_key, inbox_seq
+    ) OVERRIDING SYSTEM VALUE
+    SELECT entry.message_key, entry.inbox_seq, sqlc.arg(account_key), sqlc.arg(peer_id), entry.provider_message_id,
+           entry.sent_at, entry.status, entry.deferred,
+           CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::jsonb END, sqlc.arg(now), sqlc.arg(now)
+    FROM entry
 ), opened AS (
     INSERT INTO reply_windows (
-        account_key, peer_id, account_generation, source_message_key, source_inbox_seq,
+        reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq,
         provider_message_id, provider_seq, issued_at, expires_at, max_sends, state, retired_reason,
         created_at, updated_at
-    )
-    SELECT sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(account_generation)::integer, entry.message_key, message.inbox_seq,
-           entry.provider_message_id, NULLIF(entry.provider_seq, -1), entry.sent_at, entry.expires_at,
-           sqlc.arg(max_sends)::integer, entry.window_state, entry.retired_reason, sqlc.arg(now), sqlc.arg(now)
-    FROM entry JOIN message USING (message_key) ORDER BY entry.ord
-    RETURNING reply_window_id, source_message_key
+    ) OVERRIDING SYSTEM VALUE
+    SELECT entry.reply_window_id, sqlc.arg(account_key), sqlc.arg(peer_id), sqlc.arg(account_generation)::integer,
+           entry.message_key, entry.inbox_seq, entry.provider_message_id, NULLIF(entry.provider_seq, -1), entry.sent_at,
+           entry.expires_at, sqlc.arg(max_sends)::integer, entry.window_state, entry.retired_reason, sqlc.arg(now), sqlc.arg(now)
+    FROM entry
 ), secret AS (
     INSERT INTO reply_window_secrets (reply_window_id, key_generation, nonce, ciphertext, updated_at)
-    SELECT reply_window_id, sqlc.arg(secret_key_generation)::integer, sqlc.arg(secret_nonce)::bytea,
+    SELECT entry.reply_window_id, sqlc.arg(secret_key_generation)::integer, sqlc.arg(secret_nonce)::bytea,
            sqlc.arg(secret_ciphertext)::bytea, sqlc.arg(now)
-    FROM opened WHERE source_message_key = sqlc.arg(open_message_key)
+    FROM entry WHERE entry.message_key = sqlc.arg(open_message_key)::text
 )
-SELECT source_message_key, reply_window_id FROM opened;
+SELECT entry.message_key::text AS source_message_key, entry.reply_window_id FROM entry;
 
 -- name: PageKnownMessages :batchmany
 -- The page's messages already in the inbox, each with whether it owns a reply window: one
