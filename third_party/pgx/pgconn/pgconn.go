@@ -106,6 +106,9 @@ type PgConn struct {
 	pipeline          Pipeline
 	contextWatcher    *ctxwatch.ContextWatcher
 	fieldDescriptions [16]FieldDescription
+	// wideFieldDescriptions is fieldDescriptions for results of more than 16 columns,
+	// kept for the next such result. Added by ilinkflow (see ../PATCH.md).
+	wideFieldDescriptions []FieldDescription
 
 	cleanupDone chan struct{}
 }
@@ -987,9 +990,14 @@ type FieldDescription struct {
 func (pgConn *PgConn) getFieldDescriptionSlice(n int) []FieldDescription {
 	if cap(pgConn.fieldDescriptions) >= n {
 		return pgConn.fieldDescriptions[:n:n]
-	} else {
-		return make([]FieldDescription, n)
 	}
+	// Changed by ilinkflow (see ../PATCH.md): a wider result reuses the slice the last
+	// one allocated, as narrower ones reuse the array (a result's field descriptions are
+	// valid until the connection reads the next result either way).
+	if cap(pgConn.wideFieldDescriptions) < n {
+		pgConn.wideFieldDescriptions = make([]FieldDescription, n)
+	}
+	return pgConn.wideFieldDescriptions[:n:n]
 }
 
 func convertRowDescription(dst []FieldDescription, rd *pgproto3.RowDescription) {

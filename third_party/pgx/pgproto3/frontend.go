@@ -117,7 +117,9 @@ func (f *Frontend) Flush() error {
 
 	n, err := f.w.Write(f.wbuf)
 
-	const maxLen = 1024
+	// Changed by ilinkflow (see ../PATCH.md): a buffer of up to 64 KiB is kept for the
+	// next message; 1 KiB made every larger pipeline grow it again from 1 KiB.
+	const maxLen = 64 * 1024
 	if len(f.wbuf) > maxLen {
 		f.wbuf = make([]byte, 0, maxLen)
 	} else {
