@@ -41,26 +41,28 @@ LIMIT sqlc.arg(max_rows);
 -- fail, their agent sessions close, their reservations drop to zero and their sealed
 -- context tokens are deleted. Windows already retired are left alone. The ids go through
 -- ARRAY(SELECT unnest(...)) for the reason PageKnownMessages' keys do. It returns the ids
--- of the windows it retired (a page commit, the hot caller, needs no more).
-WITH target AS (
-    SELECT reply_window_id FROM reply_windows
+-- of the windows it retired (a page commit, the hot caller, needs no more). The windows
+-- are updated first and the rest follows the ids that update returned: selecting them
+-- first, then updating them by a join with that selection, cost a hash aggregate and a
+-- join per page.
+WITH retired AS (
+    UPDATE reply_windows
+    SET state = sqlc.arg(state)::text, retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
     WHERE reply_window_id = ANY(ARRAY(SELECT unnest(sqlc.arg(reply_window_ids)::bigint[]))) AND state = 'open'
       AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
+    RETURNING reply_window_id
 ), failed AS (
     UPDATE send_attempts
     SET status = 'failed', error_code = sqlc.arg(reason), error_message = 'reply window retired before transmission',
         fail_type = 'retired', updated_at = sqlc.arg(now)
-    WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND status = 'pending'
+    WHERE reply_window_id IN (SELECT reply_window_id FROM retired) AND status = 'pending'
 ), closed AS (
     UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
-    WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND closed_at IS NULL
+    WHERE reply_window_id IN (SELECT reply_window_id FROM retired) AND closed_at IS NULL
 ), secret AS (
-    DELETE FROM reply_window_secrets WHERE reply_window_id IN (SELECT reply_window_id FROM target)
+    DELETE FROM reply_window_secrets WHERE reply_window_id IN (SELECT reply_window_id FROM retired)
 )
-UPDATE reply_windows
-SET state = sqlc.arg(state)::text, retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
-WHERE reply_window_id IN (SELECT reply_window_id FROM target) AND state = 'open'
-RETURNING reply_window_id;
+SELECT reply_window_id FROM retired;
 
 -- name: ReserveWindowSend :batchone
 UPDATE reply_windows
