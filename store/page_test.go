@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -467,5 +469,36 @@ func TestOpenedWindowsAreDeliverableOnlyWhileTheirMessageAwaitsAnAgent(t *testin
 	}
 	if w := got[finished.key]; w.ReplyWindowID == 0 || w.Deliverable {
 		t.Errorf("finished: listed %+v", w)
+	}
+}
+
+// A page's messages take their inbox sequences, and their windows their ids, in the order
+// iLink handed the page out (not by key, provider order or time), and each window records
+// its message's inbox sequence.
+func TestPageMessagesTakeInboxSequencesAndWindowIDsInPageOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	var entries []store.PageEntry
+	for i := range 10 {
+		entries = append(entries, b.msg("page message "+strconv.Itoa(i), t0.Add(time.Duration(10-i)*time.Second)))
+	}
+	slices.Reverse(entries[3:7]) // page order is neither provider order nor time order
+	var want strings.Builder
+	for _, m := range entries {
+		want.WriteString(m.ProviderMessageID + "\n")
+	}
+	if res := e.commit(b, t0.Add(time.Minute), entries...); res.Inserted != len(entries) {
+		t.Fatalf("page %+v", res)
+	}
+	if got := e.lines("", `SELECT provider_message_id FROM inbound_messages WHERE account_key = $1 ORDER BY inbox_seq`, b.key); got != want.String() {
+		t.Fatalf("inbox order:\n%s\nwant page order:\n%s", got, want.String())
+	}
+	if got := e.lines("", `SELECT provider_message_id FROM reply_windows WHERE account_key = $1 ORDER BY reply_window_id`, b.key); got != want.String() {
+		t.Fatalf("window order:\n%s\nwant page order:\n%s", got, want.String())
+	}
+	if n := e.count(`SELECT count(*) FROM reply_windows AS w JOIN inbound_messages AS m ON m.message_key = w.source_message_key
+		WHERE w.account_key = $1 AND w.source_inbox_seq = m.inbox_seq`, b.key); n != len(entries) {
+		t.Fatalf("%d of %d windows record their message's inbox sequence", n, len(entries))
 	}
 }
