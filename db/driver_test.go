@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 )
 
-// The driver is pgx with one patch (third_party/pgx/PATCH.md): a small write to a
+// The driver is pgx with a patch (third_party/pgx/PATCH.md): a small write to a
 // connection with nothing left to read goes out without pgx's slow-write timer. A large
 // pipeline whose results fill the socket while it is still being written must still
 // complete: the timer starts pgx's background reader when such a write blocks.
@@ -60,5 +61,74 @@ func TestSmallQueriesOnAnIdleConnectionReturnTheirResults(t *testing.T) {
 		if got != i+1 {
 			t.Fatalf("query %d: got %d", i, got)
 		}
+	}
+}
+
+// The patched driver keeps the field descriptions of a result wider than 16 columns for
+// the next such result: results of different widths, names and types read one after
+// another in one pipeline (and again after it) each decode by their own columns.
+func TestWideResultsDecodeByTheirOwnColumnsOneAfterAnother(t *testing.T) {
+	pool := dbtest.NewPool(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	query := func(prefix string, width int, value func(int) string) string {
+		cols := make([]string, width)
+		for i := range cols {
+			cols[i] = value(i) + " AS " + prefix + strconv.Itoa(i)
+		}
+		return "SELECT " + strings.Join(cols, ", ")
+	}
+	shapes := []struct {
+		prefix string
+		width  int
+		value  func(int) string
+		want   func(int) any
+	}{
+		{"n", 20, func(i int) string { return strconv.Itoa(i) + "::int" }, func(i int) any { return int32(i) }},
+		{"t", 18, func(i int) string { return "'v" + strconv.Itoa(i) + "'::text" }, func(i int) any { return "v" + strconv.Itoa(i) }},
+		{"w", 40, func(i int) string { return strconv.Itoa(i*3) + "::bigint" }, func(i int) any { return int64(i * 3) }},
+		{"s", 17, func(i int) string { return "'s" + strconv.Itoa(i) + "'::text" }, func(i int) any { return "s" + strconv.Itoa(i) }},
+	}
+	check := func(round string, rows pgx.Rows, s int) {
+		t.Helper()
+		got, err := pgx.CollectExactlyOneRow(rows, pgx.RowToMap)
+		if err != nil {
+			t.Fatalf("%s, result %d: %v", round, s, err)
+		}
+		sh := shapes[s]
+		if len(got) != sh.width {
+			t.Fatalf("%s, result %d: %d columns, want %d", round, s, len(got), sh.width)
+		}
+		for i := range sh.width {
+			if v := got[sh.prefix+strconv.Itoa(i)]; v != sh.want(i) {
+				t.Fatalf("%s, result %d: column %s%d = %#v, want %#v", round, s, sh.prefix, i, v, sh.want(i))
+			}
+		}
+	}
+	batch := &pgx.Batch{}
+	for _, sh := range shapes {
+		batch.Queue(query(sh.prefix, sh.width, sh.value))
+	}
+	results := conn.SendBatch(ctx, batch)
+	for s := range shapes {
+		rows, err := results.Query()
+		if err != nil {
+			t.Fatalf("pipeline, result %d: %v", s, err)
+		}
+		check("pipeline", rows, s)
+	}
+	if err := results.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for s := len(shapes) - 1; s >= 0; s-- {
+		rows, err := conn.Query(ctx, query(shapes[s].prefix, shapes[s].width, shapes[s].value))
+		if err != nil {
+			t.Fatalf("one by one, result %d: %v", s, err)
+		}
+		check("one by one", rows, s)
 	}
 }
