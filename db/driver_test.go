@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 )
@@ -46,13 +47,8 @@ func TestALargePipelineWhoseResultsFillTheSocketStillCompletes(t *testing.T) {
 // A small query on an idle connection (the patched path) returns its result, many times
 // over on one connection.
 func TestSmallQueriesOnAnIdleConnectionReturnTheirResults(t *testing.T) {
-	pool := dbtest.NewPool(t)
 	ctx := context.Background()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	conn := oneConn(t)
 	for i := range 500 {
 		var got int
 		if err := conn.QueryRow(ctx, "SELECT $1::int + 1", i).Scan(&got); err != nil {
@@ -68,13 +64,8 @@ func TestSmallQueriesOnAnIdleConnectionReturnTheirResults(t *testing.T) {
 // the next such result: results of different widths, names and types read one after
 // another in one pipeline (and again after it) each decode by their own columns.
 func TestWideResultsDecodeByTheirOwnColumnsOneAfterAnother(t *testing.T) {
-	pool := dbtest.NewPool(t)
 	ctx := context.Background()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	conn := oneConn(t)
 	query := func(prefix string, width int, value func(int) string) string {
 		cols := make([]string, width)
 		for i := range cols {
@@ -131,4 +122,15 @@ func TestWideResultsDecodeByTheirOwnColumnsOneAfterAnother(t *testing.T) {
 		}
 		check("one by one", rows, s)
 	}
+}
+
+// oneConn is a connection of a fresh test pool, held for the test.
+func oneConn(t *testing.T) *pgxpool.Conn {
+	t.Helper()
+	conn, err := dbtest.NewPool(t).Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	return conn
 }
