@@ -716,8 +716,14 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 // The quota holds under a burst: 200 concurrent replies with distinct keys on one window
 // get exactly the window's 10 sends accepted, and every request gets a definite answer
 // (no 5xx, no request left hanging on a stalled workflow).
+//
+// It runs alone in this binary (not in parallel): on a loaded CI machine, its burst of
+// Updates beside the other tests' workflows made the 1.29 dev server fail the window's
+// workflow tasks for over a minute ("premature end of stream": a speculative workflow
+// task lost by the server, temporalio/temporal#7741, fixed in later servers whose CLI
+// cannot be installed here), so that every reply timed out (202) and the tests beside it
+// found their windows expired. It takes about 6 s.
 func TestTwoHundredConcurrentRepliesOnOneWindowSendExactlyTheQuota(t *testing.T) {
-	t.Parallel()
 	limits := store.DefaultLimits()
 	a := startAPI(t, limits, nil)
 	const owner = "o9cq8replyburst00000000001@im.wechat"
