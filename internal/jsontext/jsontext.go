@@ -1,9 +1,16 @@
 // Package jsontext checks JSON text before encoding/json reads it: the decoder turns
-// invalid UTF-8 and unpaired surrogate escapes into U+FFFD without a word, and a gateway
-// must refuse such text rather than send what nobody wrote.
+// invalid UTF-8 and unpaired surrogate escapes into U+FFFD without a word, and keeps the
+// last of two members with one name, and a gateway must refuse such text rather than send
+// what nobody wrote (or not what the first member said).
 package jsontext
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // Valid reports whether a JSON body is valid UTF-8 and every \u escape for a
 // UTF-16 surrogate is a high one followed by a low one: what encoding/json would
@@ -58,4 +65,84 @@ func hex4(b []byte, i int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// DuplicateKey returns the first member name that one object of a JSON text holds twice,
+// at any depth. Names are compared as encoding/json matches them to struct fields (after
+// unescaping, without regard to case: bytes.EqualFold), so that no two members of an
+// object can fill the same field, where the decoder would keep the last one without a
+// word. Only one valid JSON value can have a duplicate: other text is the decoder's to
+// refuse.
+func DuplicateKey(body []byte) (string, bool) {
+	if !json.Valid(body) {
+		return "", false
+	}
+	type object struct {
+		names   map[string]struct{}
+		wantKey bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*object // nil entries are arrays
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // the end
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				if top != nil {
+					top.wantKey = true // after this value, a name
+				}
+				stack = append(stack, &object{names: map[string]struct{}{}, wantKey: true})
+			case '[':
+				if top != nil {
+					top.wantKey = true
+				}
+				stack = append(stack, nil)
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.wantKey {
+				folded := foldName(t)
+				if _, dup := top.names[folded]; dup {
+					return t, true
+				}
+				top.names[folded] = struct{}{}
+				top.wantKey = false
+				continue
+			}
+			if top != nil {
+				top.wantKey = true
+			}
+		default:
+			if top != nil {
+				top.wantKey = true
+			}
+		}
+	}
+}
+
+// foldName maps every rune of s to the smallest rune of its case-folding orbit, so that
+// foldName(a) == foldName(b) exactly when strings.EqualFold(a, b).
+func foldName(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < least {
+				least = f
+			}
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
