@@ -1,6 +1,8 @@
 // Package tcpproxy is a TCP proxy that tests cut and restore, to take a dependency (e.g.
 // PostgreSQL) away from the code under test without stopping it: while cut, the proxy
-// closes every open connection and refuses new ones; restored, it forwards again.
+// closes every open connection and refuses new ones; restored, it forwards again. A
+// blackholed proxy is a dependency that hangs instead: it accepts connections and reads
+// what they send, but answers nothing and forwards nothing, on open connections too.
 package tcpproxy
 
 import (
@@ -22,6 +24,10 @@ type Proxy struct {
 	cut    bool
 	closed bool
 	conns  map[net.Conn]struct{}
+	// blackhole drops what every connection sends (forwarding nothing) while set;
+	// held are the connections accepted meanwhile, which have no upstream.
+	blackhole atomic.Bool
+	held      map[net.Conn]struct{}
 }
 
 // New listens on a free port of 127.0.0.1 and forwards to target (host:port).
@@ -30,7 +36,8 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, refused: make(chan struct{}, 1024), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, refused: make(chan struct{}, 1024), conns: map[net.Conn]struct{}{},
+		held: map[net.Conn]struct{}{}}
 	go p.serve()
 	return p, nil
 }
@@ -51,8 +58,19 @@ func (p *Proxy) Refusals() int64 { return p.refusals.Load() }
 // Cut closes every open connection and refuses new ones until Restore.
 func (p *Proxy) Cut() { p.setCut(true) }
 
-// Restore forwards new connections again.
-func (p *Proxy) Restore() { p.setCut(false) }
+// Restore forwards new connections again. After a blackhole it first closes every
+// connection open during it (what they sent meanwhile was dropped).
+func (p *Proxy) Restore() {
+	if p.blackhole.Swap(false) {
+		p.setCut(true)
+	}
+	p.setCut(false)
+}
+
+// Blackhole makes the proxy hang until Restore (or Cut): open connections stay open but
+// nothing they send is forwarded or answered, and new connections are accepted and held
+// the same way, as a database host that stopped answering without closing anything.
+func (p *Proxy) Blackhole() { p.blackhole.Store(true) }
 
 // Close stops listening and closes every open connection.
 func (p *Proxy) Close() error {
@@ -73,6 +91,10 @@ func (p *Proxy) setCut(cut bool) {
 			_ = c.Close()
 		}
 		clear(p.conns)
+		for c := range p.held {
+			_ = c.Close()
+		}
+		clear(p.held)
 	}
 }
 
@@ -96,6 +118,12 @@ func (p *Proxy) serve() {
 			}
 			continue
 		}
+		if p.blackhole.Load() {
+			p.held[c] = struct{}{}
+			p.mu.Unlock()
+			go p.hold(c)
+			continue
+		}
 		p.mu.Unlock()
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -116,9 +144,31 @@ func (p *Proxy) serve() {
 	}
 }
 
-// pipe copies from src to dst, then closes both and forgets them.
+// hold reads and drops what a connection accepted during a blackhole sends, until it is
+// closed.
+func (p *Proxy) hold(c net.Conn) {
+	_, _ = io.Copy(io.Discard, c)
+	_ = c.Close()
+	p.mu.Lock()
+	delete(p.held, c)
+	p.mu.Unlock()
+}
+
+// pipe copies from src to dst (dropping what src sends during a blackhole), then closes
+// both and forgets them.
 func (p *Proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.blackhole.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
