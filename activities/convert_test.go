@@ -166,7 +166,7 @@ func TestConversionBoundsOversizedContent(t *testing.T) {
 	}
 }
 
-func TestAMessageWithoutContextTokenIsDroppedAndTheCursorStillMoves(t *testing.T) {
+func TestAMessageWithoutContextTokenIsQuarantinedAndTheCursorStillMoves(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var logs bytes.Buffer
@@ -180,17 +180,18 @@ func TestAMessageWithoutContextTokenIsDroppedAndTheCursorStillMoves(t *testing.T
 		t.Fatalf("commit: %v %v", done, err)
 	}
 	if c := h.account().Cursor; c != "Ck-next" {
-		t.Fatalf("cursor %q, want it moved past the dropped message", c)
+		t.Fatalf("cursor %q, want it moved past the left-out message", c)
 	}
 	if n := h.count("SELECT count(*) FROM inbound_messages"); n != 0 {
 		t.Fatalf("%d messages stored", n)
 	}
-	if !strings.Contains(logs.String(), "dropped") {
-		t.Fatalf("the drop was not logged: %s", logs.String())
+	h.wantQuarantined(store.QuarantineMessages, 1, "no usable context token")
+	if !strings.Contains(logs.String(), "quarantined") {
+		t.Fatalf("the quarantine was not logged: %s", logs.String())
 	}
 }
 
-func TestMessagesFromAnotherSenderAreDroppedAndTheCursorMoves(t *testing.T) {
+func TestMessagesFromAnotherSenderAreQuarantinedAndTheCursorMoves(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.inject(ilinksim.InjectRequest{From: "stranger@im.wechat", Text: "hi"})
@@ -204,6 +205,7 @@ func TestMessagesFromAnotherSenderAreDroppedAndTheCursorMoves(t *testing.T) {
 	if h.account().Cursor == "" {
 		t.Fatal("cursor did not move")
 	}
+	h.wantQuarantined(store.QuarantineMessages, 1, "not the bot's owner")
 }
 
 func TestInboundMediaIsSummarizedAndImagesCanBeDownloadedLater(t *testing.T) {

@@ -2,9 +2,11 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/actapi"
 	"github.com/ilinkflow/ilinkflow/ilink"
 	"github.com/ilinkflow/ilinkflow/metrics"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -310,7 +313,16 @@ type poller struct {
 // longer be polled, or (without a starter) the commit opened or retired windows.
 func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool, err error) {
 	received := now()
-	entries := p.entries(page.Messages, received)
+	entries, leftOut := p.entries(page.Messages, received)
+	if len(leftOut) > 0 {
+		// Kept before the page commits: should the page fail too, the whole page is
+		// quarantined as well, and nothing is lost either way.
+		if _, err := p.quarantine(ctx, received, leftOut, store.QuarantineInput{
+			Scope: store.QuarantineMessages, ErrorCode: errLeftOut, ErrorMessage: leftOutReasons(leftOut),
+		}); err != nil {
+			return p.storeFailure("quarantine messages", err)
+		}
+	}
 	if len(entries) == 0 && page.Cursor == p.cursor {
 		if err := p.a.Store.RecordPoll(ctx, received, p.in.AccountKey, p.in.Generation); err != nil {
 			return p.storeFailure("record poll", err)
@@ -323,7 +335,10 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 		Entries: entries, DeferredBefore: p.deferredBefore,
 	})
 	if err != nil {
-		return p.storeFailure("commit page", err)
+		if !retryCannotFix(err) {
+			return p.storeFailure("commit page", err)
+		}
+		return p.quarantinePage(ctx, received, page, err)
 	}
 	p.cursor = res.Cursor
 	p.res.Pages++
@@ -369,6 +384,9 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 const (
 	commitRetryFirst = 100 * time.Millisecond
 	commitRetryMax   = 5 * time.Second
+	// commitInternalTries bounds the tries of a write the store fails with an internal
+	// error (not PostgreSQL's unavailability): then the page is quarantined.
+	commitInternalTries = 3
 	// commitLastTry bounds the last attempt after the activity's context ended (a worker
 	// stopping gracefully, a heartbeat timeout).
 	commitLastTry = 5 * time.Second
@@ -380,22 +398,37 @@ const (
 // until it is stored. Only the death of the process loses it. When the activity's
 // context ends meanwhile, one last attempt runs on a short detached deadline.
 func (p *poller) commitPage(ctx context.Context, received time.Time, in store.PageInput) (store.PageResult, error) {
+	var res store.PageResult
+	err := p.untilStored(ctx, "page commit", len(in.Entries), func(ctx context.Context) error {
+		var err error
+		res, err = p.a.Store.CommitPage(ctx, received, in)
+		return err
+	})
+	return res, err
+}
+
+// untilStored runs a write of a fetched page until PostgreSQL takes it, a rule refuses it,
+// the store fails it the same way commitInternalTries times (a fault of our own: retrying
+// will not fix it), or the activity's context ends (then one last try runs on a short
+// detached deadline).
+func (p *poller) untilStored(ctx context.Context, what string, messages int, write func(context.Context) error) error {
 	wait := commitRetryFirst
 	for try := 1; ; try++ {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if ctx.Err() != nil {
 			cctx, cancel = detached(ctx, commitLastTry)
 		}
-		res, err := p.a.Store.CommitPage(cctx, received, in)
+		err := write(cctx)
 		cancel()
-		if err == nil || store.IsRuleViolation(err) || ctx.Err() != nil {
+		if err == nil || store.IsRuleViolation(err) || ctx.Err() != nil ||
+			(store.CodeOf(err) == vocab.CodeInternal && try >= commitInternalTries) {
 			if err == nil && try > 1 {
-				p.log.Info("page committed after PostgreSQL came back", "tries", try)
+				p.log.Info(what+" stored after PostgreSQL came back", "tries", try)
 			}
-			return res, err
+			return err
 		}
 		if try == 1 {
-			p.log.Warn("page commit failed; keeping the page and retrying", "messages", len(in.Entries), "error", err)
+			p.log.Warn(what+" failed; keeping the page and retrying", "messages", messages, "error", err)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -407,25 +440,111 @@ func (p *poller) commitPage(ctx context.Context, received time.Time, in store.Pa
 	}
 }
 
-// entries converts a page's messages, leaving out what the store would refuse for the
-// whole page: bot echoes, messages without a context token, and messages that are not
-// from the account's owner (an iLink bot talks to its owner only). A sent-at beyond the
-// allowed clock skew is clamped to the time the page arrived.
-func (p *poller) entries(msgs []ilink.Message, received time.Time) []store.PageEntry {
+// retryCannotFix reports whether a page commit failed for the page's own sake: a rule
+// refused it (other than the rules that stop the poll or send it back to the stored
+// cursor) or the store failed on it repeatedly. Such a page is quarantined.
+func retryCannotFix(err error) bool {
+	code := store.CodeOf(err)
+	switch {
+	case pollStopCode(err) != "", code == vocab.CodeCursorConflict, code == "", code == vocab.CodeUnavailable:
+		return false
+	}
+	return true
+}
+
+// errLeftOut is the error code of messages left out of a page (quarantined with the
+// reason of each).
+const errLeftOut = "left_out"
+
+// leftOutMessage is a message of a page that the page cannot carry, with why.
+type leftOutMessage struct {
+	Message ilink.Message `json:"message"`
+	Reason  string        `json:"reason"`
+}
+
+// leftOutReasons sums up why messages were left out (no secret: reasons are ours).
+func leftOutReasons(left []leftOutMessage) string {
+	seen := map[string]bool{}
+	var reasons []string
+	for _, l := range left {
+		if !seen[l.Reason] {
+			seen[l.Reason] = true
+			reasons = append(reasons, l.Reason)
+		}
+	}
+	return fmt.Sprintf("%d message(s) left out of the page: %s", len(left), strings.Join(reasons, "; "))
+}
+
+// quarantine stores content (messages of a page) sealed in the quarantine, with in's
+// error, retrying while PostgreSQL is unreachable as a page commit does.
+func (p *poller) quarantine(ctx context.Context, received time.Time, content any, in store.QuarantineInput) (store.QuarantinedPage, error) {
+	data, err := json.Marshal(content)
+	if err != nil {
+		return store.QuarantinedPage{}, &store.Error{Code: vocab.CodeInternal, Msg: "encode quarantined messages", Err: err}
+	}
+	in.AccountKey, in.Generation = p.in.AccountKey, p.in.Generation
+	switch c := content.(type) {
+	case []leftOutMessage:
+		in.Messages = len(c)
+	case []ilink.Message:
+		in.Messages = len(c)
+	}
+	in.Content = sealing.NewSecret(string(data))
+	var q store.QuarantinedPage
+	err = p.untilStored(ctx, "quarantine", in.Messages, func(ctx context.Context) error {
+		var err error
+		q, err = p.a.Store.QuarantinePage(ctx, received, in)
+		return err
+	})
+	if err != nil {
+		return q, err
+	}
+	p.a.Metrics.Messages(metrics.MessageQuarantined, in.Messages)
+	p.log.Error("messages quarantined: the store could not take them as they are; "+
+		"`starter quarantine` lists them", "quarantine_id", q.QuarantineID, "scope", q.Scope,
+		"messages", q.Messages, "error_code", q.ErrorCode, "error", q.ErrorMessage)
+	return q, nil
+}
+
+// quarantinePage quarantines a page whose commit failed for a reason retrying will not
+// fix, moving the cursor past it in the same transaction: the bot goes on at once.
+func (p *poller) quarantinePage(ctx context.Context, received time.Time, page *ilink.UpdatesPage, cause error) (bool, error) {
+	q, err := p.quarantine(ctx, received, page.Messages, store.QuarantineInput{
+		Scope: store.QuarantineWholePage, ErrorCode: string(store.CodeOf(cause)), ErrorMessage: cause.Error(),
+		MoveCursor: true, ExpectedCursor: p.cursor, NextCursor: page.Cursor,
+	})
+	if err != nil {
+		return p.storeFailure("quarantine page", err)
+	}
+	if q.CursorMoved {
+		p.cursor = page.Cursor
+	}
+	p.res.Pages++
+	p.a.Metrics.Page(p.in.AccountKey, "")
+	return false, nil
+}
+
+// entries converts a page's messages, leaving out (to the quarantine, never dropped) what
+// the store would refuse for the whole page: messages without a usable context token, and
+// messages that are not from the account's owner (an iLink bot talks to its owner only).
+// Bot echoes are skipped. A sent-at beyond the allowed clock skew is clamped to the time
+// the page arrived.
+func (p *poller) entries(msgs []ilink.Message, received time.Time) ([]store.PageEntry, []leftOutMessage) {
 	out := make([]store.PageEntry, 0, len(msgs))
+	var left []leftOutMessage
 	for i := range msgs {
 		e, err := convertMessage(&msgs[i], p.cursor, received)
 		switch {
 		case errors.Is(err, errBotMessage):
 			continue
 		case err != nil:
-			p.log.Warn("inbound message dropped", "reason", err.Error(), "message_id", msgs[i].ID())
-			p.a.Metrics.Messages(metrics.MessageDropped, 1)
+			p.log.Warn("inbound message left out of its page", "reason", err.Error(), "message_id", msgs[i].ID())
+			left = append(left, leftOutMessage{Message: msgs[i], Reason: err.Error()})
 			continue
 		case e.PeerID != p.owner:
-			p.log.Warn("inbound message dropped", "reason", "sender is not the bot's owner",
+			p.log.Warn("inbound message left out of its page", "reason", "sender is not the bot's owner",
 				"provider_message_id", e.ProviderMessageID)
-			p.a.Metrics.Messages(metrics.MessageDropped, 1)
+			left = append(left, leftOutMessage{Message: msgs[i], Reason: "sender is not the bot's owner"})
 			continue
 		}
 		if e.SentAt.After(received.Add(p.maxSkew)) {
@@ -435,7 +554,7 @@ func (p *poller) entries(msgs []ilink.Message, received time.Time) []store.PageE
 		}
 		out = append(out, e)
 	}
-	return out
+	return out, left
 }
 
 // storeFailure maps a failed commit or health record: the account can no longer be

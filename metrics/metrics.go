@@ -29,7 +29,7 @@ const (
 	MessageAbsorbed    = vocab.MessageAbsorbed // merged into the deliverable message of its peer
 	MessageDeferred    = "deferred"            // stored, not dispatched (backlog)
 	MessageDeliverable = "deliverable"         // opened a window and goes to the agent
-	MessageDropped     = "dropped"             // not storable (no context token, not from the owner)
+	MessageQuarantined = "quarantined"         // kept sealed in the quarantine: the store could not take it as it is
 )
 
 // Outcomes of sends.
@@ -81,7 +81,8 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 		}, []string{"commit"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_messages_total",
-			Help: "Inbound messages by outcome: inserted, duplicate, absorbed, deferred, deliverable, dropped. " +
+			Help: "Inbound messages by outcome: inserted, duplicate, absorbed, deferred, deliverable, quarantined " +
+				"(kept sealed, with the error, for the operator: `starter quarantine`). " +
 				"absorbed, deferred and deliverable are subsets of inserted.",
 		}, []string{"outcome"}),
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -110,7 +111,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	for _, c := range []string{store.SendPredicted, store.SendReadFirst, store.SendMispredicted} {
 		p.reservations.WithLabelValues(c)
 	}
-	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageDropped} {
+	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageQuarantined} {
 		p.messages.WithLabelValues(o)
 	}
 	p.leases.WithLabelValues("ok")
@@ -156,7 +157,7 @@ func (p *Product) Reservation(commit string) {
 }
 
 // Messages records n inbound messages with an outcome: inserted, duplicate, absorbed,
-// deferred, deliverable or dropped. n <= 0 records nothing.
+// deferred, deliverable or quarantined. n <= 0 records nothing.
 func (p *Product) Messages(outcome string, n int) {
 	if p == nil || n <= 0 {
 		return

@@ -36,7 +36,7 @@ WITH entry AS (
     ) OVERRIDING SYSTEM VALUE
     SELECT entry.message_key, entry.inbox_seq, sqlc.arg(account_key), sqlc.arg(peer_id), entry.provider_message_id,
            entry.sent_at, entry.status, entry.deferred,
-           CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::jsonb END, sqlc.arg(now), sqlc.arg(now)
+           CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::json END, sqlc.arg(now), sqlc.arg(now)
     FROM entry
 ), opened AS (
     INSERT INTO reply_windows (
@@ -153,3 +153,23 @@ DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[
 
 -- name: GetInboundImage :one
 SELECT * FROM inbound_images WHERE message_key = $1 AND position = $2;
+
+-- name: QuarantinePage :exec
+-- A page, or messages of a page, the store could not take as it is (migration 00010).
+INSERT INTO quarantined_pages (
+    quarantine_id, account_key, generation, messages, scope, error_code, error_message, cursor_moved,
+    key_generation, nonce, ciphertext, created_at
+) VALUES (
+    sqlc.arg(quarantine_id), sqlc.arg(account_key), sqlc.arg(generation), sqlc.arg(messages), sqlc.arg(scope),
+    sqlc.arg(error_code), sqlc.arg(error_message), sqlc.arg(cursor_moved), sqlc.arg(key_generation),
+    sqlc.arg(nonce), sqlc.arg(ciphertext), sqlc.arg(now)
+);
+
+-- name: ListQuarantinedPages :many
+SELECT quarantine_id, account_key, generation, messages, scope, error_code, error_message, cursor_moved, created_at
+FROM quarantined_pages
+WHERE (sqlc.arg(account_key)::text = '' OR account_key = sqlc.arg(account_key)::text)
+ORDER BY created_at, quarantine_id;
+
+-- name: GetQuarantinedPage :one
+SELECT * FROM quarantined_pages WHERE quarantine_id = $1;

@@ -176,11 +176,13 @@ const (
 	PurposeOutboundMedia Purpose = "outbound_media"
 	// PurposeMediaUpload seals the CDN reference and AES key of uploaded media.
 	PurposeMediaUpload Purpose = "media_upload"
+	// PurposeQuarantinedPage seals the messages of a page the store could not commit.
+	PurposeQuarantinedPage Purpose = "quarantined_page"
 )
 
 func (p Purpose) valid() bool {
 	switch p {
-	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload:
+	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload, PurposeQuarantinedPage:
 		return true
 	}
 	return false

@@ -1,5 +1,5 @@
 // Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
-// windows, pause, resume, remove and dev. It exits 0 on success, 1 on failure and 2 on a
+// windows, quarantine, pause, resume, remove and dev. It exits 0 on success, 1 on failure and 2 on a
 // usage mistake.
 package main
 
@@ -26,6 +26,7 @@ commands:
   enroll    enroll a bot: QR code in the terminal, status as it moves, verification code prompt
   accounts  list accounts with status, generation, last successful poll and open window
   windows   list reply windows
+  quarantine list the pages the store could not take as iLink handed them out (kept sealed)
   pause     pause an account (--account KEY --for 1h)
   resume    resume a paused account
   remove    disable an account: cancel its windows and stop its poller
@@ -77,6 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return accountsCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "windows":
 		return windowsCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "quarantine":
+		return quarantineCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "dev":
 		return devCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
 	case "pause", "resume", "remove":

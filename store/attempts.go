@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -52,15 +51,13 @@ func (s *Store) validateContent(c vocab.Content, metadata map[string]any) (prepa
 		if c.Text == "" || c.Media != nil {
 			return preparedContent{}, fail(vocab.CodeInvalidInput, "a text item needs text and no media")
 		}
-		if len(c.Text) > s.limits.MaxTextBytes {
-			return preparedContent{}, fail(vocab.CodeInvalidInput, "text is %d bytes, the limit is %d", len(c.Text), s.limits.MaxTextBytes)
-		}
-		if !utf8.ValidString(c.Text) {
-			return preparedContent{}, fail(vocab.CodeInvalidInput, "text is not UTF-8")
+		if f := vocab.CheckText(c.Text, s.limits.MaxTextBytes); f != vocab.TextOK {
+			return preparedContent{}, fail(vocab.CodeInvalidInput, "%s", f.Describe(len(c.Text), s.limits.MaxTextBytes))
 		}
 	case "image", "file", "video":
 		if c.Media == nil || uuid.Validate(c.Media.MediaID) != nil || len(c.Media.SHA256) > 64 ||
-			len(c.Media.FileName) > 1024 || !utf8.ValidString(c.Media.FileName) || c.Media.Size < 0 || c.Text != "" {
+			len(c.Media.FileName) > vocab.MaxFileNameBytes || vocab.CheckFileName(c.Media.FileName) != vocab.TextOK ||
+			c.Media.Size < 0 || c.Text != "" {
 			return preparedContent{}, fail(vocab.CodeInvalidInput, "a %s item needs a valid media reference", c.Type)
 		}
 		if c.Type == "file" && c.Media.FileName == "" {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -117,9 +118,15 @@ func wrapDB(op string, err error) error {
 		if code, ok := constraintCodes[pgErr.ConstraintName]; ok {
 			return &Error{Code: code, Msg: op + ": " + pgErr.ConstraintName}
 		}
+		if strings.HasPrefix(pgErr.Code, "22") {
+			// A data exception (too long, out of range, bad text representation, bad
+			// encoding, U+0000 in text or jsonb: 22P05, ...): the input, not the database,
+			// is at fault, and the same call fails again.
+			return &Error{Code: vocab.CodeInvalidInput, Msg: op + ": data exception (SQLSTATE " + pgErr.Code + ")", Err: err}
+		}
 		switch pgErr.Code {
-		case "23514", "23502", "22001", "22003", "22P02", "22021":
-			// check, not-null, too long, out of range, bad text representation, bad encoding
+		case "23514", "23502":
+			// check, not-null
 			return &Error{Code: vocab.CodeInvalidInput, Msg: op + ": " + pgErr.ConstraintName, Err: err}
 		case "40001", "40P01":
 			return &Error{Code: vocab.CodeUnavailable, Msg: op + ": serialization conflict", Err: err}

@@ -280,8 +280,8 @@ func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
 		return refusal(vocab.CodeInvalidInput, "only text, image, file and video items can be sent through the update")
 	case req.Media != nil:
 		return refusal(vocab.CodeInvalidInput, "a text reply carries no media")
-	case req.Text == "" || len(req.Text) > vocab.MaxTextBytes || !utf8.ValidString(req.Text):
-		return refusal(vocab.CodeInvalidInput, "text must be 1..%d bytes of UTF-8", vocab.MaxTextBytes)
+	case vocab.CheckText(req.Text, vocab.MaxTextBytes) != vocab.TextOK:
+		return refusal(vocab.CodeInvalidInput, "%s", vocab.CheckText(req.Text, vocab.MaxTextBytes).Describe(len(req.Text), vocab.MaxTextBytes))
 	}
 	return nil
 }

@@ -807,7 +807,7 @@ WITH entry AS (
     ) OVERRIDING SYSTEM VALUE
     SELECT entry.message_key, entry.inbox_seq, $11, $12, entry.provider_message_id,
            entry.sent_at, entry.status, entry.deferred,
-           CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::jsonb END, $13, $13
+           CASE WHEN entry.status = 'absorbed' THEN NULL ELSE entry.payload::json END, $13, $13
     FROM entry
 ), opened AS (
     INSERT INTO reply_windows (
@@ -1659,7 +1659,7 @@ type ReceivedBacklogParams struct {
 type ReceivedBacklogRow struct {
 	MessageKey string
 	InboxSeq   int64
-	Payload    json.RawMessage
+	Payload    []byte
 	Status     string
 }
 

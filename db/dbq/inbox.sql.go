@@ -86,6 +86,79 @@ func (q *Queries) GetInboundMessage(ctx context.Context, messageKey string) (Inb
 	return i, err
 }
 
+const getQuarantinedPage = `-- name: GetQuarantinedPage :one
+SELECT quarantine_id, account_key, generation, messages, scope, error_code, error_message, cursor_moved, key_generation, nonce, ciphertext, created_at FROM quarantined_pages WHERE quarantine_id = $1
+`
+
+func (q *Queries) GetQuarantinedPage(ctx context.Context, quarantineID string) (QuarantinedPage, error) {
+	row := q.db.QueryRow(ctx, getQuarantinedPage, quarantineID)
+	var i QuarantinedPage
+	err := row.Scan(
+		&i.QuarantineID,
+		&i.AccountKey,
+		&i.Generation,
+		&i.Messages,
+		&i.Scope,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.CursorMoved,
+		&i.KeyGeneration,
+		&i.Nonce,
+		&i.Ciphertext,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const listQuarantinedPages = `-- name: ListQuarantinedPages :many
+SELECT quarantine_id, account_key, generation, messages, scope, error_code, error_message, cursor_moved, created_at
+FROM quarantined_pages
+WHERE ($1::text = '' OR account_key = $1::text)
+ORDER BY created_at, quarantine_id
+`
+
+type ListQuarantinedPagesRow struct {
+	QuarantineID string
+	AccountKey   string
+	Generation   int32
+	Messages     int32
+	Scope        string
+	ErrorCode    string
+	ErrorMessage string
+	CursorMoved  bool
+	CreatedAt    time.Time
+}
+
+func (q *Queries) ListQuarantinedPages(ctx context.Context, accountKey string) ([]ListQuarantinedPagesRow, error) {
+	rows, err := q.db.Query(ctx, listQuarantinedPages, accountKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListQuarantinedPagesRow{}
+	for rows.Next() {
+		var i ListQuarantinedPagesRow
+		if err := rows.Scan(
+			&i.QuarantineID,
+			&i.AccountKey,
+			&i.Generation,
+			&i.Messages,
+			&i.Scope,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.CursorMoved,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockInboundMessage = `-- name: LockInboundMessage :one
 SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
 `
@@ -108,6 +181,51 @@ func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (In
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const quarantinePage = `-- name: QuarantinePage :exec
+INSERT INTO quarantined_pages (
+    quarantine_id, account_key, generation, messages, scope, error_code, error_message, cursor_moved,
+    key_generation, nonce, ciphertext, created_at
+) VALUES (
+    $1, $2, $3, $4, $5,
+    $6, $7, $8, $9,
+    $10, $11, $12
+)
+`
+
+type QuarantinePageParams struct {
+	QuarantineID  string
+	AccountKey    string
+	Generation    int32
+	Messages      int32
+	Scope         string
+	ErrorCode     string
+	ErrorMessage  string
+	CursorMoved   bool
+	KeyGeneration int32
+	Nonce         []byte
+	Ciphertext    []byte
+	Now           time.Time
+}
+
+// A page, or messages of a page, the store could not take as it is (migration 00010).
+func (q *Queries) QuarantinePage(ctx context.Context, arg QuarantinePageParams) error {
+	_, err := q.db.Exec(ctx, quarantinePage,
+		arg.QuarantineID,
+		arg.AccountKey,
+		arg.Generation,
+		arg.Messages,
+		arg.Scope,
+		arg.ErrorCode,
+		arg.ErrorMessage,
+		arg.CursorMoved,
+		arg.KeyGeneration,
+		arg.Nonce,
+		arg.Ciphertext,
+		arg.Now,
+	)
+	return err
 }
 
 const setMessageStatus = `-- name: SetMessageStatus :execrows

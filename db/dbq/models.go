@@ -83,7 +83,7 @@ type InboundMessage struct {
 	SentAt            time.Time
 	Status            string
 	Deferred          bool
-	Payload           json.RawMessage
+	Payload           []byte
 	FailureReason     string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
@@ -133,6 +133,21 @@ type PollLease struct {
 	WantedEpoch   *int64
 	WantedAttempt *int32
 	TakenAt       time.Time
+}
+
+type QuarantinedPage struct {
+	QuarantineID  string
+	AccountKey    string
+	Generation    int32
+	Messages      int32
+	Scope         string
+	ErrorCode     string
+	ErrorMessage  string
+	CursorMoved   bool
+	KeyGeneration int32
+	Nonce         []byte
+	Ciphertext    []byte
+	CreatedAt     time.Time
 }
 
 type ReplyWindow struct {
@@ -193,6 +208,6 @@ type UnansweredMessage struct {
 	PeerID     string
 	MessageKey string
 	InboxSeq   int64
-	Payload    json.RawMessage
+	Payload    []byte
 	Status     string
 }

@@ -244,3 +244,35 @@ var migrationsHash = sync.OnceValue(func() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:10]
 })
+
+// RefuseInboundText makes the schema behind pool refuse, with a data exception (SQLSTATE
+// 22023), every inbound message whose payload contains marker, as a rule only the
+// database knows would: a page carrying one fails its commit the same way on every try.
+// The refusal is dropped when the test ends (schemas are reused).
+func RefuseInboundText(tb testing.TB, pool *pgxpool.Pool, marker string) {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE OR REPLACE FUNCTION refuse_inbound_text() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF strpos(NEW.payload::text, `+quoteLiteral(marker)+`) > 0 THEN
+				RAISE EXCEPTION 'refused by the test' USING ERRCODE = '22023';
+			END IF;
+			RETURN NEW;
+		END $$`); err != nil {
+		tb.Fatalf("dbtest: refuse inbound text: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE OR REPLACE TRIGGER refuse_inbound_text BEFORE INSERT ON inbound_messages
+		FOR EACH ROW EXECUTE FUNCTION refuse_inbound_text()`); err != nil {
+		tb.Fatalf("dbtest: refuse inbound text: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		if _, err := pool.Exec(ctx, `DROP TRIGGER IF EXISTS refuse_inbound_text ON inbound_messages;
+			DROP FUNCTION IF EXISTS refuse_inbound_text()`); err != nil {
+			tb.Errorf("dbtest: drop the refusal of inbound text: %v", err)
+		}
+	})
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
