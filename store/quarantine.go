@@ -99,7 +99,7 @@ func (s *Store) QuarantinePage(ctx context.Context, now time.Time, in Quarantine
 	}
 	out := QuarantinedPage{
 		QuarantineID: "qp_" + hex.EncodeToString(raw[:]), AccountKey: in.AccountKey, Generation: in.Generation,
-		Messages: int32(in.Messages), Scope: in.Scope, ErrorCode: storableText(in.ErrorCode, 64, "unknown"),
+		Messages: int32(in.Messages), Scope: in.Scope, ErrorCode: storableText(in.ErrorCode, 64, string(vocab.CodeInternal)),
 		ErrorMessage: storableText(in.ErrorMessage, vocab.MaxErrorMessageBytes, ""), CursorMoved: move, CreatedAt: now,
 	}
 	sealed, err := s.keys.Seal(sealing.PurposeQuarantinedPage, quarantineBinding(out.QuarantineID, in.AccountKey), in.Content)
