@@ -1,6 +1,0 @@
-//go:build nopgxregisterdefaulttypes
-
-package pgtype
-
-func registerDefaultPgTypeVariants[T any](m *Map, name string) {
-}
