@@ -64,5 +64,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 )
-
-replace github.com/jackc/pgx/v5 => ./third_party/pgx
