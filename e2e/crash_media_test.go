@@ -45,9 +45,8 @@ const (
 	mediaCrashUnknownFor  = 25 * time.Second // how long it keeps asking after an unknown outcome (a killed send is retried within 20 s)
 )
 
-// TestCrashDuringMediaSendsNeverSendsAMediaReplyTwiceAndLeavesNothingPending is
-// acceptance item 2 of issue 12: a real worker process with the webhook hand-off is
-// SIGKILLed several times while its agent answers every message with an image or a file
+// TestCrashDuringMediaSendsNeverSendsAMediaReplyTwiceAndLeavesNothingPending: a real
+// worker process with the webhook hand-off is SIGKILLed several times while its agent answers every message with an image or a file
 // through the reply API (POST /v1/reply, multipart, one Idempotency-Key per message,
 // repeated with the same key while the worker is down or the outcome is unknown, as an
 // agent does), and restarted each time. Kills come a few milliseconds after the

@@ -77,8 +77,7 @@ func crashRands(t *testing.T) (stream, kill *mrand.Rand) {
 	return mrand.New(mrand.NewPCG(seed, 1)), mrand.New(mrand.NewPCG(seed, 2))
 }
 
-// TestCrashKilledWorkerLosesNothingAndNeverDoubleSends is acceptance item 5 of issue 4
-// and item 6 of issue 11: a real worker process (the worker command, with the echo
+// TestCrashKilledWorkerLosesNothingAndNeverDoubleSends: a real worker process (the worker command, with the echo
 // hand-off) is SIGKILLed at random moments while a stream of 1,000 user messages arrives
 // and an agent replies, and restarted each time; meanwhile PostgreSQL is cut off from
 // the worker for 20 s and the Temporal dev server is restarted. At the end every message

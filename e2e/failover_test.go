@@ -9,7 +9,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/store"
 )
 
-// failoverWithin is the acceptance bound of issue 10: after SIGKILL of the worker polling
+// failoverWithin is the failover bound: after SIGKILL of the worker polling
 // a bot, another worker polls it within this.
 const failoverWithin = 60 * time.Second
 

@@ -1,4 +1,4 @@
-// Package loadtest is the scale test of ilinkflow (issue 10): many simulated bots served by
+// Package loadtest is the scale test of ilinkflow: many simulated bots served by
 // one worker process, measured while idle and under a stream of messages. The command
 // cmd/loadtest runs it with flags; the test suite runs it with small numbers.
 //
@@ -113,7 +113,7 @@ type Config struct {
 	Log io.Writer
 }
 
-// DefaultConfig is the full-size run of issue 10.
+// DefaultConfig is the full-size run: 1,000 bots on one worker.
 func DefaultConfig() Config {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {

@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(devserver.Main(m)) }
 
-// TestManyBotsOnOneWorkerAnswerEveryMessageOnce is the scale test of issue 10 at the
+// TestManyBotsOnOneWorkerAnswerEveryMessageOnce is the scale test at the
 // size of the test suite: 20 bots on one worker process (its pool bounded to 4
 // PostgreSQL connections when the worker has that setting), every bot holding a long poll,
 // 10 s idle, then 60 messages over 10 bots, each answered by the echo agent. Every

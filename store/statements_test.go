@@ -261,7 +261,7 @@ func genericPlans(t *testing.T, e *env, args map[string]string) map[string]strin
 
 // A completion and a reservation that starts at once find their window and account by
 // key. Joined, the small accounts and reply_windows tables of a gateway with a few bots
-// were hashed, and the hash table was built again for every send (issue 9).
+// were hashed, and the hash table was built again for every send.
 func TestSendStatementsFindTheirWindowAndAccountByKey(t *testing.T) {
 	t.Parallel()
 	e := newOneConnectionEnv(t)

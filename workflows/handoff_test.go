@@ -110,7 +110,7 @@ func TestRepliesOfTheHandOffAreSentThenTheMessageIsHandled(t *testing.T) {
 // A hand-off answer that says handled but none of whose replies was sent (here refused:
 // longer than one iLink message; in the crash test, a reply whose worker was killed before it left, recorded
 // unknown) does not mark the message handled: the user got nothing. It is failed, with the
-// reason. Found by the crash test (issue 11: no false handled).
+// reason. Found by the crash test (a status never claims an answer that was not sent).
 func TestAHandledAnswerWithoutASentReplyLeavesTheMessageFailedNotHandled(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()

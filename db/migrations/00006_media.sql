@@ -1,5 +1,5 @@
 -- +goose Up
--- Media for agents (issue 12).
+-- Media for agents.
 --
 -- Inbound: inbound_images keeps the sealed CDN locator of every downloadable attachment of
 -- a message, not only of its images: images at positions 0..499 (as before), a file, voice

@@ -1,5 +1,5 @@
 -- +goose Up
--- Single-column rules as domains (issue 9).
+-- Single-column rules as domains.
 --
 -- PostgreSQL reads every CHECK constraint of a table back from its stored text, plans it
 -- and compiles it again for each statement that inserts into or updates the table,

@@ -1,5 +1,5 @@
 -- +goose Up
--- A page commit in one round trip when the conversation's state is known (issue 9).
+-- A page commit in one round trip when the conversation's state is known.
 --
 -- store.CommitPage predicts what a page is decided on (the account's cursor and
 -- generation, the conversation's open window, nothing unanswered, no message of the page

@@ -1,5 +1,5 @@
 -- +goose Up
--- A send reserved and started in one round trip when its window's state is known (issue 9).
+-- A send reserved and started in one round trip when its window's state is known.
 --
 -- store.ReserveAndStart keeps, per window, the state its last reservation on the window
 -- left in this process: the rows it decided on (the window, its account, the agent
