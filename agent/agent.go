@@ -30,7 +30,9 @@
 //	c, err := client.Dial(client.Options{HostPort: ..., DataConverter: dc})
 //
 // A refusal (window expired, quota exhausted, throttled, message already finished, bad
-// input) is an error whose Code is the store code; it was never sent and wrote nothing.
+// input) is an error whose Code is the store code; it was never sent and wrote nothing. A
+// text that breaks the rule for outbound text (vocab.CheckText) is refused before any
+// Update with a *TextError (Code vocab.CodeInvalidInput).
 // Replies end once the message is finished: reply first, then finish.
 package agent
 
@@ -50,6 +52,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -72,7 +75,9 @@ const CodeWindowClosed = "reply_window_closed"
 // outcome (Status sent, failed or unknown; an unknown send is never retried by the
 // gateway). windowWorkflowID is the window's workflow id (Input.WindowWorkflow()).
 // requestID makes the reply idempotent: a retry with the same id returns the first
-// outcome and never sends twice; "" gives every call its own id.
+// outcome and never sends twice; "" gives every call its own id. A text that breaks the
+// rule for outbound text (vocab.CheckText: valid UTF-8, no U+0000, not blank, at most
+// vocab.MaxTextBytes bytes) is refused before any Update with a *TextError.
 func Reply(ctx context.Context, c client.Client, windowWorkflowID, text, requestID string) (wfapi.SendResult, error) {
 	return ReplyInSession(ctx, c, windowWorkflowID, "", text, requestID)
 }
@@ -81,6 +86,9 @@ func Reply(ctx context.Context, c client.Client, windowWorkflowID, text, request
 // window takes it even before it took in the hand-off that opened the session; "" is the
 // window's latest session.
 func ReplyInSession(ctx context.Context, c client.Client, windowWorkflowID, sessionID, text, requestID string) (wfapi.SendResult, error) {
+	if fault := vocab.CheckText(text, vocab.MaxTextBytes); fault != vocab.TextOK {
+		return wfapi.SendResult{}, &TextError{Field: FieldText, Fault: fault, Bytes: len(text)}
+	}
 	opts := client.UpdateWorkflowOptions{
 		WorkflowID: windowWorkflowID, UpdateName: wfapi.UpdateSend,
 		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID, SessionID: sessionID}},
@@ -116,10 +124,46 @@ func Finish(ctx context.Context, c client.Client, windowWorkflowID string, handl
 	return h.Get(ctx, nil)
 }
 
+// TextError is the refusal of a reply's text, or of a media reply's file name, by the
+// rule for outbound text (vocab.CheckText, vocab.CheckFileName), made before anything is
+// sent: no Update ran and no request left. Code(err) is vocab.CodeInvalidInput. Its text
+// never quotes what was refused.
+type TextError struct {
+	// Field is FieldText or FieldFileName.
+	Field string
+	// Fault is what is wrong.
+	Fault vocab.TextFault
+	// Bytes is the refused value's length in bytes.
+	Bytes int
+}
+
+// Fields a TextError names.
+const (
+	FieldText     = "text"
+	FieldFileName = "file_name"
+)
+
+// Error implements error.
+func (e *TextError) Error() string {
+	if e.Field == FieldFileName {
+		what := "contains a control character"
+		if e.Fault == vocab.TextNotUTF8 {
+			what = "is not valid UTF-8"
+		}
+		return "agent: media reply refused: the file name " + what
+	}
+	return "agent: reply refused: " + e.Fault.Describe(e.Bytes, vocab.MaxTextBytes)
+}
+
 // Code is the refusal code of an error from Reply or Finish (a store code such as
 // reply_quota_exhausted, reply_window_expired, throttled or attempt_conflict;
-// CodeWindowClosed when the window's workflow has ended), or "" for other failures.
+// vocab.CodeInvalidInput for a *TextError; CodeWindowClosed when the window's workflow has
+// ended), or "" for other failures.
 func Code(err error) string {
+	var te *TextError
+	if errors.As(err, &te) {
+		return string(vocab.CodeInvalidInput)
+	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Type()

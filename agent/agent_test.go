@@ -3,8 +3,11 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
@@ -21,6 +24,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -127,5 +131,68 @@ func TestAnAgentsDataConverterDecryptsTheGatewaysPayloads(t *testing.T) {
 	// Without the codec the input does not read.
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &in); err == nil {
 		t.Fatal("the default converter read an encrypted payload")
+	}
+}
+
+// A text that breaks the rule for outbound text is refused by Reply up front, with a
+// *TextError whose Code is invalid_input, before any Update reaches Temporal (the window
+// named here has no workflow: an Update would answer reply_window_closed); the reply
+// activity makes it non-retryable.
+func TestAReplyThatBreaksTheTextRuleIsRefusedBeforeAnyUpdate(t *testing.T) {
+	srv := devserver.Start(t)
+	_, tc := srv.NewNamespace(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		text  string
+		fault vocab.TextFault
+	}{
+		{"a\x00b", vocab.TextNUL},
+		{"ok \xff", vocab.TextNotUTF8},
+		{" \n\t", vocab.TextEmpty},
+		{strings.Repeat("a", vocab.MaxTextBytes+1), vocab.TextTooLong},
+	} {
+		_, err := agent.Reply(ctx, tc, "ilink-window/0123456789ab/424242", c.text, "")
+		var te *agent.TextError
+		if !errors.As(err, &te) || te.Fault != c.fault || te.Field != agent.FieldText || agent.Code(err) != string(vocab.CodeInvalidInput) {
+			t.Fatalf("%.20q: %v (%s), want a *TextError %s", c.text, err, agent.Code(err), c.fault)
+		}
+		if strings.Contains(err.Error(), "aaaa") || strings.Contains(err.Error(), "a\x00b") {
+			t.Fatalf("the refusal quotes the text: %q", err)
+		}
+		_, err = (&agent.Activities{Client: tc}).Reply(ctx, agent.ReplyInput{WindowWorkflowID: "ilink-window/0123456789ab/424242", Text: c.text})
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != string(vocab.CodeInvalidInput) || !app.NonRetryable() {
+			t.Fatalf("reply activity of %.20q: %v, want a non-retryable %s", c.text, err, vocab.CodeInvalidInput)
+		}
+	}
+	// A text within the rule does reach the window (here: none, so it is closed).
+	if _, err := agent.Reply(ctx, tc, "ilink-window/0123456789ab/424242", "hello", ""); agent.Code(err) != agent.CodeWindowClosed {
+		t.Fatalf("a valid reply: %v, want %s", err, agent.CodeWindowClosed)
+	}
+}
+
+// A media reply whose file name is not valid UTF-8 or holds a control character is
+// refused before any request leaves.
+func TestAMediaReplyWithAnUnsendableFileNameIsRefusedBeforeAnyRequest(t *testing.T) {
+	var requests atomic.Int32
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	t.Cleanup(gw.Close)
+	for _, name := range []string{"report\x00.pdf", "a\nb.pdf", "bad \xff.pdf"} {
+		_, err := agent.ReplyMedia(context.Background(), gw.Client(), gw.URL, "token", "file", name, []byte("data"), "")
+		var te *agent.TextError
+		if !errors.As(err, &te) || te.Field != agent.FieldFileName || agent.Code(err) != string(vocab.CodeInvalidInput) {
+			t.Fatalf("%q: %v, want a *TextError for the file name", name, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("%d requests reached the gateway", n)
+	}
+	// A valid name is sent (and refused by this gateway).
+	var fe *agent.FetchError
+	if _, err := agent.ReplyMedia(context.Background(), gw.Client(), gw.URL, "token", "file", "report.pdf", []byte("data"), ""); !errors.As(err, &fe) || requests.Load() != 1 {
+		t.Fatalf("a valid name: %v after %d requests", err, requests.Load())
 	}
 }

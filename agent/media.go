@@ -10,6 +10,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
+
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Attachment is a downloaded attachment of a delivered message.
@@ -94,10 +96,14 @@ type ReplyMediaResult struct {
 // ReplyMedia sends an image, a file or a video through the reply API as a webhook agent
 // would with curl -F: kind is image, file or video, fileName names a file, data is the
 // plaintext (at most the gateway's cap, 20 MiB by default), idempotencyKey ("" none)
-// makes a retry answer the first outcome without sending twice. A refusal is a
-// *FetchError with the API's code; the token is never part of an error. Bytes go to the
-// gateway only, never through Temporal.
+// makes a retry answer the first outcome without sending twice. A file name that is not
+// valid UTF-8 or holds a control character (vocab.CheckFileName) is refused before any
+// request with a *TextError. A refusal by the API is a *FetchError with its code; the
+// token is never part of an error. Bytes go to the gateway only, never through Temporal.
 func ReplyMedia(ctx context.Context, hc *http.Client, gatewayURL, token, kind, fileName string, data []byte, idempotencyKey string) (ReplyMediaResult, error) {
+	if fault := vocab.CheckFileName(fileName); fault != vocab.TextOK {
+		return ReplyMediaResult{}, &TextError{Field: FieldFileName, Fault: fault, Bytes: len(fileName)}
+	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}

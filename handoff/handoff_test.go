@@ -467,3 +467,135 @@ func TestWorkflowHandlerStartsTheAgentWorkflowWithoutTheToken(t *testing.T) {
 		t.Fatalf("unavailable: %v, want a retryable error", err)
 	}
 }
+
+// hostileName is a file name as a user's client may send it: path parts, markup, a bidi
+// override and a control character.
+const hostileName = "../../etc/<script>alert(1)</script>\u202egpj.\x07exe.pdf"
+
+// withFile is delivery() with a file attachment named name, named in the summary too as
+// the poll writes it.
+func withFile(name string) handoff.Delivery {
+	d := delivery()
+	d.Message.Payload = &store.Payload{Summary: "see this\n[file " + name + "]",
+		Attachments: []store.Attachment{{Kind: "file", Position: store.MediaPositionBase, Name: name, Size: 12}}}
+	return d
+}
+
+// assertShownName checks a file name as a handler shows it: vocab.SafeFileName of the
+// stored one, without path parts, markup or invisible characters.
+func assertShownName(t *testing.T, where, got string) {
+	t.Helper()
+	if got != vocab.SafeFileName(hostileName) || strings.ContainsAny(got, "/\\<>\u202e\x07") || got == "" {
+		t.Fatalf("%s shows the file name %q, want %q", where, got, vocab.SafeFileName(hostileName))
+	}
+}
+
+func TestWebhookDeliveryShowsFileNamesWithoutPathParts(t *testing.T) {
+	r, h := newWebhook(t, func(int) (int, string) { return http.StatusNoContent, "" })
+	d := withFile(hostileName)
+	if _, err := h.Deliver(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.errs) != 1 || r.errs[0] != nil {
+		t.Fatalf("receiver: %v", r.errs)
+	}
+	got := r.bodies[0].Message
+	if len(got.Attachments) != 1 || got.Attachments[0].FetchPath == "" {
+		t.Fatalf("attachments %+v", got.Attachments)
+	}
+	assertShownName(t, "the delivery's attachment", got.Attachments[0].Name)
+	if want := "see this\n[file " + vocab.SafeFileName(hostileName) + "]"; got.Summary != want {
+		t.Fatalf("summary %q, want %q", got.Summary, want)
+	}
+	if d.Message.Payload.Attachments[0].Name != hostileName {
+		t.Fatal("the stored name was changed: it stays as the user's client sent it")
+	}
+}
+
+func TestWorkflowHandOffShowsFileNamesWithoutPathParts(t *testing.T) {
+	in := handoff.AgentInput(withFile(hostileName))
+	if len(in.Attachments) != 1 {
+		t.Fatalf("attachments %+v", in.Attachments)
+	}
+	assertShownName(t, "the agent workflow's input", in.Attachments[0].Name)
+	if strings.Contains(in.Summary, "../") || !strings.Contains(in.Summary, vocab.SafeFileName(hostileName)) {
+		t.Fatalf("summary %q", in.Summary)
+	}
+}
+
+func TestEchoShowsFileNamesWithoutPathParts(t *testing.T) {
+	ans, err := handoff.Echo{}.Deliver(context.Background(), withFile(hostileName))
+	if err != nil || len(ans.Replies) != 1 {
+		t.Fatalf("echo: %+v %v", ans, err)
+	}
+	if want := "echo: see this\n[file " + vocab.SafeFileName(hostileName) + "]"; ans.Replies[0] != want {
+		t.Fatalf("echo %q, want %q", ans.Replies[0], want)
+	}
+}
+
+// Inbound text is stored as it came, U+0000 included; the echo of such a text must still
+// be sendable: each NUL is shown as '␀' and the echo stays within the limit.
+func TestEchoOfATextWithNULIsSendableWithAVisibleMarker(t *testing.T) {
+	d := delivery()
+	d.Message.Payload.Summary = "a\x00b\x00"
+	ans, err := handoff.Echo{}.Deliver(context.Background(), d)
+	if err != nil || len(ans.Replies) != 1 || ans.Replies[0] != "echo: a\u2400b\u2400" || !ans.Handled {
+		t.Fatalf("echo: %+v %v", ans, err)
+	}
+	// A text of NULs only, longer than the limit once each is the 3-byte marker.
+	d.Message.Payload.Summary = strings.Repeat("\x00", vocab.MaxTextBytes/2)
+	ans, _ = handoff.Echo{}.Deliver(context.Background(), d)
+	if fault := vocab.CheckText(ans.Replies[0], vocab.MaxTextBytes); fault != vocab.TextOK {
+		t.Fatalf("echo of %d NULs is not sendable: %s", vocab.MaxTextBytes/2, fault)
+	}
+	if !strings.HasPrefix(ans.Replies[0], "echo: \u2400\u2400") || !strings.Contains(ans.Replies[0], "[cut: your message is 8192 bytes") {
+		t.Fatalf("echo of NULs: %q…", ans.Replies[0][:40])
+	}
+}
+
+// A webhook answer whose object holds one member twice is refused, as the reply API
+// refuses such a body: the decoder would keep the last one without a word.
+func TestWebhookAnswerWithADuplicateKeyIsRefused(t *testing.T) {
+	for _, body := range []string{
+		`{"replies":["a"],"replies":["b"]}`,
+		`{"handled":false,"Handled":true}`,
+		`{"replies":["a"],"handled":true,"extra":{"x":1,"x":2}}`,
+		`{"repl\u0069es":["a"],"replies":["b"]}`,
+	} {
+		_, h := newWebhook(t, func(int) (int, string) { return http.StatusOK, body })
+		ans, err := h.Deliver(context.Background(), delivery())
+		var perm *handoff.PermanentError
+		if !errors.As(err, &perm) || perm.Code != handoff.CodeAnswerInvalid || !strings.Contains(perm.Reason, "twice") {
+			t.Fatalf("%s: %+v %v, want a permanent %s", body, ans, err, handoff.CodeAnswerInvalid)
+		}
+	}
+}
+
+// A reply of a webhook answer that breaks the rule for outbound text refuses the whole
+// answer with a typed error (nothing is sent, the message fails with the reason), never
+// accepted and then lost downstream. Blank replies are still skipped.
+func TestWebhookAnswerWithAnUnsendableReplyIsRefusedWithItsFault(t *testing.T) {
+	long := strings.Repeat("a", vocab.MaxTextBytes+1)
+	for _, c := range []struct {
+		body  string
+		fault vocab.TextFault
+	}{
+		{`{"replies":["fine","bad \u0000 nul"],"handled":true}`, vocab.TextNUL},
+		{`{"replies":["` + long + `"]}`, vocab.TextTooLong},
+	} {
+		_, h := newWebhook(t, func(int) (int, string) { return http.StatusOK, c.body })
+		ans, err := h.Deliver(context.Background(), delivery())
+		var perm *handoff.PermanentError
+		if !errors.As(err, &perm) || perm.Code != handoff.CodeReplyRefused || perm.Fault != c.fault {
+			t.Fatalf("%.40s: %+v %v, want a permanent %s (%s)", c.body, ans, err, handoff.CodeReplyRefused, c.fault)
+		}
+		if strings.Contains(perm.Reason, "nul") || strings.Contains(perm.Reason, "fine") || strings.Contains(perm.Reason, "aaaa") ||
+			!strings.Contains(perm.Reason, "200") || !strings.Contains(perm.Reason, "none was sent") {
+			t.Fatalf("reason %q: want the status and the fault, never the reply's text", perm.Reason)
+		}
+	}
+	_, h := newWebhook(t, func(int) (int, string) { return http.StatusOK, `{"replies":["  ","\n","sent"],"handled":true}` })
+	if ans, err := h.Deliver(context.Background(), delivery()); err != nil || len(ans.Replies) != 1 || ans.Replies[0] != "sent" {
+		t.Fatalf("blank replies: %+v %v, want them skipped", ans, err)
+	}
+}

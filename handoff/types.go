@@ -5,6 +5,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Handler receives deliverable messages (the agent hand-off, design.md §5).
@@ -25,7 +26,34 @@ type Answer struct {
 }
 
 // PermanentError is a hand-off failure that retrying cannot fix.
-type PermanentError struct{ Reason string }
+type PermanentError struct {
+	// Code says what failed, one of the Code* constants ("" from handlers that name none).
+	Code string
+	// Reason says it to a person (and becomes the failed message's reason): never a
+	// session token, the webhook secret or the text of a reply.
+	Reason string
+	// Fault is why a reply of a webhook answer was refused (CodeReplyRefused only).
+	Fault vocab.TextFault
+}
+
+// Codes of a PermanentError.
+const (
+	// CodeWebhookRefused: the webhook answered a 3xx or a 4xx other than 408 and 429.
+	CodeWebhookRefused = "webhook_refused"
+	// CodeAnswerInvalid: a 2xx answer whose body is not an answer: not the answer JSON,
+	// over the size limit, not valid UTF-8, a member twice, too many replies.
+	CodeAnswerInvalid = "webhook_answer_invalid"
+	// CodeReplyRefused: a reply of a 2xx answer breaks the rule for outbound text
+	// (vocab.CheckText; Fault says how): the whole answer is refused, nothing is sent.
+	CodeReplyRefused = "webhook_reply_refused"
+	// CodeDeliveryInvalid: the delivery could not be made into a request.
+	CodeDeliveryInvalid = "delivery_invalid"
+	// CodeAgentWorkflowClosed: the message's agent workflow closed without finishing it.
+	CodeAgentWorkflowClosed = "agent_workflow_closed"
+	// CodeAgentWorkflowRefused: Temporal refused to start the agent workflow (an invalid
+	// argument: the workflow type, the task queue).
+	CodeAgentWorkflowRefused = "agent_workflow_refused"
+)
 
 // Error implements error.
 func (e *PermanentError) Error() string { return "hand-off failed permanently: " + e.Reason }

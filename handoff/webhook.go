@@ -22,6 +22,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/jsontext"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Webhook headers. The signature covers the timestamp header's value, a dot and the raw
@@ -204,15 +205,15 @@ func checkURL(raw string) error {
 	return nil
 }
 
-// Body returns the JSON body of a delivery.
+// Body returns the JSON body of a delivery. File names are shown as vocab.SafeFileName
+// makes them, in the attachments and in the summary.
 func Body(d Delivery) ([]byte, error) {
 	msg := WebhookMessage{MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
 		SentAt: d.Message.SentAt, Attachments: []WebhookAttachment{}}
-	if p := d.Message.Payload; p != nil {
-		msg.Summary = p.Summary
-		for i, a := range p.Attachments {
-			msg.Attachments = append(msg.Attachments, WebhookAttachment{Attachment: a, FetchPath: fetchPath(d.Message.MessageKey, i, a)})
-		}
+	summary, attachments := shown(d.Message.Payload)
+	msg.Summary = summary
+	for i, a := range attachments {
+		msg.Attachments = append(msg.Attachments, WebhookAttachment{Attachment: a, FetchPath: fetchPath(d.Message.MessageKey, i, a)})
 	}
 	return json.Marshal(WebhookDelivery{
 		Message: msg, SessionToken: d.SessionToken.Reveal(), SessionID: d.SessionID,
@@ -224,12 +225,12 @@ func Body(d Delivery) ([]byte, error) {
 func (h *Webhook) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 	body, err := Body(d)
 	if err != nil {
-		return Answer{}, &PermanentError{Reason: "the delivery does not encode as JSON"}
+		return Answer{}, &PermanentError{Code: CodeDeliveryInvalid, Reason: "the delivery does not encode as JSON"}
 	}
 	ts := h.now().Unix()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
-		return Answer{}, &PermanentError{Reason: "webhook request: " + err.Error()}
+		return Answer{}, &PermanentError{Code: CodeDeliveryInvalid, Reason: "webhook request: " + err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "ilinkflow-webhook/1")
@@ -266,38 +267,54 @@ func (h *Webhook) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 		if c < 400 {
 			reason = fmt.Sprintf("webhook answered %d (redirects are not followed)", c)
 		}
-		return Answer{}, &PermanentError{Reason: reason}
+		return Answer{}, &PermanentError{Code: CodeWebhookRefused, Reason: reason}
 	default:
 		return Answer{}, fmt.Errorf("webhook POST to %s answered %d", h.host, c)
 	}
 }
 
-// parseAnswer reads a 2xx body: empty, or a WebhookAnswer. A body that is not one, or is
-// longer than maxAnswerBytes (whitespace counts: an answer is never judged by a prefix),
-// is a contract violation that retrying cannot fix.
+// parseAnswer reads a 2xx body: empty, or a WebhookAnswer. A body that is not one (not
+// JSON of its shape, longer than maxAnswerBytes: whitespace counts, an answer is never
+// judged by a prefix; not valid UTF-8; a member twice; more than maxReplies replies) is a
+// contract violation that retrying cannot fix, and so is a reply that breaks the rule for
+// outbound text (vocab.CheckText): the whole answer is refused, never sent in part or
+// altered. Blank replies are skipped. The reason never quotes the body.
 func parseAnswer(status int, raw []byte) (Answer, error) {
+	invalid := func(format string, args ...any) (Answer, error) {
+		return Answer{}, &PermanentError{Code: CodeAnswerInvalid, Reason: fmt.Sprintf("webhook answered %d with ", status) + fmt.Sprintf(format, args...)}
+	}
 	if len(raw) > maxAnswerBytes {
-		return Answer{}, &PermanentError{Reason: fmt.Sprintf("webhook answered %d with a body over %d bytes", status, maxAnswerBytes)}
+		return invalid("a body over %d bytes", maxAnswerBytes)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return Answer{}, nil
 	}
 	if !jsontext.Valid(raw) {
 		// The decoder would send U+FFFD for what the agent wrote: refuse, as the reply API does.
-		return Answer{}, &PermanentError{Reason: fmt.Sprintf("webhook answered %d with text that is not valid UTF-8 (or has an unpaired surrogate escape)", status)}
+		return invalid("text that is not valid UTF-8 (or has an unpaired surrogate escape)")
+	}
+	if _, dup := jsontext.DuplicateKey(raw); dup {
+		// The decoder would keep the last of the two without a word: refuse, as the reply API does.
+		return invalid("a JSON object that holds one member twice")
 	}
 	var a WebhookAnswer
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return Answer{}, &PermanentError{
-			Reason: fmt.Sprintf(`webhook answered %d with a body that is not {"replies": [...], "handled": bool}`, status)}
+		return invalid(`a body that is not {"replies": [...], "handled": bool}`)
 	}
 	if len(a.Replies) > maxReplies {
-		return Answer{}, &PermanentError{Reason: fmt.Sprintf("webhook answered %d replies (at most %d)", len(a.Replies), maxReplies)}
+		return invalid("%d replies (at most %d)", len(a.Replies), maxReplies)
 	}
 	var replies []string
-	for _, r := range a.Replies {
-		if strings.TrimSpace(r) != "" {
+	for i, r := range a.Replies {
+		switch fault := vocab.CheckText(r, vocab.MaxTextBytes); fault {
+		case vocab.TextOK:
 			replies = append(replies, r)
+		case vocab.TextEmpty:
+			// A blank reply is skipped, as documented.
+		default:
+			return Answer{}, &PermanentError{Code: CodeReplyRefused, Fault: fault, Reason: fmt.Sprintf(
+				"webhook answered %d with reply %d of %d refused, so none was sent: %s", status, i+1, len(a.Replies),
+				fault.Describe(len(r), vocab.MaxTextBytes))}
 		}
 	}
 	return Answer{Replies: replies, Handled: a.Handled}, nil

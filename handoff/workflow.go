@@ -49,29 +49,29 @@ func (h *Workflow) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 	case err == nil:
 		return Answer{}, nil
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-		return Answer{}, &PermanentError{
+		return Answer{}, &PermanentError{Code: CodeAgentWorkflowClosed,
 			Reason: fmt.Sprintf("agent workflow %s already closed without finishing the message", id)}
 	case errors.As(err, &invalid):
-		return Answer{}, &PermanentError{
+		return Answer{}, &PermanentError{Code: CodeAgentWorkflowRefused,
 			Reason: fmt.Sprintf("agent workflow %s (%s on task queue %s) cannot start: %v", id, h.WorkflowType, h.TaskQueue, err)}
 	}
 	return Answer{}, fmt.Errorf("start agent workflow %s: %w", id, err)
 }
 
-// AgentInput is the agent workflow's input for a delivery: everything but the token.
+// AgentInput is the agent workflow's input for a delivery: everything but the token, file
+// names as vocab.SafeFileName makes them.
 func AgentInput(d Delivery) wfapi.AgentInput {
 	in := wfapi.AgentInput{
 		MessageKey: d.Message.MessageKey, AccountKey: d.Message.AccountKey, PeerID: d.Message.PeerID,
 		SentAt: d.Message.SentAt, ReplyWindowID: d.Window.ReplyWindowID, SessionID: d.SessionID,
 		ExpiresAt: d.Window.ExpiresAt, SendsLeft: d.Window.SendsLeft(), WindowWorkflowID: d.WindowWorkflowID,
 	}
-	if p := d.Message.Payload; p != nil {
-		in.Summary = p.Summary
-		for i, a := range p.Attachments {
-			in.Attachments = append(in.Attachments, wfapi.AgentAttachment{
-				Kind: a.Kind, Position: a.Position, Name: a.Name, Size: a.Size, Text: a.Text,
-				FetchPath: fetchPath(d.Message.MessageKey, i, a)})
-		}
+	summary, attachments := shown(d.Message.Payload)
+	in.Summary = summary
+	for i, a := range attachments {
+		in.Attachments = append(in.Attachments, wfapi.AgentAttachment{
+			Kind: a.Kind, Position: a.Position, Name: a.Name, Size: a.Size, Text: a.Text,
+			FetchPath: fetchPath(d.Message.MessageKey, i, a)})
 	}
 	return in
 }
