@@ -16,6 +16,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/replyapi"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -86,6 +87,11 @@ type Config struct {
 	// HealthWindow is how long an active account may go without a successful getupdates
 	// round trip before /healthz fails (default 3 long-poll periods).
 	HealthWindow time.Duration
+	// APIStoreTimeout bounds each store call the reply API makes for a request (503
+	// store_unavailable past it); APIMaxUploads bounds the media replies it reads and
+	// stages at once (see gateway/http.go).
+	APIStoreTimeout time.Duration
+	APIMaxUploads   int
 
 	// Handler is the agent hand-off (design.md §5): none, echo, webhook or workflow
 	// (package handoff); Options.Handler overrides it.
@@ -156,6 +162,8 @@ func DefaultConfig() Config {
 		LogFormat:         "text",
 		HTTPAddr:          DefaultHTTPAddr,
 		HealthWindow:      DefaultHealthWindow,
+		APIStoreTimeout:   replyapi.DefaultStoreTimeout,
+		APIMaxUploads:     replyapi.DefaultMaxUploads,
 		Handler:           handoff.KindNone,
 		WebhookTimeout:    handoff.DefaultTimeout,
 		ReofferAfter:      wfapi.DefaultReofferAfter,
@@ -318,6 +326,16 @@ var settings = []setting{
 	{flag: "health-window", env: "ILINKFLOW_HEALTH_WINDOW", help: "how long an active account may go without a successful poll before /healthz fails",
 		def: func(c Config) string { return shortDuration(c.HealthWindow) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.HealthWindow }, false)},
+	{flag: "api-store-timeout", env: "ILINKFLOW_API_STORE_TIMEOUT", help: "bound of each store call the reply API makes for a request (503 store_unavailable past it; at most 1m)",
+		def: func(c Config) string { return shortDuration(c.APIStoreTimeout) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.APIStoreTimeout }, false)},
+	{flag: "api-max-uploads", env: "ILINKFLOW_API_MAX_UPLOADS", help: "media replies the reply API reads and stages at once (1..64; each holds a few times --max-media-bytes in memory)",
+		def: func(c Config) string { return strconv.Itoa(c.APIMaxUploads) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 1, MaxAPIUploads)
+			c.APIMaxUploads = int(n)
+			return err
+		}},
 	{flag: "handler", env: "ILINKFLOW_HANDLER", help: "agent hand-off: none, echo, webhook or workflow",
 		def: func(c Config) string { return c.Handler },
 		set: func(c *Config, v string) error {
@@ -629,6 +647,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.Duration("health_window", c.HealthWindow),
+		slog.Duration("api_store_timeout", c.APIStoreTimeout),
+		slog.Int("api_max_uploads", c.APIMaxUploads),
 		slog.Bool("codec_endpoint", !c.CodecToken.IsZero()),
 		slog.Bool("web_ui", !c.UIToken.IsZero()),
 	)

@@ -27,6 +27,9 @@ const (
 	DefaultHTTPAddr = "127.0.0.1:8090"
 	// DefaultHealthWindow is three long-poll periods of getupdates.
 	DefaultHealthWindow = 3 * ilink.DefaultPollTimeout
+	// MaxAPIStoreTimeout bounds Config.APIStoreTimeout; MaxAPIUploads Config.APIMaxUploads.
+	MaxAPIStoreTimeout = time.Minute
+	MaxAPIUploads      = 64
 )
 
 // setHTTPAddr parses --http-addr: host:port (port 0 picks a free one), or "" / "off".
@@ -63,6 +66,14 @@ func (c Config) validateHTTP() error {
 	}
 	if c.HealthWindow <= 0 {
 		errs = append(errs, fmt.Errorf("health window %v must be positive", c.HealthWindow))
+	}
+	if c.APIStoreTimeout < 0 || c.APIStoreTimeout > MaxAPIStoreTimeout {
+		errs = append(errs, fmt.Errorf("reply API store timeout %v must be positive and at most %v (0: the default %v)",
+			c.APIStoreTimeout, MaxAPIStoreTimeout, replyapi.DefaultStoreTimeout))
+	}
+	if c.APIMaxUploads < 0 || c.APIMaxUploads > MaxAPIUploads {
+		errs = append(errs, fmt.Errorf("reply API uploads %d must be between 1 and %d (0: the default %d)",
+			c.APIMaxUploads, MaxAPIUploads, replyapi.DefaultMaxUploads))
 	}
 	if err := c.validateCodec(); err != nil {
 		errs = append(errs, err)
@@ -132,6 +143,8 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		Media:         media,
 		Typing:        typing,
 		MaxMediaBytes: cfg.Limits.MediaCap(),
+		StoreTimeout:  cfg.APIStoreTimeout,
+		MaxUploads:    cfg.APIMaxUploads,
 	}))
 	mux.Handle("/metrics", reg.Handler())
 	mux.Handle("/healthz", &metrics.Health{Source: st, Window: cfg.HealthWindow, Logger: log})

@@ -8,13 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ilinkflow/ilinkflow/activities"
@@ -109,9 +110,11 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, route, &apiError{code: CodeCDNUnavailable, msg: "media fetching is not configured"})
 		return
 	}
-	loc, err := a.cfg.Store.GetAttachment(r.Context(), a.cfg.Now(), store.ByToken(token), parts[0], index)
+	sctx, cancel := a.storeContext(r.Context())
+	loc, err := a.cfg.Store.GetAttachment(sctx, a.cfg.Now(), store.ByToken(token), parts[0], index)
+	cancel()
 	if err != nil {
-		a.refuse(w, route, a.storeRefusal(err))
+		a.refuse(w, route, a.storeFailure(sctx, a.log.With("route", route), "the attachment request", err))
 		return
 	}
 	data, err := a.cfg.Media.Fetch(r.Context(), loc.Locator)
@@ -126,35 +129,56 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	att := loc.Attachment
+	name := vocab.SafeFileName(att.Name)
 	h := w.Header()
-	h.Set("Content-Type", contentTypeOf(att.Kind, att.Name, data))
+	h.Set("Content-Type", contentTypeOf(att.Kind, name, data))
 	h.Set("Content-Length", strconv.Itoa(len(data)))
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if att.Kind == "file" && att.Name != "" {
-		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": att.Name}))
+		h.Set("Content-Disposition", contentDisposition(name))
 	}
 	a.cfg.Metrics.ReplyRequest(route, "ok")
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, bytes.NewReader(data))
 }
 
-// storeRefusal maps a store error of a media call to a refusal.
-func (a *API) storeRefusal(err error) *apiError {
-	code := string(store.CodeOf(err))
-	switch {
-	case code == CodeAttachmentNotFound || code == CodeWrongMessage || code == CodeMediaNotFound:
-		return &apiError{code: code, msg: mediaMessage(code)}
-	case store.IsRuleViolation(err):
-		if code == CodeInvalidInput || StatusOf(code) == http.StatusInternalServerError {
-			code = CodeInvalidSession
+// contentDisposition is the Content-Disposition of a file named name (a SafeFileName):
+// an attachment with an ASCII fallback name and the name itself as UTF-8 (RFC 6266 and
+// RFC 8187), e.g. for 报告.pdf:
+//
+//	attachment; filename="__.pdf"; filename*=UTF-8''%E6%8A%A5%E5%91%8A.pdf
+func contentDisposition(name string) string {
+	var fallback, encoded strings.Builder
+	for _, r := range name {
+		switch {
+		case r < 0x20 || r >= 0x7f || r == '"' || r == '\\':
+			fallback.WriteByte('_')
+		default:
+			fallback.WriteRune(r)
 		}
-	case code == CodeStoreUnavailable:
-	default:
-		a.log.Error("media store call failed", "error", err)
-		code = CodeInternal
 	}
-	return &apiError{code: code, msg: failureMessage(code)}
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if isAttrChar(c) {
+			encoded.WriteByte(c)
+			continue
+		}
+		encoded.WriteByte('%')
+		encoded.WriteByte(hex[c>>4])
+		encoded.WriteByte(hex[c&15])
+	}
+	return `attachment; filename="` + fallback.String() + `"; filename*=UTF-8''` + encoded.String()
+}
+
+// isAttrChar reports whether c may stand unencoded in an RFC 8187 ext-value.
+func isAttrChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$&+-.^_`|~", c) >= 0
 }
 
 // contentTypeOf is an attachment's content type: by its file name's extension for a
@@ -237,23 +261,33 @@ func checkReplyContentType(r *http.Request) *apiError {
 	return &apiError{code: CodeUnsupportedContentType, msg: "send application/json (text) or multipart/form-data (media)"}
 }
 
-// parseMediaReply reads a multipart media reply: a "type" field (image, file or video),
-// a "file" part with the bytes and, optionally, a "file_name" field (default: the part's
-// file name). It reads at most the media cap and refuses anything else.
-func (a *API) parseMediaReply(w http.ResponseWriter, r *http.Request) (mediaReply, *apiError) {
-	limit := a.cfg.MaxMediaBytes
-	body := http.MaxBytesReader(w, r.Body, limit+multipartOverhead)
-	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if params["boundary"] == "" {
+// maxFieldBytes bounds a multipart form field other than the file.
+const maxFieldBytes = 1024
+
+// parseMediaReply reads a multipart media reply from body (cut at limit plus the
+// multipart overhead by the caller): a "type" field (image, file or video), one "file"
+// part with 1..limit bytes and, for a file, its name: a "file_name" field or else the
+// part's file name. A field given twice, an unknown field, a name with a control
+// character (U+0000 included) or invalid UTF-8 (vocab.CheckFileName) are refused; the
+// name kept is vocab.SafeFileName's (no path, bounded). sizeHint (the declared body
+// size, or -1) sizes the file's buffer. It reads nothing else.
+func parseMediaReply(body io.Reader, boundary string, limit, sizeHint int64) (mediaReply, *apiError) {
+	if boundary == "" {
 		return mediaReply{}, &apiError{code: CodeInvalidMultipart, msg: "multipart body has no boundary"}
 	}
-	mr := multipart.NewReader(body, params["boundary"])
+	mr := multipart.NewReader(body, boundary)
 	var out mediaReply
-	var gotFile bool
+	var gotFile, gotType, gotName bool
 	partName := ""
 	tooLarge := func(err error) bool {
 		var mbe *http.MaxBytesError
 		return errors.As(err, &mbe)
+	}
+	malformed := func(err error) *apiError {
+		if tooLarge(err) {
+			return &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the file exceeds %d bytes", limit)}
+		}
+		return &apiError{code: CodeInvalidMultipart, msg: "multipart body is malformed or truncated"}
 	}
 	for {
 		p, err := mr.NextPart()
@@ -261,121 +295,184 @@ func (a *API) parseMediaReply(w http.ResponseWriter, r *http.Request) (mediaRepl
 			break
 		}
 		if err != nil {
-			if tooLarge(err) {
-				return out, &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the file exceeds %d bytes", limit)}
-			}
-			return out, &apiError{code: CodeInvalidMultipart, msg: "multipart body is malformed or truncated"}
+			return mediaReply{}, malformed(err)
 		}
-		switch p.FormName() {
+		switch field := p.FormName(); field {
 		case "type", "file_name":
-			v, err := io.ReadAll(io.LimitReader(p, 1025))
+			if (field == "type" && gotType) || (field == "file_name" && gotName) {
+				return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: fmt.Sprintf("the form field %q is given twice", field)}
+			}
+			v, err := io.ReadAll(io.LimitReader(p, maxFieldBytes+1))
 			if err != nil {
-				return out, &apiError{code: CodeInvalidMultipart, msg: "multipart body is malformed or truncated"}
+				return mediaReply{}, malformed(err)
 			}
-			if len(v) > 1024 || !utf8.Valid(v) {
-				return out, &apiError{code: CodeInvalidMedia, msg: "a form field is over 1024 bytes or not UTF-8"}
+			if field == "type" {
+				if len(v) > maxFieldBytes || !utf8.Valid(v) {
+					return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: fmt.Sprintf("the type field is over %d bytes or not UTF-8", maxFieldBytes)}
+				}
+				out.kind, gotType = string(v), true
+				continue
 			}
-			if p.FormName() == "type" {
-				out.kind = string(v)
-			} else {
-				out.fileName = string(v)
+			if e := checkFileName(string(v), "the file_name field"); e != nil {
+				return mediaReply{}, e
 			}
+			out.fileName, gotName = string(v), true
 		case "file":
 			if gotFile {
-				return out, &apiError{code: CodeInvalidMedia, msg: "a media reply carries exactly one file"}
+				return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: "a media reply carries exactly one file"}
 			}
 			gotFile = true
 			partName = p.FileName()
-			data, err := io.ReadAll(io.LimitReader(p, limit+1))
+			data, err := readFile(p, limit, sizeHint)
 			if err != nil {
-				if tooLarge(err) {
-					return out, &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the file exceeds %d bytes", limit)}
-				}
-				return out, &apiError{code: CodeInvalidMultipart, msg: "multipart body is malformed or truncated"}
+				return mediaReply{}, malformed(err)
 			}
 			if int64(len(data)) > limit {
-				return out, &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the file exceeds %d bytes", limit)}
+				return mediaReply{}, &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the file exceeds %d bytes", limit)}
 			}
 			out.data = data
 		default:
-			return out, &apiError{code: CodeInvalidMedia, msg: fmt.Sprintf("unknown form field %q", clip(p.FormName(), 32))}
-		}
-	}
-	if out.fileName == "" {
-		out.fileName = path.Base(strings.ReplaceAll(partName, "\\", "/"))
-		if out.fileName == "." || out.fileName == "/" {
-			out.fileName = ""
+			return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: fmt.Sprintf("unknown form field %q", clip(field, 32))}
 		}
 	}
 	switch {
 	case out.kind != "image" && out.kind != "file" && out.kind != "video":
-		return out, &apiError{code: CodeUnsupportedType, msg: `a multipart reply's type must be "image", "file" or "video"`}
+		return mediaReply{}, &apiError{code: CodeUnsupportedType, msg: `a multipart reply's type must be "image", "file" or "video"`}
 	case !gotFile || len(out.data) == 0:
-		return out, &apiError{code: CodeInvalidMedia, msg: "the file part is missing or empty"}
-	case out.kind == "file" && out.fileName == "":
-		return out, &apiError{code: CodeInvalidMedia, msg: "a file needs a name (the part's filename or a file_name field)"}
-	case len(out.fileName) > 1024 || !utf8.ValidString(out.fileName):
-		return out, &apiError{code: CodeInvalidMedia, msg: "the file name must be at most 1024 bytes of UTF-8"}
+		return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: "the file part is missing or empty"}
+	}
+	if out.kind != "file" {
+		out.fileName = ""
+	} else {
+		if !gotName {
+			if e := checkFileName(partName, "the file part's filename"); e != nil {
+				return mediaReply{}, e
+			}
+			out.fileName = partName
+		}
+		if strings.TrimSpace(out.fileName) == "" {
+			return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: "a file needs a name (the part's filename or a file_name field)"}
+		}
+		out.fileName = vocab.SafeFileName(out.fileName)
 	}
 	sniffed := http.DetectContentType(out.data)
 	switch {
 	case out.kind == "image" && !strings.HasPrefix(sniffed, "image/"):
-		return out, &apiError{code: CodeUnsupportedContentType, msg: "the image is not in a recognised image format (PNG, JPEG, GIF, WebP, BMP)"}
+		return mediaReply{}, &apiError{code: CodeUnsupportedContentType, msg: "the image is not in a recognised image format (PNG, JPEG, GIF, WebP, BMP)"}
 	case out.kind == "video" && !strings.HasPrefix(sniffed, "video/"):
-		return out, &apiError{code: CodeUnsupportedContentType, msg: "the video is not in a recognised video format (MP4, WebM, AVI)"}
-	}
-	if out.kind != "file" {
-		out.fileName = ""
+		return mediaReply{}, &apiError{code: CodeUnsupportedContentType, msg: "the video is not in a recognised video format (MP4, WebM, AVI)"}
 	}
 	sum := sha256.Sum256(out.data)
 	out.sha256 = hex.EncodeToString(sum[:])
 	return out, nil
 }
 
-// replyMedia serves a multipart POST /v1/reply: parse and check (nothing written on a
-// refusal), answer a repeated Idempotency-Key from its first outcome, stage the media
-// (checking the session), then run the window's send Update with the staged media's id.
+// checkFileName refuses a file name an agent gave (what names where it came from) that
+// vocab.CheckFileName refuses, or that is over maxFieldBytes.
+func checkFileName(name, what string) *apiError {
+	switch fault := vocab.CheckFileName(name); {
+	case fault == vocab.TextNotUTF8:
+		return &apiError{code: CodeInvalidFileName, msg: what + " is not valid UTF-8"}
+	case fault != vocab.TextOK:
+		return &apiError{code: CodeInvalidFileName, msg: what + " contains a control character (U+0000 included)"}
+	case len(name) > maxFieldBytes:
+		return &apiError{code: CodeInvalidFileName, msg: fmt.Sprintf("%s is over %d bytes", what, maxFieldBytes)}
+	}
+	return nil
+}
+
+// readFile reads a file part of at most limit bytes (limit+1 are read to tell a larger
+// one), into one buffer sized by sizeHint when that is known and within the cap.
+func readFile(p io.Reader, limit, sizeHint int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if sizeHint > 0 {
+		buf.Grow(int(min(sizeHint, limit+1)) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.LimitReader(p, limit+1))
+	return buf.Bytes(), err
+}
+
+// uploadSlot takes one of the MaxUploads slots of media replies reading and staging
+// their bytes, waiting up to UploadWait; release gives it back (more than once is safe).
+func (a *API) uploadSlot(ctx context.Context) (release func(), e *apiError) {
+	t := time.NewTimer(a.cfg.UploadWait)
+	defer t.Stop()
+	select {
+	case a.uploads <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-a.uploads }) }, nil
+	case <-t.C:
+		return nil, &apiError{code: CodeUploadsBusy, msg: failureMessage(CodeUploadsBusy)}
+	case <-ctx.Done():
+		return nil, &apiError{code: CodeUploadsBusy, msg: failureMessage(CodeUploadsBusy)}
+	}
+}
+
+// replyMedia serves a multipart POST /v1/reply: the headers (a declared size over the
+// cap is refused unread), the session (an unauthenticated body is never read), an upload
+// slot, then the body is parsed and checked (nothing written on a refusal), a repeated
+// Idempotency-Key answers its first outcome, the media is staged, and the window's send
+// Update runs with the staged media's id.
 func (a *API) replyMedia(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError) {
 	key, kerr := idempotencyKey(r)
 	if kerr != nil {
 		return 0, nil, kerr
 	}
-	m, aerr := a.parseMediaReply(w, r)
-	if aerr != nil {
-		return 0, nil, aerr
+	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if params["boundary"] == "" {
+		return 0, nil, &apiError{code: CodeInvalidMultipart, msg: "multipart body has no boundary"}
 	}
-	req := ReplyRequest{Type: m.kind}
-	match := func(att store.Attempt) bool {
-		return att.Content.Type == m.kind && att.Content.Media != nil && att.Content.Media.SHA256 == m.sha256 &&
-			att.Content.Media.FileName == m.fileName
+	limit := a.cfg.MaxMediaBytes
+	if r.ContentLength > limit+multipartOverhead {
+		return 0, nil, &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the request body exceeds %d bytes (the file exceeds %d bytes)", limit+multipartOverhead, limit)}
 	}
-	log := a.log.With("route", "reply", "request_id", key)
-	if key != "" {
-		if status, out, e, ok := a.firstOutcomeMatching(r.Context(), log, token, key, match); ok {
-			return status, out, e
+	log := a.log.With("route", "reply")
+	sess, serr := a.session(r.Context(), token)
+	var prior *store.SendOutcome
+	if serr != nil {
+		if prior, serr = a.repeated(r.Context(), log, token, key, serr); serr != nil {
+			return 0, nil, serr
 		}
 	}
-	staged, err := a.cfg.Store.StageMedia(r.Context(), a.cfg.Now(), store.StageMediaInput{Session: store.ByToken(token),
-		Kind: m.kind, FileName: m.fileName, Data: m.data})
+	release, e := a.uploadSlot(r.Context())
+	if e != nil {
+		return 0, nil, e
+	}
+	defer release()
+	m, e := parseMediaReply(http.MaxBytesReader(w, r.Body, limit+multipartOverhead), params["boundary"], limit, r.ContentLength)
+	if e != nil {
+		return 0, nil, e
+	}
+	kind, fileName, sum := m.kind, m.fileName, m.sha256
+	match := func(att store.Attempt) bool {
+		return att.Content.Type == kind && att.Content.Media != nil && att.Content.Media.SHA256 == sum &&
+			att.Content.Media.FileName == fileName
+	}
+	if key != "" {
+		log = log.With("request_id", key)
+		if prior == nil {
+			p, ok, e := a.findReply(r.Context(), log, token, key)
+			if e != nil {
+				return 0, nil, e
+			}
+			if ok {
+				prior = &p
+			}
+		}
+		if prior != nil {
+			return a.priorAnswer(log, key, *prior, match)
+		}
+	}
+	sctx, cancel := a.storeContext(r.Context())
+	staged, err := a.cfg.Store.StageMedia(sctx, a.cfg.Now(), store.StageMediaInput{Session: store.ByToken(token),
+		Kind: kind, FileName: fileName, Data: m.data})
+	cancel()
+	m.data = nil
+	release() // the bytes are staged: the slot's memory is free
 	if err != nil {
-		return 0, nil, a.storeRefusal(err)
+		return 0, nil, a.storeFailure(sctx, log, "the media reply (type, file_name, file)", err)
 	}
-	sess := store.Session{SessionID: staged.SessionID, ReplyWindowID: staged.ReplyWindowID}
+	sess = store.Session{SessionID: staged.SessionID, ReplyWindowID: staged.ReplyWindowID}
 	ref := &wfapi.MediaRef{MediaID: staged.MediaID, FileName: staged.FileName, Size: staged.Size, SHA256: staged.SHA256}
-	return a.sendUpdate(r, log, token, key, sess, req, ref, match)
-}
-
-// firstOutcomeMatching is firstOutcome with a reply comparison of its own.
-func (a *API) firstOutcomeMatching(ctx context.Context, log *slog.Logger, token sealing.Secret, key string, match func(store.Attempt) bool) (int, any, *apiError, bool) {
-	prior, ok, err := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), UpdateID(key))
-	if err != nil || !ok {
-		return 0, nil, nil, false
-	}
-	if !match(prior.Attempt) {
-		return 0, nil, reusedKey(), true
-	}
-	att := prior.Attempt
-	status, out, e := a.answer(log, key, wfapi.SendResult{AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID,
-		Status: att.Status, ProviderMessageID: att.ProviderMessageID, ErrorCode: att.OutcomeCode(), SendsLeft: prior.Window.SendsLeft()})
-	return status, out, e, true
+	return a.sendUpdate(r, log, token, key, sess, ReplyRequest{Type: kind}, ref, match)
 }

@@ -7,12 +7,21 @@
 //	POST /v1/done   {"status":"handled"|"failed","reason":"..."} → the message's verdict
 //
 // Every refusal answers a stable JSON body {"error":{"code":...,"message":...}} whose
-// code is one of the Code* constants, with the HTTP status of [StatusOf]. A request
-// refused for its input (body over the cap, bad JSON, unknown type, text too long, bad
-// idempotency key) is refused before anything is read from or written to the store or
-// Temporal; a refusal by the session or the window (invalid session, expired, inactive,
-// quota) writes nothing either: the token is checked with store.ValidateSession (a
-// read) and the window's Update validator refuses before anything is recorded.
+// code is one of the Code* constants, with the HTTP status of [StatusOf].
+//
+// A request is checked in this order, and nothing is read past a refusal: the form of
+// the token, the headers (idempotency key, content type, a declared body size over the
+// cap), then the session (store.ValidateSession, a read: an unauthenticated body is
+// never read), then the body (a bad body is refused before anything is written or sent
+// to Temporal: the outbound text rule is vocab.CheckText, file names vocab.CheckFileName,
+// and JSON must be strict: valid UTF-8, no unpaired surrogate escape, no member named
+// twice, no unknown member). A refusal by the window (expired, inactive, quota) writes
+// nothing either: the window's Update validator refuses before anything is recorded.
+//
+// Every store call made for a request is bounded by Config.StoreTimeout and every check
+// that Temporal answers by DefaultHealthTimeout, so that a database or a Temporal that
+// hangs is a prompt 503 (store_unavailable, temporal_unavailable); only the wait for a
+// send's outcome is longer (Config.ReplyTimeout, then 202 unknown).
 //
 // The session token is never logged, put in an error or sent to Temporal.
 package replyapi
@@ -30,7 +39,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.temporal.io/api/serviceerror"
@@ -51,6 +59,12 @@ const (
 	DefaultMaxTextBytes  = vocab.MaxTextBytes
 	DefaultReplyTimeout  = time.Minute
 	DefaultThrottleRetry = time.Minute
+	// DefaultStoreTimeout bounds each store call made for a request.
+	DefaultStoreTimeout = 5 * time.Second
+	// DefaultMaxUploads bounds the media replies whose bytes are read and staged at once.
+	DefaultMaxUploads = 4
+	// DefaultUploadWait bounds the wait of a media reply for an upload slot.
+	DefaultUploadWait = 5 * time.Second
 	// MaxIdempotencyKey bounds the Idempotency-Key header (visible ASCII).
 	MaxIdempotencyKey = 200
 )
@@ -66,6 +80,8 @@ const (
 	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
 	CodeInvalidStatus         = "invalid_status"
 	CodeInvalidReason         = "invalid_reason"
+	CodeInvalidFileName       = "invalid_file_name"
+	CodeUploadsBusy           = "uploads_busy"
 	CodeInvalidInput          = string(vocab.CodeInvalidInput)
 	CodeInvalidSession        = string(vocab.CodeInvalidAgentSession)
 	CodeWindowExpired         = string(vocab.CodeReplyWindowExpired)
@@ -94,7 +110,7 @@ const (
 func StatusOf(code string) int {
 	switch code {
 	case CodeInvalidJSON, CodeBodyTooLarge, CodeUnsupportedType, CodeInvalidText, CodeTextTooLong,
-		CodeInvalidIdempotencyKey, CodeInvalidStatus, CodeInvalidReason, CodeInvalidInput:
+		CodeInvalidIdempotencyKey, CodeInvalidStatus, CodeInvalidReason, CodeInvalidInput, CodeInvalidFileName:
 		return http.StatusBadRequest
 	case CodeInvalidSession:
 		return http.StatusUnauthorized
@@ -107,7 +123,7 @@ func StatusOf(code string) int {
 		return http.StatusTooManyRequests
 	case CodeRejected, CodeStaleToken:
 		return http.StatusBadGateway
-	case CodeNotSent, CodeWindowUnavailable, CodeTemporalUnavailable, CodeStoreUnavailable:
+	case CodeNotSent, CodeWindowUnavailable, CodeTemporalUnavailable, CodeStoreUnavailable, CodeUploadsBusy:
 		return http.StatusServiceUnavailable
 	case CodeNotFound:
 		return http.StatusNotFound
@@ -166,6 +182,16 @@ type Config struct {
 	// MaxMediaBytes caps a media reply's file (default DefaultMaxMediaBytes); the store's
 	// Limits.MaxMediaBytes must allow it.
 	MaxMediaBytes int64
+	// StoreTimeout bounds each store call made for a request (default
+	// DefaultStoreTimeout): past it the answer is 503 store_unavailable, also when the
+	// database accepts connections but never answers.
+	StoreTimeout time.Duration
+	// MaxUploads bounds the media replies whose bytes are read and staged at once
+	// (default DefaultMaxUploads): each holds up to a few times MaxMediaBytes in memory
+	// meanwhile. A media reply that finds no slot within UploadWait (default
+	// DefaultUploadWait) is 503 uploads_busy.
+	MaxUploads int
+	UploadWait time.Duration
 }
 
 // ReplyRequest is the body of POST /v1/reply. Type is "text" today; media types will
@@ -219,6 +245,8 @@ type API struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+	// uploads holds one value per media reply reading or staging its bytes.
+	uploads chan struct{}
 }
 
 // New returns the API's handler for /v1/reply and /v1/done.
@@ -238,12 +266,21 @@ func New(cfg Config) *API {
 	if cfg.MaxMediaBytes <= 0 {
 		cfg.MaxMediaBytes = DefaultMaxMediaBytes
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	if cfg.MaxUploads <= 0 {
+		cfg.MaxUploads = DefaultMaxUploads
+	}
+	if cfg.UploadWait <= 0 {
+		cfg.UploadWait = DefaultUploadWait
+	}
+	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), uploads: make(chan struct{}, cfg.MaxUploads)}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
 	replyJSON := a.post("reply", a.reply)
-	replyMultipart := a.postStream("reply", a.replyMedia)
+	replyMultipart := a.post("reply", a.replyMedia)
 	a.mux.HandleFunc("/v1/reply", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && isMultipart(r) {
 			replyMultipart(w, r)
@@ -273,38 +310,19 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
 
-// post serves a POST route whose handler takes the whole request body (at most
-// MaxBodyBytes).
-func (a *API) post(route string, h func(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError)) http.HandlerFunc {
-	withBody := a.postStream(route, func(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError) {
-		if route == "reply" {
-			if e := checkReplyContentType(r); e != nil {
-				return 0, nil, e
-			}
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return 0, nil, &apiError{code: CodeBodyTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", a.cfg.MaxBodyBytes)}
-			}
-			return 0, nil, &apiError{code: CodeInvalidJSON, msg: "request body could not be read"}
-		}
-		return h(r, body, token)
-	})
+// handler serves one route once the request carries a bearer token (of any value: the
+// handler checks it against the store before it reads the body).
+type handler func(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError)
+
+// post serves a POST route: a request without a bearer token is refused before anything
+// else; the handler checks the token against the store before it reads the body.
+func (a *API) post(route string, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			a.refuse(w, route, &apiError{code: CodeMethodNotAllowed, msg: "use POST"})
 			return
 		}
-		withBody(w, r)
-	}
-}
-
-// postStream is post for a handler that reads the request body itself.
-func (a *API) postStream(route string, h func(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
 			a.refuse(w, route, &apiError{code: CodeInvalidSession, msg: "an agent session token is required as Authorization: Bearer <token>"})
@@ -322,6 +340,28 @@ func (a *API) postStream(route string, h func(w http.ResponseWriter, r *http.Req
 		a.cfg.Metrics.ReplyRequest(route, code)
 		writeJSON(w, status, out)
 	}
+}
+
+// declaredSize refuses a request whose Content-Length is over limit before its body is
+// read (a body without one is cut at the limit as it is read).
+func declaredSize(r *http.Request, limit int64, code, what string) *apiError {
+	if r.ContentLength > limit {
+		return &apiError{code: code, msg: fmt.Sprintf("%s exceeds %d bytes", what, limit)}
+	}
+	return nil
+}
+
+// readBody reads a JSON request body of at most MaxBodyBytes.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &apiError{code: CodeBodyTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", a.cfg.MaxBodyBytes)}
+		}
+		return nil, &apiError{code: CodeInvalidJSON, msg: "request body could not be read"}
+	}
+	return body, nil
 }
 
 // refuse writes a refusal.
@@ -363,8 +403,12 @@ func bearer(h string) (sealing.Secret, bool) {
 	return sealing.NewSecret(tok), true
 }
 
-// decode decodes exactly one JSON object with no unknown field.
+// decode decodes exactly one JSON object with no unknown field and no member named twice
+// (at any depth). The body must have passed jsontext.Valid.
 func decode(body []byte, v any) *apiError {
+	if name, dup := jsontext.DuplicateKey(body); dup {
+		return &apiError{code: CodeInvalidJSON, msg: fmt.Sprintf("request body names the member %q twice", clip(name, 32))}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -415,45 +459,91 @@ func idempotencyKey(r *http.Request) (string, *apiError) {
 // key: a repeated key finds the first request's Update and attempt.
 func UpdateID(key string) string { return "reply-api/" + key }
 
-func (a *API) reply(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
+// parseReply reads the JSON body of a text reply: strict JSON (jsontext.Valid, no member
+// named twice, no unknown member), type "text", and a text that passes vocab.CheckText
+// against maxText bytes. It reads nothing else.
+func parseReply(body []byte, maxText int) (ReplyRequest, *apiError) {
+	if !jsontext.Valid(body) {
+		// encoding/json would turn invalid UTF-8 and lone surrogate escapes into U+FFFD.
+		return ReplyRequest{}, &apiError{code: CodeInvalidText, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
+	}
+	var req ReplyRequest
+	if err := decode(body, &req); err != nil {
+		return ReplyRequest{}, err
+	}
+	switch {
+	case req.Type == "image" || req.Type == "file" || req.Type == "video":
+		return ReplyRequest{}, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("a %s reply is sent as multipart/form-data (type=%s, file=@path), not JSON", req.Type, req.Type)}
+	case req.Type != "text":
+		return ReplyRequest{}, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("unsupported message type %q: \"text\" (JSON) or \"image\", \"file\", \"video\" (multipart)", clip(req.Type, 32))}
+	case len(req.Media) > 0:
+		return ReplyRequest{}, &apiError{code: CodeInvalidJSON, msg: "a text message carries no media"}
+	}
+	if fault := vocab.CheckText(req.Text, maxText); fault != vocab.TextOK {
+		code := CodeInvalidText
+		if fault == vocab.TextTooLong {
+			code = CodeTextTooLong
+		}
+		return ReplyRequest{}, &apiError{code: code, msg: fault.Describe(len(req.Text), maxText)}
+	}
+	return req, nil
+}
+
+// reply serves a JSON POST /v1/reply: headers, then the session, then the body, then the
+// window's send Update.
+func (a *API) reply(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError) {
 	key, kerr := idempotencyKey(r)
 	if kerr != nil {
 		return 0, nil, kerr
 	}
-	if !jsontext.Valid(body) {
-		// encoding/json would turn invalid UTF-8 and lone surrogate escapes into U+FFFD.
-		return 0, nil, &apiError{code: CodeInvalidText, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
+	if e := checkReplyContentType(r); e != nil {
+		return 0, nil, e
 	}
-	var req ReplyRequest
-	if err := decode(body, &req); err != nil {
-		return 0, nil, err
+	if e := declaredSize(r, a.cfg.MaxBodyBytes, CodeBodyTooLarge, "request body"); e != nil {
+		return 0, nil, e
 	}
-	switch {
-	case req.Type == "image" || req.Type == "file" || req.Type == "video":
-		return 0, nil, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("a %s reply is sent as multipart/form-data (type=%s, file=@path), not JSON", req.Type, req.Type)}
-	case req.Type != "text":
-		return 0, nil, &apiError{code: CodeUnsupportedType, msg: fmt.Sprintf("unsupported message type %q: \"text\" (JSON) or \"image\", \"file\", \"video\" (multipart)", clip(req.Type, 32))}
-	case len(req.Media) > 0:
-		return 0, nil, &apiError{code: CodeInvalidJSON, msg: "a text message carries no media"}
-	case strings.TrimSpace(req.Text) == "":
-		return 0, nil, &apiError{code: CodeInvalidText, msg: "text is empty"}
-	case len(req.Text) > a.cfg.MaxTextBytes:
-		return 0, nil, &apiError{code: CodeTextTooLong, msg: fmt.Sprintf("text is %d bytes; the limit is %d bytes of UTF-8", len(req.Text), a.cfg.MaxTextBytes)}
-	case !utf8.ValidString(req.Text):
-		return 0, nil, &apiError{code: CodeInvalidText, msg: "text is not valid UTF-8"}
-	}
-
-	sess, aerr := a.session(r.Context(), token)
-	if aerr != nil {
-		if key != "" && StatusOf(aerr.code) < http.StatusInternalServerError {
-			// A repeated request learns the first one's outcome, even after its window ended.
-			if status, out, e, ok := a.firstOutcome(r.Context(), a.log.With("route", "reply", "request_id", key), token, key, req); ok {
-				return status, out, e
-			}
+	log := a.log.With("route", "reply")
+	sess, serr := a.session(r.Context(), token)
+	var prior *store.SendOutcome
+	if serr != nil {
+		// A repeated request learns the first one's outcome, even after its window ended;
+		// without a first attempt (an unknown token never has one) the refusal stands and
+		// the body is never read.
+		if prior, serr = a.repeated(r.Context(), log, token, key, serr); serr != nil {
+			return 0, nil, serr
 		}
-		return 0, nil, aerr
 	}
-	return a.sendUpdate(r, a.log.With("route", "reply"), token, key, sess, req, nil, func(att store.Attempt) bool { return sameReply(att, req) })
+	body, e := a.readBody(w, r)
+	if e != nil {
+		return 0, nil, e
+	}
+	req, e := parseReply(body, a.cfg.MaxTextBytes)
+	if e != nil {
+		return 0, nil, e
+	}
+	match := func(att store.Attempt) bool { return sameReply(att, req) }
+	if prior != nil {
+		status, out, e := a.priorAnswer(log.With("request_id", key), key, *prior, match)
+		return status, out, e
+	}
+	return a.sendUpdate(r, log, token, key, sess, req, nil, match)
+}
+
+// repeated is what a request whose session was refused (serr) does next: with an
+// idempotency key whose first request made an attempt, it answers that attempt's outcome
+// (prior, once the body shows the same reply); otherwise the refusal stands.
+func (a *API) repeated(ctx context.Context, log *slog.Logger, token sealing.Secret, key string, serr *apiError) (*store.SendOutcome, *apiError) {
+	if key == "" || StatusOf(serr.code) >= http.StatusInternalServerError {
+		return nil, serr
+	}
+	prior, ok, e := a.findReply(ctx, log, token, key)
+	switch {
+	case e != nil:
+		return nil, e
+	case !ok:
+		return nil, serr
+	}
+	return &prior, nil
 }
 
 // sendUpdate runs a reply's send Update under a validated session (media: staged media)
@@ -487,8 +577,9 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if explicit && errors.As(err, &nf) {
-			if status, out, e, ok := a.firstOutcomeMatching(ctx, log, token, key, match); ok {
-				return status, out, e
+			// The window's workflow ended: a repeated request answers its first outcome.
+			if prior, ok, e := a.findReply(ctx, log, token, key); e == nil && ok {
+				return a.priorAnswer(log, key, prior, match)
 			}
 		}
 		return a.updateFailure(ctx, log, sess, key, err)
@@ -496,11 +587,72 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 	if explicit && res.AttemptID != "" {
 		// Temporal answers a repeated Update id with the first Update's outcome, whatever
 		// this request carries: a key reused for another reply is a conflict.
-		if prior, ok, ferr := a.cfg.Store.FindReply(context.WithoutCancel(ctx), store.ByToken(token), id); ferr == nil && ok && !match(prior.Attempt) {
+		if prior, ok, e := a.findReply(ctx, log, token, key); e == nil && ok && !match(prior.Attempt) {
 			return 0, nil, reusedKey()
 		}
 	}
 	return a.answer(log, key, res)
+}
+
+// storeContext bounds one store call made for a request by StoreTimeout. It outlives
+// the request's own end (a client gone, or the reply's wait over): what the store says
+// still decides the answer.
+func (a *API) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), a.cfg.StoreTimeout)
+}
+
+// findReply finds the attempt a request's idempotency key made through the token's
+// session (whatever became of the session since); ok is false when there is none.
+func (a *API) findReply(ctx context.Context, log *slog.Logger, token sealing.Secret, key string) (store.SendOutcome, bool, *apiError) {
+	sctx, cancel := a.storeContext(ctx)
+	defer cancel()
+	prior, ok, err := a.cfg.Store.FindReply(sctx, store.ByToken(token), UpdateID(key))
+	if err != nil {
+		return store.SendOutcome{}, false, a.storeFailure(sctx, log, "the idempotency key", err)
+	}
+	return prior, ok, nil
+}
+
+// priorAnswer answers a repeated request with the outcome of the attempt its first
+// request made, or attempt_conflict when the attempt carries another reply.
+func (a *API) priorAnswer(log *slog.Logger, key string, prior store.SendOutcome, match func(store.Attempt) bool) (int, any, *apiError) {
+	if !match(prior.Attempt) {
+		return 0, nil, reusedKey()
+	}
+	att := prior.Attempt
+	return a.answer(log, key, wfapi.SendResult{AttemptID: att.AttemptID, ClientMessageID: att.ClientMessageID,
+		Status: att.Status, ProviderMessageID: att.ProviderMessageID, ErrorCode: att.OutcomeCode(), SendsLeft: prior.Window.SendsLeft()})
+}
+
+// storeFailure maps the failure of a store call made for a request (sctx: its context)
+// to a refusal. The store's rules keep their codes (an unknown rule code means the
+// session cannot be used: invalid_agent_session); content the store refused
+// (invalid_input) is 400 naming what (never a session error); a database that failed or
+// did not answer within StoreTimeout is 503 store_unavailable; anything else is internal.
+func (a *API) storeFailure(sctx context.Context, log *slog.Logger, what string, err error) *apiError {
+	code := string(store.CodeOf(err))
+	switch {
+	case code == CodeInvalidInput:
+		msg := what + " was refused by the store"
+		var se *store.Error
+		if errors.As(err, &se) && se.Msg != "" {
+			msg += ": " + clip(se.Msg, 200)
+		}
+		log.Warn("the store refused the request's content", "what", what, "error", err)
+		return &apiError{code: CodeInvalidInput, msg: msg}
+	case code == CodeAttachmentNotFound || code == CodeWrongMessage || code == CodeMediaNotFound:
+		return &apiError{code: code, msg: mediaMessage(code)}
+	case store.IsRuleViolation(err):
+		if StatusOf(code) == http.StatusInternalServerError {
+			code = CodeInvalidSession
+		}
+		return &apiError{code: code, msg: failureMessage(code)}
+	case code == CodeStoreUnavailable, sctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
+		log.Warn("store unavailable", "what", what, "timeout", a.cfg.StoreTimeout, "error", err)
+		return &apiError{code: CodeStoreUnavailable, msg: failureMessage(CodeStoreUnavailable)}
+	}
+	log.Error("store call failed", "what", what, "error", err)
+	return &apiError{code: CodeInternal, msg: failureMessage(CodeInternal)}
 }
 
 // temporalAnswers checks, within DefaultHealthTimeout, that Temporal answers before an
@@ -522,12 +674,6 @@ func sameReply(a store.Attempt, req ReplyRequest) bool {
 
 func reusedKey() *apiError {
 	return &apiError{code: CodeAttemptConflict, msg: "the Idempotency-Key was used for another reply"}
-}
-
-// firstOutcome answers a repeated request (its Idempotency-Key) with the outcome of the
-// attempt the first one made, when there is one.
-func (a *API) firstOutcome(ctx context.Context, log *slog.Logger, token sealing.Secret, key string, req ReplyRequest) (int, any, *apiError, bool) {
-	return a.firstOutcomeMatching(ctx, log, token, key, func(att store.Attempt) bool { return sameReply(att, req) })
 }
 
 // answer maps a send's outcome to the reply's answer.
@@ -595,12 +741,17 @@ func (a *API) updateFailure(ctx context.Context, log *slog.Logger, sess store.Se
 		return 0, nil, e
 	case errors.As(err, &nf):
 		// The window's workflow completed (expired, retired) or is not started yet.
-		w, werr := a.cfg.Store.GetWindow(context.WithoutCancel(ctx), sess.ReplyWindowID)
+		sctx, cancel := a.storeContext(ctx)
+		w, werr := a.cfg.Store.GetWindow(sctx, sess.ReplyWindowID)
+		cancel()
 		switch {
 		case werr == nil && w.State == vocab.WindowExpired:
 			return 0, nil, &apiError{code: CodeWindowExpired, msg: failureMessage(CodeWindowExpired)}
 		case werr == nil && w.State != vocab.WindowOpen:
 			return 0, nil, &apiError{code: CodeWindowInactive, msg: failureMessage(CodeWindowInactive)}
+		case werr != nil && (store.CodeOf(werr) == vocab.CodeUnavailable || sctx.Err() != nil):
+			log.Warn("window workflow not found and the store unavailable", "error", err, "store_error", werr)
+			return 0, nil, &apiError{code: CodeStoreUnavailable, msg: failureMessage(CodeStoreUnavailable)}
 		}
 		log.Warn("window workflow not found", "error", err)
 		return 0, nil, &apiError{code: CodeWindowUnavailable, msg: failureMessage(CodeWindowUnavailable)}
@@ -629,24 +780,15 @@ func isDeadline(err error) bool {
 	return errors.As(err, &de)
 }
 
-// session validates a bearer token (a read: it writes nothing).
+// session validates a bearer token (a read: it writes nothing), within StoreTimeout.
 func (a *API) session(ctx context.Context, token sealing.Secret) (store.Session, *apiError) {
-	sess, err := a.cfg.Store.ValidateSession(ctx, a.cfg.Now(), store.ByToken(token))
-	if err == nil {
-		return sess, nil
+	sctx, cancel := a.storeContext(ctx)
+	defer cancel()
+	sess, err := a.cfg.Store.ValidateSession(sctx, a.cfg.Now(), store.ByToken(token))
+	if err != nil {
+		return store.Session{}, a.storeFailure(sctx, a.log, "the session token", err)
 	}
-	code := string(store.CodeOf(err))
-	switch {
-	case store.IsRuleViolation(err):
-		if code == CodeInvalidInput || StatusOf(code) == http.StatusInternalServerError {
-			code = CodeInvalidSession
-		}
-	case code == CodeStoreUnavailable:
-	default:
-		a.log.Error("session validation failed", "error", err)
-		code = CodeInternal
-	}
-	return store.Session{}, &apiError{code: code, msg: failureMessage(code)}
+	return sess, nil
 }
 
 // reachableWindow is the workflow id of the session's window, once Temporal answers: an
@@ -665,34 +807,56 @@ func (a *API) reachableWindow(ctx context.Context, log *slog.Logger, sess store.
 // windowWorkflow is the workflow id of the session's window (a window opened before
 // installation ids keeps its legacy id). The store reads it once and caches it.
 func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.Session) (string, *apiError) {
-	id, err := a.cfg.Store.WindowWorkflowID(ctx, sess.ReplyWindowID)
+	sctx, cancel := a.storeContext(ctx)
+	defer cancel()
+	id, err := a.cfg.Store.WindowWorkflowID(sctx, sess.ReplyWindowID)
 	if err == nil {
 		return id, nil
 	}
 	code := CodeInternal
-	if store.CodeOf(err) == vocab.CodeUnavailable {
+	if store.CodeOf(err) == vocab.CodeUnavailable || sctx.Err() != nil {
 		code = CodeStoreUnavailable
+		log.Warn("reading the window's workflow id: store unavailable", "error", err)
 	} else {
 		log.Error("reading the window's workflow id failed", "error", err)
 	}
 	return "", &apiError{code: code, msg: failureMessage(code)}
 }
 
-func (a *API) done(r *http.Request, body []byte, token sealing.Secret) (int, any, *apiError) {
+// parseDone reads the JSON body of a verdict: strict JSON, a status of handled or
+// failed, and a reason of at most MaxReasonBytes of UTF-8 without U+0000 (blank is none).
+func parseDone(body []byte) (DoneRequest, *apiError) {
 	if !jsontext.Valid(body) {
-		return 0, nil, &apiError{code: CodeInvalidReason, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
+		return DoneRequest{}, &apiError{code: CodeInvalidReason, msg: "request body is not valid UTF-8 (or has an unpaired surrogate escape)"}
 	}
 	var req DoneRequest
 	if err := decode(body, &req); err != nil {
-		return 0, nil, err
+		return DoneRequest{}, err
 	}
-	switch {
-	case req.Status != vocab.MessageHandled && req.Status != vocab.MessageFailed:
-		return 0, nil, &apiError{code: CodeInvalidStatus, msg: `status must be "handled" or "failed"`}
-	case len(req.Reason) > vocab.MaxReasonBytes || !utf8.ValidString(req.Reason):
-		return 0, nil, &apiError{code: CodeInvalidReason, msg: fmt.Sprintf("reason must be at most %d bytes of UTF-8", vocab.MaxReasonBytes)}
+	if req.Status != vocab.MessageHandled && req.Status != vocab.MessageFailed {
+		return DoneRequest{}, &apiError{code: CodeInvalidStatus, msg: `status must be "handled" or "failed"`}
+	}
+	if fault := vocab.CheckText(req.Reason, vocab.MaxReasonBytes); fault != vocab.TextOK && fault != vocab.TextEmpty {
+		return DoneRequest{}, &apiError{code: CodeInvalidReason, msg: fmt.Sprintf("reason must be at most %d bytes of UTF-8 without U+0000", vocab.MaxReasonBytes)}
+	}
+	return req, nil
+}
+
+// done serves POST /v1/done: headers, the session, the body, then the window's finish
+// Update.
+func (a *API) done(w http.ResponseWriter, r *http.Request, token sealing.Secret) (int, any, *apiError) {
+	if e := declaredSize(r, a.cfg.MaxBodyBytes, CodeBodyTooLarge, "request body"); e != nil {
+		return 0, nil, e
 	}
 	sess, aerr := a.session(r.Context(), token)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	body, aerr := a.readBody(w, r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	req, aerr := parseDone(body)
 	if aerr != nil {
 		return 0, nil, aerr
 	}
@@ -761,7 +925,9 @@ func failureMessage(code string) string {
 	case CodeTemporalUnavailable:
 		return "Temporal is unavailable; retry"
 	case CodeStoreUnavailable:
-		return "the store is unavailable; retry"
+		return "the store is unavailable or did not answer in time; retry"
+	case CodeUploadsBusy:
+		return "too many media replies are being uploaded; retry"
 	}
 	return "internal error"
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
@@ -37,11 +38,14 @@ var now = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 const token = "tok-0123456789abcdef0123456789abcdef"
 
 type fakeStore struct {
-	mu       sync.Mutex
-	validate error
-	window   store.Window
-	tokens   []string
-	replies  map[string]store.SendOutcome // by request id
+	mu         sync.Mutex
+	validate   error
+	window     store.Window
+	tokens     []string
+	replies    map[string]store.SendOutcome // by request id
+	stageErr   error                        // from StageMedia
+	staged     int                          // StageMedia calls
+	stagedName string
 }
 
 func (f *fakeStore) FindReply(_ context.Context, _ store.SessionRef, requestID string) (store.SendOutcome, bool, error) {
@@ -63,14 +67,22 @@ func (f *fakeStore) ValidateSession(_ context.Context, _ time.Time, ref store.Se
 
 func (f *fakeStore) GetWindow(context.Context, int64) (store.Window, error) { return f.window, nil }
 
-// GetAttachment and StageMedia are not reached by these tests (e2e/media_test.go covers
-// the media endpoints against the real store).
+// GetAttachment is not reached by these tests (e2e/media_test.go covers the media
+// endpoints against the real store).
 func (f *fakeStore) GetAttachment(context.Context, time.Time, store.SessionRef, string, int) (store.AttachmentLocator, error) {
 	return store.AttachmentLocator{}, &store.Error{Code: vocab.CodeAttachmentNotFound, Msg: "none"}
 }
 
-func (f *fakeStore) StageMedia(context.Context, time.Time, store.StageMediaInput) (store.StagedMedia, error) {
-	return store.StagedMedia{}, &store.Error{Code: vocab.CodeUnavailable, Msg: "not staged here"}
+func (f *fakeStore) StageMedia(_ context.Context, _ time.Time, in store.StageMediaInput) (store.StagedMedia, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.staged++
+	f.stagedName = in.FileName
+	if f.stageErr != nil {
+		return store.StagedMedia{}, f.stageErr
+	}
+	return store.StagedMedia{MediaID: "md-1", SessionID: "s-1", ReplyWindowID: 7, Kind: in.Kind, FileName: in.FileName,
+		Size: int64(len(in.Data))}, nil
 }
 
 // testInstallation is the installation id of the fake store's windows.
@@ -216,27 +228,190 @@ func TestWithoutAKeyEachRequestGetsItsOwnUpdate(t *testing.T) {
 	}
 }
 
-func TestBadInputNeverReachesTheStoreOrTemporal(t *testing.T) {
+// Bad input is refused with its typed 400 once the session is known (the body is read
+// after the token is checked) and never reaches Temporal; a body declared over the cap is
+// refused before the store is asked anything.
+func TestBadInputIsRefusedBeforeTemporalAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, path, body, code string }{
-		{"too large", "/v1/reply", `{"type":"text","text":"` + strings.Repeat("a", 70<<10) + `"}`, replyapi.CodeBodyTooLarge},
 		{"bad json", "/v1/reply", `{`, replyapi.CodeInvalidJSON},
 		{"unknown type", "/v1/reply", `{"type":"location"}`, replyapi.CodeUnsupportedType},
 		{"text with media", "/v1/reply", `{"type":"text","text":"a","media":{}}`, replyapi.CodeInvalidJSON},
 		{"too long", "/v1/reply", `{"type":"text","text":"` + strings.Repeat("é", 8*1024+1) + `"}`, replyapi.CodeTextTooLong},
 		{"empty", "/v1/reply", `{"type":"text"}`, replyapi.CodeInvalidText},
+		{"U+0000 escaped", "/v1/reply", `{"type":"text","text":"a\u0000b"}`, replyapi.CodeInvalidText},
+		{"U+0000 alone", "/v1/reply", `{"type":"text","text":"\u0000"}`, replyapi.CodeInvalidText},
+		{"duplicate text", "/v1/reply", `{"type":"text","text":"a","text":"b"}`, replyapi.CodeInvalidJSON},
+		{"duplicate type in another case", "/v1/reply", `{"type":"text","text":"a","TYPE":"text"}`, replyapi.CodeInvalidJSON},
+		{"duplicate in a nested object", "/v1/reply", `{"type":"text","text":"a","media":{"x":1,"x":2}}`, replyapi.CodeInvalidJSON},
 		{"done status", "/v1/done", `{"status":"processing"}`, replyapi.CodeInvalidStatus},
 		{"done json", "/v1/done", `{"status":"handled","extra":1}`, replyapi.CodeInvalidJSON},
+		{"done duplicate status", "/v1/done", `{"status":"failed","status":"handled"}`, replyapi.CodeInvalidJSON},
+		{"done reason with U+0000", "/v1/done", `{"status":"failed","reason":"a\u0000b"}`, replyapi.CodeInvalidReason},
+		{"typing duplicate status", "/v1/typing", `{"status":"typing","status":"cancel"}`, replyapi.CodeInvalidJSON},
 	} {
 		r := newRig()
 		w := r.post(t, c.path, c.body)
 		if w.Code != http.StatusBadRequest || code(t, w) != c.code {
 			t.Errorf("%s: %d %s, want 400 %s", c.name, w.Code, w.Body, c.code)
 		}
-		if len(r.st.tokens) != 0 || len(r.up.calls) != 0 {
-			t.Errorf("%s: the store or Temporal was called", c.name)
+		if len(r.up.calls) != 0 || r.st.staged != 0 {
+			t.Errorf("%s: Temporal was called or media staged", c.name)
+		}
+		// The same request again gets the same answer.
+		if again := r.post(t, c.path, c.body); again.Code != w.Code || code(t, again) != code(t, w) {
+			t.Errorf("%s: repeated: %d %s", c.name, again.Code, again.Body)
 		}
 	}
+	r := newRig()
+	w := r.post(t, "/v1/reply", `{"type":"text","text":"`+strings.Repeat("a", 70<<10)+`"}`)
+	if w.Code != http.StatusBadRequest || code(t, w) != replyapi.CodeBodyTooLarge || len(r.st.tokens) != 0 {
+		t.Errorf("a body declared over the cap: %d %s after %d session checks", w.Code, w.Body, len(r.st.tokens))
+	}
+}
+
+// An unauthenticated request is refused before its body is read, whatever the body.
+func TestAnInvalidSessionIsRefusedBeforeTheBodyIsRead(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{`, `{"type":"text","text":"a","text":"b"}`, `{"type":"text","text":"\u0000"}`} {
+		r := newRig()
+		r.st.validate = store.ErrInvalidAgentSession
+		req := httptest.NewRequest(http.MethodPost, "/v1/reply", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		counted := &countingReader{r: req.Body}
+		req.Body = counted
+		w := httptest.NewRecorder()
+		r.api.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized || code(t, w) != replyapi.CodeInvalidSession || counted.n != 0 {
+			t.Errorf("%s: %d %s after reading %d bytes, want 401 unread", body, w.Code, w.Body, counted.n)
+		}
+	}
+}
+
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
+
+// Content the store refuses (invalid_input) is a 400 that names what was refused, never a
+// session error; a store that did not answer is 503 store_unavailable.
+func TestAStoreRefusalOfContentIsA400NotASessionError(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		err    error
+		status int
+		code   string
+	}{
+		{"invalid input", &store.Error{Code: vocab.CodeInvalidInput, Msg: "stage media: invalid byte sequence"}, 400, replyapi.CodeInvalidInput},
+		{"unavailable", store.ErrUnavailable, 503, replyapi.CodeStoreUnavailable},
+		{"deadline", fmt.Errorf("stage media: %w", context.DeadlineExceeded), 503, replyapi.CodeStoreUnavailable},
+		{"quota", store.ErrReplyQuotaExhausted, 409, replyapi.CodeQuotaExhausted},
+	} {
+		r := newRig()
+		r.st.stageErr = c.err
+		ct, body := imageReply(t, "a.png")
+		w := r.post(t, "/v1/reply", body, "Content-Type", ct)
+		if w.Code != c.status || code(t, w) != c.code {
+			t.Errorf("%s: staging: %d %s, want %d %s", c.name, w.Code, w.Body, c.status, c.code)
+		}
+		if c.code == replyapi.CodeInvalidInput && !strings.Contains(w.Body.String(), "media reply") {
+			t.Errorf("%s: the refusal does not name what was refused: %s", c.name, w.Body)
+		}
+		if len(r.up.calls) != 0 {
+			t.Errorf("%s: Temporal was called", c.name)
+		}
+		r = newRig()
+		r.st.validate = c.err
+		if w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`); w.Code != c.status || code(t, w) != c.code {
+			t.Errorf("%s: session: %d %s, want %d %s", c.name, w.Code, w.Body, c.status, c.code)
+		}
+	}
+}
+
+// A NUL or another control character in a media reply's file name is a typed 400 that
+// names the field, before anything is staged; a path in the name is dropped.
+func TestAControlCharacterInAFileNameIsRefusedNamingTheField(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, field, fileName, partName, want string
+	}{
+		{"NUL in file_name", "file_name", "a\x00b.txt", "ok.txt", "file_name"},
+		{"newline in file_name", "file_name", "a\nb.txt", "ok.txt", "file_name"},
+		{"invalid UTF-8 in file_name", "file_name", "a\xffb.txt", "ok.txt", "file_name"},
+		{"NUL in the part's filename", "", "", "a%00b.txt", "filename"},
+	} {
+		r := newRig()
+		ct, body := fileReply(t, c.fileName, c.partName, []byte("some text"))
+		if c.field == "" {
+			ct, body = fileReply(t, "", c.partName, []byte("some text"))
+		}
+		w := r.post(t, "/v1/reply", body, "Content-Type", ct)
+		if w.Code != http.StatusBadRequest || code(t, w) != replyapi.CodeInvalidFileName || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s: %d %s, want 400 invalid_file_name naming %s", c.name, w.Code, w.Body, c.want)
+		}
+		if r.st.staged != 0 || len(r.up.calls) != 0 {
+			t.Errorf("%s: staged or sent", c.name)
+		}
+	}
+	r := newRig()
+	r.up.res = wfapi.SendResult{AttemptID: "sa_1", Status: vocab.AttemptSent}
+	ct, body := fileReply(t, "../../etc/passwd.txt", "x.txt", []byte("some text"))
+	if w := r.post(t, "/v1/reply", body, "Content-Type", ct); w.Code != http.StatusOK {
+		t.Fatalf("a file_name with a path: %d %s", w.Code, w.Body)
+	}
+	if r.st.stagedName != "passwd.txt" || r.up.calls[0].Args[0].(wfapi.SendRequest).Media.FileName != "passwd.txt" {
+		t.Fatalf("staged as %q, sent as %+v: want the last element of the path", r.st.stagedName, r.up.calls[0].Args[0])
+	}
+}
+
+// fileReply is a multipart file reply with a file_name field (when not empty) and a file
+// part named partName (percent-encoded when it holds a %: a header cannot carry control
+// bytes). Control bytes in fileName are written as given.
+func fileReply(t *testing.T, fileName, partName string, data []byte) (string, string) {
+	t.Helper()
+	const boundary = "b0undary"
+	var b strings.Builder
+	b.WriteString("--" + boundary + "\r\nContent-Disposition: form-data; name=\"type\"\r\n\r\nfile\r\n")
+	if fileName != "" {
+		b.WriteString("--" + boundary + "\r\nContent-Disposition: form-data; name=\"file_name\"\r\n\r\n" + fileName + "\r\n")
+	}
+	disposition := `filename="` + partName + `"`
+	if strings.Contains(partName, "%") {
+		disposition = `filename*=UTF-8''` + partName // RFC 2231: the name as percent-encoded UTF-8
+	}
+	b.WriteString("--" + boundary + "\r\nContent-Disposition: form-data; name=\"file\"; " + disposition + "\r\n" +
+		"Content-Type: application/octet-stream\r\n\r\n" + string(data) + "\r\n--" + boundary + "--\r\n")
+	return "multipart/form-data; boundary=" + boundary, b.String()
+}
+
+// imageReply is a multipart image reply of a small PNG.
+func imageReply(t *testing.T, name string) (string, string) {
+	t.Helper()
+	var img bytes.Buffer
+	if err := png.Encode(&img, image.NewGray(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	_ = mw.WriteField("type", "image")
+	part, err := mw.CreateFormFile("file", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = part.Write(img.Bytes())
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return mw.FormDataContentType(), b.String()
 }
 
 func TestSessionRefusals(t *testing.T) {
