@@ -1,4 +1,4 @@
-// Package webui is the operator's web front end (issue 13): log in with the operator
+// Package webui is the operator's web front end: log in with the operator
 // token, start an Enrollment and show its QR code to the bot's owner, follow its status
 // live, send iLink's verification code and cancel it as the workflow's signals, and list
 // the accounts with pause, resume and remove (package operator, as the CLI does).
@@ -10,7 +10,9 @@
 // Secure when configured); every POST needs the session's CSRF token and is refused when
 // the browser says it is cross-site (Sec-Fetch-Site, Origin); pages are never cached,
 // never framed and load nothing but their own assets; no secret ever reaches a URL or a
-// page (the store's account list carries no bot token).
+// page (the store's account list carries no bot token), and neither does an internal
+// detail: an error's text (an activity's, naming the worker's identity; the store's;
+// Temporal's) goes to the log, the page says a short, stable message.
 package webui
 
 import (
@@ -478,7 +480,7 @@ func (s *server) steer(w http.ResponseWriter, r *http.Request, sess *session) {
 	}
 	if err != nil {
 		s.log.Warn("webui: "+verb, "account", key, "error", err)
-		s.setFlash(sess, fmt.Sprintf("%s %s failed: %s", verb, key, err.Error()))
+		s.setFlash(sess, fmt.Sprintf("%s %s failed: %s", verb, key, steerFailure(err)))
 		http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
 		return
 	}
@@ -488,6 +490,22 @@ func (s *server) steer(w http.ResponseWriter, r *http.Request, sess *session) {
 	}
 	s.setFlash(sess, msg)
 	http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
+}
+
+// steerFailure says why a pause, resume or removal failed, by the store's code, in a
+// short, stable message; the error itself (the store's or Temporal's text) is logged.
+func steerFailure(err error) string {
+	switch store.CodeOf(err) {
+	case vocab.CodeAccountNotActive:
+		return "the account is not active (it may be removed or need a new login)."
+	case vocab.CodeGenerationConflict:
+		return "the account changed meanwhile (it was enrolled again): reload the page and try again."
+	case vocab.CodeInvalidInput:
+		return "the account's state does not allow it."
+	case vocab.CodeUnavailable:
+		return "the database is unavailable: try again in a moment."
+	}
+	return "the server log has the details."
 }
 
 // --- enrollments ---
@@ -533,10 +551,33 @@ type Status struct {
 	AccountKey string   `json:"account_key,omitempty"`
 	Generation int32    `json:"generation,omitempty"`
 	Replaced   []string `json:"replaced,omitempty"`
-	Error      string   `json:"error,omitempty"`
+	// Error is a short, stable message when the enrollment reported an error (never the
+	// error's text, which the log has).
+	Error string `json:"error,omitempty"`
 }
 
 var errNoEnrollment = errors.New("no such enrollment")
+
+// What an enrollment's page says about its error, by how it ended.
+const (
+	msgEnrollmentFailed   = "The enrollment failed. The server log has the details."
+	msgEnrollmentStopped  = "The enrollment was stopped before it finished."
+	msgEnrollmentTimedOut = "The enrollment ran out of time."
+	msgPollerNotStarted   = "The bot is enrolled, but its poller did not start: it starts when a worker starts. The server log has the details."
+	msgTooManyCodes       = "Too many wrong verification codes."
+)
+
+// enrollmentFailure is the page's message for an enrollment that reported an error, by
+// its status: never the error's text.
+func enrollmentFailure(status string) string {
+	switch status {
+	case vocab.EnrollmentConfirmed:
+		return msgPollerNotStarted
+	case vocab.EnrollmentBlocked:
+		return msgTooManyCodes
+	}
+	return msgEnrollmentFailed
+}
 
 // state reads an enrollment: its workflow's query while it runs, its result once done.
 // qrContent is the QR code's content while it may be scanned (it is no secret of ours,
@@ -574,18 +615,27 @@ func (s *server) state(ctx context.Context, offer string) (st Status, qrContent 
 			return st, "", err
 		}
 	default:
-		st.Done, st.Status = true, vocab.EnrollmentFailed
-		st.Error = "the enrollment workflow ended " + strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
-		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED || info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
-			st.Status = vocab.EnrollmentCancelled
+		st.Done, st.Status, st.Error = true, vocab.EnrollmentFailed, msgEnrollmentFailed
+		switch info.GetStatus() {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+			st.Status, st.Error = vocab.EnrollmentCancelled, msgEnrollmentStopped
+		case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+			st.Error = msgEnrollmentTimedOut
 		}
+		s.log.Warn("webui: the enrollment workflow did not complete", "offer", offer, "workflow_status", info.GetStatus().String())
 		return st, "", nil
 	}
 	if es.Status != "" {
 		st.Status = es.Status
 	}
 	st.NeedsCode = es.NeedsCode && !st.Done
-	st.AccountKey, st.Generation, st.Replaced, st.Error = es.AccountKey, es.Generation, es.Replaced, es.Error
+	st.AccountKey, st.Generation, st.Replaced = es.AccountKey, es.Generation, es.Replaced
+	if es.Error != "" {
+		// The workflow's error text is an activity's (it names the worker's identity) or
+		// the store's: the log has it, the page a message by the status.
+		st.Error = enrollmentFailure(st.Status)
+		s.log.Warn("webui: the enrollment reported an error", "offer", offer, "status", st.Status, "error", es.Error)
+	}
 	if !st.Done && es.QRContent != "" {
 		st.QR, qrContent = true, es.QRContent
 	}
