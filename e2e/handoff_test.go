@@ -426,6 +426,34 @@ func TestHandOffEchoRoundTrip(t *testing.T) {
 	s.replayGateway()
 }
 
+// The echo of a text with U+0000 (stored as the user sent it) is still sendable: each NUL
+// shows as '␀', and the message is answered and handled. A file's name is shown without
+// its path parts.
+func TestHandOffEchoAnswersATextWithNULAndShowsSafeFileNames(t *testing.T) {
+	t.Parallel()
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Hour
+	s := start(t, limits, configured(func(cfg *gateway.Config) { cfg.Handler = handoff.KindEcho }))
+	const owner = "o9cq8e2eechonul00000000001@im.wechat"
+	accountKey, bot := s.enrolledBot("qo_e2e_echo_nul", owner)
+	if _, err := s.ctl.InjectText(s.ctx, bot.BotID, "", "before\x00after"); err != nil {
+		t.Fatal(err)
+	}
+	if texts := s.sentTexts(bot.BotID, 1); texts[0] != "echo: before\u2400after" {
+		t.Fatalf("simulator received %q, want the echo with the NUL shown as U+2400", texts)
+	}
+	first := s.storedWindow(accountKey)
+	s.messageReaches(first.SourceMessageKey, vocab.MessageHandled, 30*time.Second)
+
+	const name = "../../etc/<b>x</b>.pdf"
+	if _, err := s.ctl.Inject(s.ctx, bot.BotID, ilinksim.InjectRequest{Kind: ilinksim.KindFile, FileName: name}); err != nil {
+		t.Fatal(err)
+	}
+	if texts := s.sentTexts(bot.BotID, 2); texts[1] != "echo: [file "+vocab.SafeFileName(name)+"]" {
+		t.Fatalf("simulator received %q, want the file's name without its path", texts)
+	}
+}
+
 func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()
