@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/gateway"
 	"github.com/ilinkflow/ilinkflow/handoff"
 	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/tcpproxy"
 	"github.com/ilinkflow/ilinkflow/metrics"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/replyapi"
@@ -45,11 +47,21 @@ type apiSystem struct {
 	http *http.Client
 	// logs keeps the gateway's log, to look for secrets in it.
 	logs *logSink
+	// dbProxy, with startAPIWith(..., viaProxy true), is the proxy the gateway reaches
+	// PostgreSQL through (pool, the test's own, connects directly).
+	dbProxy *tcpproxy.Proxy
 }
 
 // startAPI starts a gateway like start does, with HTTP served on 127.0.0.1:0; tune
 // adjusts the simulator's and the gateway's configuration.
 func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *gateway.Config)) *apiSystem {
+	t.Helper()
+	return startAPIWith(t, limits, tune, false)
+}
+
+// startAPIWith is startAPI whose gateway, with viaProxy, reaches PostgreSQL through a
+// proxy the test can cut or blackhole (apiSystem.dbProxy).
+func startAPIWith(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *gateway.Config), viaProxy bool) *apiSystem {
 	t.Helper()
 	dev := devserver.Start(t)
 	ns, _ := dev.NewNamespace(t)
@@ -67,6 +79,20 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	}
 	t.Cleanup(tc.Close)
 	pool := dbtest.NewPool(t)
+	gatewayPool := pool
+	var proxy *tcpproxy.Proxy
+	if viaProxy {
+		cc := pool.Config()
+		if proxy, err = tcpproxy.New(net.JoinHostPort(cc.ConnConfig.Host, strconv.Itoa(int(cc.ConnConfig.Port)))); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		cc.ConnConfig.Host, cc.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
+		if gatewayPool, err = pgxpool.NewWithConfig(context.Background(), cc); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(gatewayPool.Close)
+	}
 	simCfg := ilinksim.DefaultConfig()
 	simCfg.LongPollHold = time.Second
 	simCfg.ThrottleBurst = 0
@@ -105,7 +131,7 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 		if cfg.Handler == handoff.KindWebhook {
 			handler = nil // the configured webhook hands off
 		}
-		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc, Handler: handler,
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: gatewayPool, Keyring: keyring, Temporal: tc, Handler: handler,
 			Metrics: reg, Logger: logger, HTTPStarted: func(a net.Addr) { bound <- a },
 			Ready: func(gateway.ReconcileReport) { close(ready) }})
 	}()
@@ -124,7 +150,8 @@ func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *ga
 	case <-time.After(time.Minute):
 		t.Fatal("gateway did not become ready")
 	}
-	return &apiSystem{system: s, pool: pool, base: "http://" + addr.String(), reg: reg, http: &http.Client{Timeout: 2 * time.Minute}, logs: logs}
+	return &apiSystem{system: s, pool: pool, base: "http://" + addr.String(), reg: reg, http: &http.Client{Timeout: 2 * time.Minute}, logs: logs,
+		dbProxy: proxy}
 }
 
 // answer is one HTTP answer of the gateway.
@@ -636,7 +663,7 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 		{"ilinkflow_messages_total", []string{"outcome", "duplicate"}, 1},
 		{"ilinkflow_messages_total", []string{"outcome", "absorbed"}, 0},
 		{"ilinkflow_messages_total", []string{"outcome", "deferred"}, 0},
-		{"ilinkflow_messages_total", []string{"outcome", "dropped"}, 0},
+		{"ilinkflow_messages_total", []string{"outcome", "quarantined"}, 0},
 		// The first round trip's page, then one page per delivery.
 		{"ilinkflow_pages_total", nil, 4},
 		// Read first: the first round trip's page (no messages) and the first message's
