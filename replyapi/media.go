@@ -427,7 +427,9 @@ func (a *API) replyMedia(w http.ResponseWriter, r *http.Request, token sealing.S
 		return 0, nil, &apiError{code: CodeMediaTooLarge, msg: fmt.Sprintf("the request body exceeds %d bytes (the file exceeds %d bytes)", limit+multipartOverhead, limit)}
 	}
 	log := a.log.With("route", "reply")
-	sess, serr := a.session(r.Context(), token)
+	// The session is checked here (an unauthenticated body is never read) and again as
+	// the media is staged, whose session is the one the Update runs under.
+	_, serr := a.session(r.Context(), token)
 	var prior *store.SendOutcome
 	if serr != nil {
 		if prior, serr = a.repeated(r.Context(), log, token, key, serr); serr != nil {
@@ -472,7 +474,7 @@ func (a *API) replyMedia(w http.ResponseWriter, r *http.Request, token sealing.S
 	if err != nil {
 		return 0, nil, a.storeFailure(sctx, log, "the media reply (type, file_name, file)", err)
 	}
-	sess = store.Session{SessionID: staged.SessionID, ReplyWindowID: staged.ReplyWindowID}
+	sess := store.Session{SessionID: staged.SessionID, ReplyWindowID: staged.ReplyWindowID}
 	ref := &wfapi.MediaRef{MediaID: staged.MediaID, FileName: staged.FileName, Size: staged.Size, SHA256: staged.SHA256}
 	return a.sendUpdate(r, log, token, key, sess, ReplyRequest{Type: kind}, ref, match)
 }

@@ -647,7 +647,7 @@ func (a *API) storeFailure(sctx context.Context, log *slog.Logger, what string, 
 			code = CodeInvalidSession
 		}
 		return &apiError{code: code, msg: failureMessage(code)}
-	case code == CodeStoreUnavailable, sctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
+	case code == CodeStoreUnavailable, errors.Is(sctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		log.Warn("store unavailable", "what", what, "timeout", a.cfg.StoreTimeout, "error", err)
 		return &apiError{code: CodeStoreUnavailable, msg: failureMessage(CodeStoreUnavailable)}
 	}
@@ -749,7 +749,7 @@ func (a *API) updateFailure(ctx context.Context, log *slog.Logger, sess store.Se
 			return 0, nil, &apiError{code: CodeWindowExpired, msg: failureMessage(CodeWindowExpired)}
 		case werr == nil && w.State != vocab.WindowOpen:
 			return 0, nil, &apiError{code: CodeWindowInactive, msg: failureMessage(CodeWindowInactive)}
-		case werr != nil && (store.CodeOf(werr) == vocab.CodeUnavailable || sctx.Err() != nil):
+		case werr != nil && (store.CodeOf(werr) == vocab.CodeUnavailable || errors.Is(sctx.Err(), context.DeadlineExceeded)):
 			log.Warn("window workflow not found and the store unavailable", "error", err, "store_error", werr)
 			return 0, nil, &apiError{code: CodeStoreUnavailable, msg: failureMessage(CodeStoreUnavailable)}
 		}
@@ -814,7 +814,7 @@ func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.S
 		return id, nil
 	}
 	code := CodeInternal
-	if store.CodeOf(err) == vocab.CodeUnavailable || sctx.Err() != nil {
+	if store.CodeOf(err) == vocab.CodeUnavailable || errors.Is(sctx.Err(), context.DeadlineExceeded) {
 		code = CodeStoreUnavailable
 		log.Warn("reading the window's workflow id: store unavailable", "error", err)
 	} else {

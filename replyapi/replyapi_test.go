@@ -315,6 +315,7 @@ func TestAStoreRefusalOfContentIsA400NotASessionError(t *testing.T) {
 		{"unavailable", store.ErrUnavailable, 503, replyapi.CodeStoreUnavailable},
 		{"deadline", fmt.Errorf("stage media: %w", context.DeadlineExceeded), 503, replyapi.CodeStoreUnavailable},
 		{"quota", store.ErrReplyQuotaExhausted, 409, replyapi.CodeQuotaExhausted},
+		{"internal", errors.New("boom"), 500, replyapi.CodeInternal},
 	} {
 		r := newRig()
 		r.st.stageErr = c.err
