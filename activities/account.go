@@ -3,7 +3,7 @@ package activities
 import (
 	"context"
 
-	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 )
 
 // PauseAccount pauses an account (stale-token pause).

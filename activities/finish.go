@@ -3,7 +3,7 @@ package activities
 import (
 	"context"
 
-	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 )
 
 // FinishMessage records the verdict on a message (handled, or failed with a reason) and

@@ -10,10 +10,10 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/actapi"
-	"github.com/ilinkflow/ilinkflow/handoff"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/handoff"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
-	"github.com/ilinkflow/ilinkflow/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 

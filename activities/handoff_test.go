@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ilinkflow/ilinkflow/actapi"
-	"github.com/ilinkflow/ilinkflow/handoff"
-	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/handoff"
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 

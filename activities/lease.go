@@ -12,7 +12,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -279,7 +280,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	s.mu.Unlock()
 	n := 0
 	for _, l := range tell {
-		_, err := SignalPoller(ctx, s.a.Temporal, inst, l.AccountKey, wfapi.SignalPollLost,
+		_, err := wfclient.SignalPoller(ctx, s.a.Temporal, inst, l.AccountKey, wfapi.SignalPollLost,
 			wfapi.PollLostSignal{Epoch: l.Epoch, Attempt: l.Attempt})
 		switch {
 		case isNotFound(err):

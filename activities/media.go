@@ -5,7 +5,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/ilinkflow/ilinkflow/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
@@ -20,36 +21,11 @@ type MediaFetcher struct {
 	NewClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
 }
 
-// Media fetch failures (a *MediaError's Code).
-const (
-	// MediaGone: the CDN no longer serves the object (expired or removed).
-	MediaGone = "media_expired"
-	// MediaTooLarge: the object exceeds the download cap.
-	MediaTooLarge = "media_too_large"
-	// MediaUndecryptable: the object does not decrypt with the message's key.
-	MediaUndecryptable = "media_undecryptable"
-	// MediaUnavailable: the CDN could not be reached or failed (retry later).
-	MediaUnavailable = "cdn_unavailable"
-	// MediaBadLocator: the stored locator does not decode (never expected).
-	MediaBadLocator = "media_locator_invalid"
-)
-
-// MediaError is a typed fetch failure. Its text names the code and the iLink failure
-// kind only, never a URL, key or byte of media.
-type MediaError struct {
-	Code string
-	// Status is the CDN's HTTP status, when it answered one.
-	Status int
-}
-
-// Error implements error.
-func (e *MediaError) Error() string { return "media fetch failed: " + e.Code }
-
 // Fetch downloads and decrypts the media a locator names.
 func (f *MediaFetcher) Fetch(ctx context.Context, locator sealing.Secret) ([]byte, error) {
 	it, err := OpenImageLocator(locator)
 	if err != nil {
-		return nil, &MediaError{Code: MediaBadLocator}
+		return nil, &actapi.MediaError{Code: actapi.MediaBadLocator}
 	}
 	var cl *ilink.Client
 	if f.NewClient != nil {
@@ -58,7 +34,7 @@ func (f *MediaFetcher) Fetch(ctx context.Context, locator sealing.Secret) ([]byt
 		cl, err = ilink.New(f.Client, "")
 	}
 	if err != nil {
-		return nil, &MediaError{Code: MediaUnavailable}
+		return nil, &actapi.MediaError{Code: actapi.MediaUnavailable}
 	}
 	data, err := cl.DownloadItem(ctx, it)
 	if err == nil {
@@ -68,18 +44,18 @@ func (f *MediaFetcher) Fetch(ctx context.Context, locator sealing.Secret) ([]byt
 	errors.As(err, &ie)
 	switch ilink.CodeOf(err) {
 	case ilink.CodeBodyTooLarge:
-		return nil, &MediaError{Code: MediaTooLarge}
+		return nil, &actapi.MediaError{Code: actapi.MediaTooLarge}
 	case ilink.CodeMedia:
-		return nil, &MediaError{Code: MediaUndecryptable}
+		return nil, &actapi.MediaError{Code: actapi.MediaUndecryptable}
 	case ilink.CodeInvalidInput:
-		return nil, &MediaError{Code: MediaBadLocator}
+		return nil, &actapi.MediaError{Code: actapi.MediaBadLocator}
 	case ilink.CodeHTTPStatus:
 		if ie != nil && ie.Status >= 400 && ie.Status < 500 && ie.Status != http.StatusTooManyRequests {
-			return nil, &MediaError{Code: MediaGone, Status: ie.Status}
+			return nil, &actapi.MediaError{Code: actapi.MediaGone, Status: ie.Status}
 		}
 		if ie != nil {
-			return nil, &MediaError{Code: MediaUnavailable, Status: ie.Status}
+			return nil, &actapi.MediaError{Code: actapi.MediaUnavailable, Status: ie.Status}
 		}
 	}
-	return nil, &MediaError{Code: MediaUnavailable}
+	return nil, &actapi.MediaError{Code: actapi.MediaUnavailable}
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ilinkflow/ilinkflow/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 )
 
 // The workflows schedule activities by the names of package actapi, and the worker

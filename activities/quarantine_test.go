@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
-	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 )
 
 // wantQuarantined checks that the harness bot has exactly one quarantined page, of scope

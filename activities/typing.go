@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/ilink"
-	"github.com/ilinkflow/ilinkflow/store"
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -25,13 +26,6 @@ const (
 	// typingTicketTTL is how long a typing ticket is reused before getconfig is asked again.
 	typingTicketTTL = 10 * time.Minute
 )
-
-// TypingError is a failed typing call: Code is the iLink failure kind (or the store's
-// code when the account could not be read). It never carries a ticket or token.
-type TypingError struct{ Code string }
-
-// Error implements error.
-func (e *TypingError) Error() string { return "typing failed: " + e.Code }
 
 // Typer shows and cancels "typing" to a bot's peer: getconfig for the peer's typing
 // ticket (cached), then sendtyping. It is not an activity: the hand-off, the sends, the
@@ -100,7 +94,7 @@ func (t *Typer) send(ctx context.Context, accountKey, peerID string, on bool) er
 	defer cancel()
 	acct, err := t.Store.GetAccountWithSecret(ctx, accountKey)
 	if err != nil {
-		return &TypingError{Code: string(store.CodeOf(err))}
+		return &actapi.TypingError{Code: string(store.CodeOf(err))}
 	}
 	cfg := t.Client
 	cfg.BaseURL = acct.BaseURL
@@ -111,7 +105,7 @@ func (t *Typer) send(ctx context.Context, accountKey, peerID string, on bool) er
 		cl, err = ilink.New(cfg, ilink.Secret(acct.BotToken.Reveal()))
 	}
 	if err != nil {
-		return &TypingError{Code: string(ilink.CodeOf(err))}
+		return &actapi.TypingError{Code: string(ilink.CodeOf(err))}
 	}
 	status := ilink.TypingStop
 	if on {
@@ -120,13 +114,13 @@ func (t *Typer) send(ctx context.Context, accountKey, peerID string, on bool) er
 	for try := 0; try < 2; try++ {
 		ticket, err := t.ticket(ctx, cl, accountKey, peerID, try > 0)
 		if err != nil {
-			return &TypingError{Code: string(ilink.CodeOf(err))}
+			return &actapi.TypingError{Code: string(ilink.CodeOf(err))}
 		}
 		if err = cl.SendTyping(ctx, peerID, ticket, status); err == nil {
 			return nil
 		}
 		if try > 0 {
-			return &TypingError{Code: string(ilink.CodeOf(err))}
+			return &actapi.TypingError{Code: string(ilink.CodeOf(err))}
 		}
 		// The ticket may have changed: ask getconfig again once.
 	}

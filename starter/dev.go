@@ -19,13 +19,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/devserver"
-	"github.com/ilinkflow/ilinkflow/gateway"
-	"github.com/ilinkflow/ilinkflow/ilinksim"
-	"github.com/ilinkflow/ilinkflow/metrics"
+	"github.com/ilinkflow/ilinkflow/internal/devserver"
+	"github.com/ilinkflow/ilinkflow/internal/gateway"
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/metrics"
+	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
-	"github.com/ilinkflow/ilinkflow/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
-	"github.com/ilinkflow/ilinkflow/store"
 )
 
 // The operator sees every quarantined page (table and JSON), and --show opens one with

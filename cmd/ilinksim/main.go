@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 )
 
 func main() {

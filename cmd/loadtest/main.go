@@ -21,7 +21,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ilinkflow/ilinkflow/loadtest"
+	"github.com/ilinkflow/ilinkflow/internal/loadtest"
 )
 
 // envFlags collects repeated -worker-env KEY=VALUE flags.

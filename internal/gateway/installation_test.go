@@ -1,0 +1,170 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/devserver"
+	"github.com/ilinkflow/ilinkflow/internal/gateway"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// Two installations (two databases) in one namespace, on a task queue without a worker so
+// that what the reconciles did is exactly what the server holds. Installation A was
+// upgraded from before installation ids: its first window's workflow and one account's
+// poller run under their legacy ids. Installation B is fresh; its first window has the
+// same database serial as A's legacy window. Each reconcile finds its own workflows, A's
+// under their legacy ids too, and neither touches the other's.
+func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
+	t.Parallel()
+	srv := devserver.Start(t)
+	_, tc := srv.NewNamespace(t)
+	queue := devserver.TaskQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	limits := store.DefaultLimits()
+	now := time.Now().UTC()
+
+	// Installation A before its upgrade: account a with an open window and a reply a crash
+	// left pending; the window's workflow and a's poller were started under legacy ids.
+	poolA := dbtest.NewPool(t)
+	stA, err := store.New(poolA, testKeys, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := register(ctx, t, stA, now)
+	pageA := a.commit(ctx, t, stA, now, now.Add(-time.Second), "hello from A")
+	if pageA.Deliverable == nil {
+		t.Fatalf("page %+v", pageA)
+	}
+	legacyWindow := pageA.Deliverable.ReplyWindowID
+	tok := sealing.NewSecret("agent-session-token-" + randomHex(t, 8))
+	if _, _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: legacyWindow, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := stA.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: "on my way"}})
+	if err != nil || pending.Status != vocab.AttemptPending {
+		t.Fatalf("reserve: %+v %v", pending, err)
+	}
+	if _, err := poolA.Exec(ctx, "UPDATE installation SET legacy_windows_through = $1, legacy_pollers = true", legacyWindow); err != nil {
+		t.Fatal(err)
+	}
+	if stA, err = store.New(poolA, testKeys, limits); err != nil { // the installation is cached per store
+		t.Fatal(err)
+	}
+	instA, err := stA.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := stA.GetWindow(ctx, legacyWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacyWindowWF, legacyPollerWF := wfapi.LegacyReplyWindowID(legacyWindow), wfapi.LegacyAccountPollerID(a.key)
+	start := func(id, workflowType string, in any) string {
+		t.Helper()
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, workflowType, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.GetRunID()
+	}
+	legacyWindowRun := start(legacyWindowWF, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{ReplyWindowID: legacyWindow,
+		AccountKey: a.key, MessageKey: stored.SourceMessageKey, ExpiresAt: stored.ExpiresAt, MaxSends: stored.MaxSends, Deliverable: true})
+	legacyPollerRun := start(legacyPollerWF, wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: a.key, Generation: a.generation})
+
+	// After the upgrade: account b, and a's next message opens a window with a new id.
+	b := register(ctx, t, stA, now)
+	pageA2 := b.commit(ctx, t, stA, now, now.Add(-time.Second), "hello from A's second bot")
+	if pageA2.Deliverable == nil || pageA2.Deliverable.ReplyWindowID <= legacyWindow {
+		t.Fatalf("page %+v", pageA2)
+	}
+	newWindow := pageA2.Deliverable.ReplyWindowID
+
+	// Installation B, fresh: its first window has the serial of A's legacy window.
+	stB, err := store.New(dbtest.NewPool(t), testKeys, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instB, err := stB.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if instB.ID == instA.ID {
+		t.Fatalf("two databases share installation id %s", instA.ID)
+	}
+	c := register(ctx, t, stB, now)
+	pageB := c.commit(ctx, t, stB, now, now.Add(-time.Second), "hello from B")
+	if pageB.Deliverable == nil || pageB.Deliverable.ReplyWindowID != legacyWindow {
+		t.Fatalf("B's first page %+v: want window serial %d like A's", pageB, legacyWindow)
+	}
+
+	// B's reconcile starts B's workflows, under B's ids, and touches nothing of A's.
+	rep, err := gateway.Reconcile(ctx, stB, tc, queue, limits)
+	if err != nil {
+		t.Fatalf("reconcile B: %v", err)
+	}
+	want := gateway.ReconcileReport{Accounts: 1, PollersStarted: 1, Windows: 1, WindowsStarted: 1}
+	if !equalReports(rep, want) {
+		t.Fatalf("B's report\n got %+v\nwant %+v", rep, want)
+	}
+	bWindowWF, bPollerWF := wfapi.ReplyWindowID(instB.ID, legacyWindow), wfapi.AccountPollerID(instB.ID, c.key)
+	bWindowRun, bPollerRun := running(ctx, t, tc, bWindowWF, queue), running(ctx, t, tc, bPollerWF, queue)
+	untouched := func(id, runID string, wantSignals int) {
+		t.Helper()
+		info := describe(ctx, t, tc, id)
+		if info.GetExecution().GetRunId() != runID || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			t.Fatalf("%s: %v, want run %s still running", id, info, runID)
+		}
+		if sigs := signals(ctx, t, tc, id, runID); len(sigs) != wantSignals {
+			t.Fatalf("%s got %d signals, want %d", id, len(sigs), wantSignals)
+		}
+	}
+	untouched(legacyWindowWF, legacyWindowRun, 0)
+	untouched(legacyPollerWF, legacyPollerRun, 0)
+
+	// A's reconcile finds the legacy window's workflow running (and leaves its pending
+	// reply to it), signals the legacy poller instead of starting a second one, and starts
+	// the rest under A's ids.
+	rep, err = gateway.Reconcile(ctx, stA, tc, queue, limits)
+	if err != nil {
+		t.Fatalf("reconcile A: %v", err)
+	}
+	want = gateway.ReconcileReport{PendingLeft: 1, Accounts: 2, PollersStarted: 1, PollersSignalled: 1,
+		Windows: 2, WindowsStarted: 1, WindowsRunning: 1}
+	if !equalReports(rep, want) {
+		t.Fatalf("A's report\n got %+v\nwant %+v", rep, want)
+	}
+	if att, err := stA.GetAttempt(ctx, pending.AttemptID); err != nil || att.Status != vocab.AttemptPending {
+		t.Fatalf("pending reply of the running legacy window: %+v %v, want left pending", att, err)
+	}
+	untouched(legacyWindowWF, legacyWindowRun, 0)
+	untouched(legacyPollerWF, legacyPollerRun, 1) // the rotate to its generation
+	for _, id := range []string{wfapi.ReplyWindowID(instA.ID, legacyWindow), wfapi.AccountPollerID(instA.ID, a.key)} {
+		if info := describe(ctx, t, tc, id); info != nil {
+			t.Fatalf("a second workflow %s was started beside the legacy one: %v", id, info)
+		}
+	}
+	running(ctx, t, tc, wfapi.ReplyWindowID(instA.ID, newWindow), queue)
+	running(ctx, t, tc, wfapi.AccountPollerID(instA.ID, b.key), queue)
+	untouched(bWindowWF, bWindowRun, 0)
+	untouched(bPollerWF, bPollerRun, 1) // B's own reconcile's rotate
+}
+
+// running fails the test unless the latest run of id runs on queue, and returns its run id.
+func running(ctx context.Context, t *testing.T, tc client.Client, id, queue string) string {
+	t.Helper()
+	info := describe(ctx, t, tc, id)
+	if info == nil || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetTaskQueue() != queue {
+		t.Fatalf("%s: %v, want it running on %s", id, info, queue)
+	}
+	return info.GetExecution().GetRunId()
+}

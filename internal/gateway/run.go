@@ -1,0 +1,364 @@
+// Package gateway builds and runs an ilinkflow worker process: it connects PostgreSQL
+// (migrating the schema), the store and Temporal, serves the workflows and activities on
+// the task queue, and reconciles Temporal with the store at start (every active account
+// has its poller, every open window its workflow, crash-orphaned reservations are
+// released). Configuration comes from flags and the environment ([ConfigFromEnv]).
+// Nothing here logs a secret: tokens are sealing.Secret or ilink.Secret values, the
+// database URL is reduced to its host, and the Temporal SDK's logger drops payloads.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/internal/handoff"
+	"github.com/ilinkflow/ilinkflow/internal/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/metrics"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+	"github.com/ilinkflow/ilinkflow/workflows"
+)
+
+// Options are the dependencies a caller (a test, a local all-in-one command) may inject
+// into Run instead of letting it build them from the configuration.
+type Options struct {
+	// Logger is the process logger (cfg.NewLogger(os.Stderr) when nil).
+	Logger *slog.Logger
+	// Handler receives deliverable messages (the agent hand-off); nil: none configured.
+	Handler handoff.Handler
+	// Pool, when set, is used instead of connecting to cfg.DatabaseURL; Run does not close it.
+	Pool *pgxpool.Pool
+	// Keyring, when set, overrides cfg.Keyring.
+	Keyring *sealing.Keyring
+	// Temporal, when set, is used instead of dialing cfg.TemporalAddress; Run does not
+	// close it. Its namespace wins over cfg.TemporalNamespace. The caller owns its data
+	// converter: dial it with payloadcodec.DataConverter(keyring) so payloads are
+	// encrypted in Temporal like a dialed client's (docs/payload-codec.md).
+	Temporal client.Client
+	// NewILinkClient builds iLink clients (nil: ilink.New), e.g. to reach a simulator.
+	NewILinkClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
+	// Ready, when set, is called once the worker runs and the start-up reconcile is done.
+	Ready func(ReconcileReport)
+
+	// HTTPListener, when set, serves the reply API, /metrics and /healthz instead of
+	// listening on cfg.HTTPAddr; Run closes it once it serves. HTTPStarted, when set, is
+	// called with the bound address once the server serves (cfg.HTTPAddr may use port 0).
+	HTTPListener net.Listener
+	HTTPStarted  func(net.Addr)
+	// Metrics, when set, is the registry Run records into and serves. A caller that
+	// injects Temporal dials its client with Metrics.TemporalHandler() as
+	// client.Options.MetricsHandler to get the SDK's metrics too.
+	Metrics *metrics.Registry
+}
+
+// Run runs a worker until ctx is done: it connects PostgreSQL and applies the migrations,
+// builds the store, dials Temporal, starts a worker on cfg.TaskQueue with the workflows
+// and activities, reconciles once, then waits. On cancellation it stops the worker, which
+// lets in-flight activities (sends) finish for up to cfg.ShutdownGrace, and returns nil.
+// A failure to start, a failed reconcile or a fatal worker error is returned.
+func Run(ctx context.Context, cfg Config, opts Options) (err error) {
+	if opts.Keyring != nil {
+		cfg.Keyring = opts.Keyring
+	}
+	if cfg.LogFormat == "" {
+		cfg.LogFormat = "text"
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = cfg.NewLogger(os.Stderr)
+	}
+	logger.Info("worker starting", "config", cfg)
+	// A shutdown requested while starting is not a failure.
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			logger.Info("worker start interrupted", "error", err)
+			err = nil
+		}
+	}()
+
+	pool, st, closePool, err := openStore(ctx, cfg, opts, logger)
+	if err != nil {
+		return err
+	}
+	defer closePool()
+
+	reg, err := newRegistry(cfg, opts, logger)
+	if err != nil {
+		return err
+	}
+	if opts.Metrics == nil {
+		defer func() { _ = reg.Close(context.Background()) }()
+	}
+
+	tc, closeTemporal, err := dialTemporal(ctx, cfg, opts, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeTemporal()
+
+	// Every workflow of an account carries search attributes: without them in the
+	// namespace no poller or window could start.
+	ns := cfg.TemporalNamespace
+	if opts.Temporal != nil {
+		ns = "" // the injected client's namespace, whatever it is
+	}
+	if err := wfapi.CheckSearchAttributes(ctx, tc, ns); err != nil {
+		return err
+	}
+
+	handler, err := newHandler(cfg, opts, tc, logger)
+	if err != nil {
+		return err
+	}
+	acts := newActivities(cfg, opts, st, pool, tc, handler, reg, logger)
+	fatal := make(chan error, 1)
+	w := newWorker(tc, cfg, acts, fatal)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %s: %w", cfg.TaskQueue, err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			logger.Info("worker stopping", "grace", cfg.ShutdownGrace)
+			w.Stop()
+		}
+	}
+	defer stop()
+	logger.Info("worker started", "task_queue", cfg.TaskQueue)
+	media := &activities.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
+	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, acts.Typer, logger, func(err error) {
+		select {
+		case fatal <- err:
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer httpSrv.shutdown() // before the worker stops (defers run last-in first-out)
+
+	rep, err := ReconcileWithOptions(ctx, st, tc, ReconcileOptions{
+		TaskQueue:  cfg.TaskQueue,
+		Limits:     cfg.Limits,
+		Activities: acts,
+		Logger:     logger.With("component", "reconcile"),
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	logger.Info("reconciled", "report", rep)
+	// The lease supervisor replaces the poll activities of dead workers' bots.
+	supCtx, stopSup := context.WithCancel(ctx)
+	defer stopSup()
+	go activities.NewLeaseSupervisor(acts).Run(supCtx)
+	if opts.Ready != nil {
+		opts.Ready(rep)
+	}
+
+	select {
+	case <-ctx.Done():
+		httpSrv.shutdown()
+		stop()
+		logger.Info("worker stopped")
+		return nil
+	case err := <-fatal:
+		httpSrv.shutdown()
+		stop()
+		return fmt.Errorf("worker: %w", err)
+	}
+}
+
+// activitySlotsBesidePolls is how many activities a worker runs at once besides one poll
+// per bot (sends, hand-offs, store activities).
+const activitySlotsBesidePolls = 256
+
+// applyPoolBound bounds the pool's connections by maxConns unless the URL sets
+// pool_max_conns itself.
+func applyPoolBound(pc *pgxpool.Config, url string, maxConns int) {
+	if maxConns <= 0 || strings.Contains(url, "pool_max_conns") {
+		return
+	}
+	pc.MaxConns = int32(maxConns)
+}
+
+// activitiesConfig is the activities' share of the configuration.
+func (c Config) activitiesConfig() activities.Config {
+	return activities.Config{
+		TaskQueue:       c.TaskQueue,
+		Client:          c.ILinkConfig(),
+		PollSession:     c.PollSession,
+		HeartbeatEvery:  c.Heartbeat,
+		SendGap:         sendGap(c.SendGap),
+		ThrottlePenalty: c.ThrottlePenalty,
+		MaxAccounts:     c.MaxAccounts,
+		DeferredBefore:  c.DeferredBefore,
+		SessionTTL:      c.SessionTTL,
+		LeaseTTL:        c.PollLeaseTTL,
+		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause), PollSession: wfapi.Duration(c.PollSession)},
+		ReofferAfter:    reofferAfter(c.ReofferAfter),
+	}
+}
+
+// reofferAfter maps the configuration's "0: never" to the workflow's convention, where
+// zero means the default interval and a negative value means never.
+func reofferAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// newHandler is the agent handler: opts.Handler when set, else the one the configuration
+// selects (nil for none).
+func newHandler(cfg Config, opts Options, tc client.Client, logger *slog.Logger) (handoff.Handler, error) {
+	if opts.Handler != nil {
+		logger.Info("agent hand-off", "handler", "injected", "reoffer_after", cfg.ReofferAfter)
+		return opts.Handler, nil
+	}
+	h, err := handoff.New(cfg.HandoffConfig(), tc)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	attrs := []any{"handler", cfg.Handler, "reoffer_after", cfg.ReofferAfter}
+	switch cfg.Handler {
+	case handoff.KindWebhook:
+		if u, err := url.Parse(cfg.WebhookURL); err == nil {
+			attrs = append(attrs, "webhook_host", u.Host, "webhook_timeout", cfg.WebhookTimeout) // not the URL: it may hold a key
+		}
+	case handoff.KindWorkflow:
+		attrs = append(attrs, "agent_workflow", cfg.AgentWorkflow, "agent_task_queue", cfg.AgentTaskQueue)
+	}
+	logger.Info("agent hand-off", attrs...)
+	return h, nil
+}
+
+// sendGap maps the configuration's "0: no gap" to the activities' convention, where zero
+// means the default gap and a negative value means none.
+func sendGap(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// openStore connects to PostgreSQL (or takes the injected pool), brings the schema up to
+// date and opens the store. The returned function closes a pool it opened.
+func openStore(ctx context.Context, cfg Config, opts Options, logger *slog.Logger) (*pgxpool.Pool, *store.Store, func(), error) {
+	pool, closePool := opts.Pool, func() {}
+	if pool == nil {
+		pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+		if err != nil {
+			return nil, nil, nil, errors.New("database URL is not a valid PostgreSQL URL or DSN")
+		}
+		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns)
+		pool, err = pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("connect PostgreSQL: %w", err)
+		}
+		closePool = pool.Close
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, nil, nil, fmt.Errorf("connect PostgreSQL at %s:%d: %w", pc.ConnConfig.Host, pc.ConnConfig.Port, err)
+		}
+	}
+	mig, err := db.Migrate(ctx, pool, logger.With("component", "migrate"))
+	if err != nil {
+		closePool()
+		return nil, nil, nil, err
+	}
+	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
+	st, err := store.New(pool, cfg.Keyring, cfg.Limits)
+	if err != nil {
+		closePool()
+		return nil, nil, nil, err
+	}
+	return pool, st, closePool, nil
+}
+
+// dialTemporal connects to Temporal with the payload codec (or takes the injected
+// client). The returned function closes a client it dialed.
+func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Registry, logger *slog.Logger) (client.Client, func(), error) {
+	if opts.Temporal != nil {
+		return opts.Temporal, func() {}, nil
+	}
+	// Every payload is encrypted in Temporal (docs/payload-codec.md).
+	dc, err := payloadcodec.DataConverter(cfg.Keyring)
+	if err != nil {
+		return nil, nil, err
+	}
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.TemporalNamespace,
+		Logger:         NewTemporalLogger(logger.With("component", "temporal")),
+		MetricsHandler: temporalMetrics(reg),
+		DataConverter:  dc,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
+	}
+	return tc, tc.Close, nil
+}
+
+// newActivities wires the activities' dependencies: all bots share one HTTP client, and
+// the hand-offs and the reply API share one Typer (an agent's POST /v1/typing cancel ends
+// the keep-alive its hand-off started).
+func newActivities(cfg Config, opts Options, st *store.Store, pool *pgxpool.Pool, tc client.Client,
+	handler handoff.Handler, reg *metrics.Registry, logger *slog.Logger) *activities.Activities {
+	acts := &activities.Activities{
+		Store:     st,
+		Pool:      pool,
+		Temporal:  tc,
+		Handler:   handler,
+		Metrics:   reg.Product(),
+		Config:    cfg.activitiesConfig(),
+		Logger:    logger.With("component", "activities"),
+		NewClient: opts.NewILinkClient,
+	}
+	if acts.Config.Client.HTTPClient == nil && opts.NewILinkClient == nil {
+		acts.Config.Client.HTTPClient = ilink.NewSharedHTTPClient(cfg.MaxAccounts + 64)
+	}
+	acts.Typer = &activities.Typer{Store: st, Client: acts.Config.Client, NewClient: opts.NewILinkClient,
+		Logger: logger.With("component", "typing")}
+	return acts
+}
+
+// newWorker is the Temporal worker of the workflows and acts; a fatal worker error goes
+// to fatal.
+func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal chan<- error) worker.Worker {
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+		// Every polled bot runs one long activity; sends, hand-offs and store activities
+		// need slots besides.
+		MaxConcurrentActivityExecutionSize: cfg.MaxAccounts + activitySlotsBesidePolls,
+		// Stop waits this long for in-flight activities, so a send in progress completes
+		// (or records its outcome) instead of being abandoned mid-transmit.
+		WorkerStopTimeout: cfg.ShutdownGrace,
+		OnFatalError: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
+	})
+	workflows.Register(w)
+	w.RegisterActivity(acts)
+	return w
+}

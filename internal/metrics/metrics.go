@@ -1,0 +1,223 @@
+// Package metrics holds ilinkflow's own Prometheus metrics. Every method is safe on a nil
+// *Product, so code that records metrics never needs to check whether metrics are on.
+//
+// A [Registry] gathers three kinds of metrics on one Prometheus registry: the product's
+// counters ([Product]), gauges read from the store at scrape time ([Source]), and the
+// Temporal SDK's own metrics, which reach it through an OpenTelemetry meter provider and
+// the OpenTelemetry Prometheus exporter ([Registry.TemporalHandler] goes into
+// client.Options.MetricsHandler). Account keys appear as label values: they are hashes,
+// not secrets. No label ever carries a token.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
+)
+
+// Outcomes of a getupdates round trip (besides the ilink error codes).
+const (
+	PollOK         = "ok"
+	PollStaleToken = vocab.SendStaleToken
+)
+
+// Outcomes of inbound messages.
+const (
+	MessageInserted    = "inserted"            // new in the inbox
+	MessageDuplicate   = "duplicate"           // already in the inbox (iLink delivered it again)
+	MessageAbsorbed    = vocab.MessageAbsorbed // merged into the deliverable message of its peer
+	MessageDeferred    = "deferred"            // stored, not dispatched (backlog)
+	MessageDeliverable = "deliverable"         // opened a window and goes to the agent
+	MessageQuarantined = "quarantined"         // kept sealed in the quarantine: the store could not take it as it is
+)
+
+// Outcomes of sends.
+const (
+	SendSent      = vocab.AttemptSent
+	SendFailed    = vocab.AttemptFailed
+	SendUnknown   = vocab.AttemptUnknown
+	SendRefused   = vocab.FailRefused   // refused by our bookkeeping before anything left
+	SendThrottled = vocab.SendThrottled // iLink's throttle, or the bot's open breaker
+)
+
+// Product records the product's counters (polls, pages, messages by outcome, sends by
+// outcome, reply API requests). Gauges read from the store at scrape time (windows by
+// state, throttle breakers open, seconds since the last good poll) are collected
+// separately (see [Registry.WatchStore]). The zero of *Product (nil) records nothing.
+type Product struct {
+	polls   *prometheus.CounterVec
+	pages   prometheus.Counter
+	commits *prometheus.CounterVec
+	// reservations counts send reservations by how the store committed them.
+	reservations *prometheus.CounterVec
+	messages     *prometheus.CounterVec
+	sends        *prometheus.CounterVec
+	replies      *prometheus.CounterVec
+	leases       *prometheus.CounterVec
+}
+
+// NewProduct creates the product counters and registers them with reg. Every known
+// outcome starts at zero, so that a rate over a missing series never hides a problem.
+func NewProduct(reg prometheus.Registerer) (*Product, error) {
+	p := &Product{
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_polls_total",
+			Help: "getupdates round trips by outcome: ok, stale_token, or the iLink client's error code.",
+		}, []string{"outcome"}),
+		pages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ilinkflow_pages_total",
+			Help: "getupdates pages committed to the store (new messages or a moved cursor).",
+		}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_page_commits_total",
+			Help: "Committed pages by how the store committed them: predicted (one round trip, decided on the state " +
+				"the account's last commit in this worker left), read_first (two), mispredicted (that state had changed: three).",
+		}, []string{"commit"}),
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_send_reservations_total",
+			Help: "Send reservations by how the store committed them: predicted (one round trip, decided on the state " +
+				"the window's last reservation in this worker left), read_first (two), mispredicted (that state had changed: three).",
+		}, []string{"commit"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_messages_total",
+			Help: "Inbound messages by outcome: inserted, duplicate, absorbed, deferred, deliverable, quarantined " +
+				"(kept sealed, with the error, for the operator: `starter quarantine`). " +
+				"absorbed, deferred and deliverable are subsets of inserted.",
+		}, []string{"outcome"}),
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_sends_total",
+			Help: "Send activities by outcome: sent, failed, unknown, refused, throttled.",
+		}, []string{"outcome"}),
+		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_reply_api_requests_total",
+			Help: "Reply API requests by route and answer code (ok, unknown, or the error code).",
+		}, []string{"route", "code"}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_poll_lease_renewals_total",
+			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
+		}, []string{"outcome"}),
+	}
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.commits, p.reservations, p.messages, p.sends, p.replies, p.leases} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	p.polls.WithLabelValues(PollOK)
+	p.polls.WithLabelValues(PollStaleToken)
+	for _, c := range []string{store.PagePredicted, store.PageReadFirst, store.PageMispredicted} {
+		p.commits.WithLabelValues(c)
+	}
+	for _, c := range []string{store.SendPredicted, store.SendReadFirst, store.SendMispredicted} {
+		p.reservations.WithLabelValues(c)
+	}
+	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageQuarantined} {
+		p.messages.WithLabelValues(o)
+	}
+	p.leases.WithLabelValues("ok")
+	p.leases.WithLabelValues("error")
+	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled} {
+		p.sends.WithLabelValues(o)
+	}
+	return p, nil
+}
+
+// Poll records one getupdates round trip of an account; outcome is ok, stale_token or an
+// ilink error code. The account is not a label of the counter (per-account health is the
+// seconds-since-last-good-poll gauge).
+func (p *Product) Poll(accountKey, outcome string) {
+	if p == nil {
+		return
+	}
+	if outcome == "" {
+		outcome = "error"
+	}
+	p.polls.WithLabelValues(outcome).Inc()
+}
+
+// Page records one committed page and how the store committed it (store.PageResult's
+// Commit; none when empty).
+func (p *Product) Page(accountKey, commit string) {
+	if p == nil {
+		return
+	}
+	p.pages.Inc()
+	if commit != "" {
+		p.commits.WithLabelValues(commit).Inc()
+	}
+}
+
+// Reservation records one send reservation and how the store committed it
+// (store.PreparedSend's Commit; none when empty).
+func (p *Product) Reservation(commit string) {
+	if p == nil || commit == "" {
+		return
+	}
+	p.reservations.WithLabelValues(commit).Inc()
+}
+
+// Messages records n inbound messages with an outcome: inserted, duplicate, absorbed,
+// deferred, deliverable or quarantined. n <= 0 records nothing.
+func (p *Product) Messages(outcome string, n int) {
+	if p == nil || n <= 0 {
+		return
+	}
+	p.messages.WithLabelValues(outcome).Add(float64(n))
+}
+
+// LeaseRenewal records one renewal of the worker's poll leases.
+func (p *Product) LeaseRenewal(ok bool) {
+	if p == nil {
+		return
+	}
+	if ok {
+		p.leases.WithLabelValues("ok").Inc()
+	} else {
+		p.leases.WithLabelValues("error").Inc()
+	}
+}
+
+// Send records one send with its outcome: sent, failed, unknown, refused or throttled
+// (see [SendOutcome]).
+func (p *Product) Send(outcome string) {
+	if p == nil {
+		return
+	}
+	p.sends.WithLabelValues(outcome).Inc()
+}
+
+// ReplyRequest records one reply API request by route (reply, done) and answer code.
+func (p *Product) ReplyRequest(route, code string) {
+	if p == nil {
+		return
+	}
+	p.replies.WithLabelValues(route, code).Inc()
+}
+
+// SendOutcome classifies a send's attempt status and error code: throttled when the
+// throttle (iLink's or the bot's breaker) stopped it, refused when no attempt was made
+// (status empty) or the reservation was given back because a store rule refused it,
+// otherwise the attempt's status (sent, failed, unknown).
+func SendOutcome(status, errorCode string) string {
+	switch {
+	case errorCode == vocab.SendThrottled:
+		return SendThrottled
+	case status == "":
+		return SendRefused
+	case status == SendFailed && storeRefusal(errorCode):
+		return SendRefused
+	}
+	return status
+}
+
+// storeRefusal reports whether an attempt's error code is a store rule's (a released
+// reservation) rather than iLink's answer or a transport failure.
+func storeRefusal(code string) bool {
+	switch vocab.Code(code) {
+	case vocab.CodeInvalidInput, vocab.CodeAccountNotFound, vocab.CodeAccountNotActive, vocab.CodeGenerationConflict,
+		vocab.CodeReplyWindowNotFound, vocab.CodeReplyWindowInactive, vocab.CodeReplyWindowExpired,
+		vocab.CodeReplyQuotaExhausted, vocab.CodeSendInProgress, vocab.CodeAttemptConflict, vocab.CodeInvalidAgentSession:
+		return true
+	}
+	return false
+}

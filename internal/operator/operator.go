@@ -1,0 +1,143 @@
+// Package operator holds the operator's account operations shared by the CLI (starter)
+// and the web front end (webui): the account list with its open windows, and pause,
+// resume and remove, which change the store first (the source of truth) and then tell the
+// account's poller.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/wfclient"
+	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// Account is one account as the operator sees it. It holds no secret.
+type Account struct {
+	AccountKey        string     `json:"account_key"`
+	ProviderAccountID string     `json:"provider_account_id"`
+	Owner             string     `json:"owner_peer_id"`
+	Status            string     `json:"status"`
+	Reason            string     `json:"status_reason,omitempty"`
+	Generation        int32      `json:"generation"`
+	LastPollAt        *time.Time `json:"last_poll_at,omitempty"`
+	PauseUntil        *time.Time `json:"pause_until,omitempty"`
+	SendsBlockedUntil *time.Time `json:"sends_blocked_until,omitempty"`
+	OpenWindow        int64      `json:"open_window,omitempty"`
+	ReplacedBy        string     `json:"replaced_by,omitempty"`
+}
+
+// Accounts lists the accounts (only those with status when it is not empty) with their
+// open window.
+func Accounts(ctx context.Context, st *store.Store, status string) ([]Account, error) {
+	accounts, err := st.ListAccounts(ctx, status)
+	if err != nil {
+		return nil, err
+	}
+	open, err := st.ListWindows(ctx, store.WindowFilter{State: vocab.WindowOpen, Limit: 10000})
+	if err != nil {
+		return nil, err
+	}
+	openOf := map[string]int64{}
+	for _, w := range open {
+		openOf[w.AccountKey] = w.ReplyWindowID
+	}
+	rows := make([]Account, 0, len(accounts))
+	for _, a := range accounts {
+		rows = append(rows, Account{AccountKey: a.AccountKey, ProviderAccountID: a.ProviderAccountID, Owner: a.OwnerPeerID,
+			Status: a.Status, Reason: a.StatusReason, Generation: a.Generation, LastPollAt: a.LastPollAt, PauseUntil: a.PauseUntil,
+			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy})
+	}
+	return rows, nil
+}
+
+// Verbs of Steer.
+const (
+	Pause  = "pause"
+	Resume = "resume"
+	Remove = "remove"
+)
+
+// SteerRequest is an operator's pause, resume or remove of an account.
+type SteerRequest struct {
+	Verb       string // Pause, Resume or Remove
+	AccountKey string
+	PauseFor   time.Duration // pause only
+	Reason     string        // recorded with a pause or a removal
+	Now        time.Time     // zero: time.Now()
+}
+
+// SteerResult is the account after the change.
+type SteerResult struct {
+	AccountKey       string     `json:"account_key"`
+	Status           string     `json:"status"`
+	PauseUntil       *time.Time `json:"pause_until,omitempty"`
+	PollerSignalled  bool       `json:"poller_signalled"`
+	CancelledWindows []int64    `json:"cancelled_windows,omitempty"`
+}
+
+// Steer pauses, resumes or removes an account: the store first, then its poller is
+// signalled (under wfapi.Installation.PollerIDs); a removal also tells the workflows of
+// the windows it cancelled. No running poller is not an error (PollerSignalled is false).
+func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequest) (SteerResult, error) {
+	now := req.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if req.Verb != Pause && req.Verb != Resume && req.Verb != Remove {
+		return SteerResult{}, fmt.Errorf("unknown operation %q", req.Verb)
+	}
+	a, err := st.GetAccount(ctx, req.AccountKey)
+	if err != nil {
+		return SteerResult{}, err
+	}
+	inst, err := st.Installation(ctx)
+	if err != nil {
+		return SteerResult{}, err
+	}
+	var signalName string
+	var signalArg any
+	var cancelled []int64
+	switch req.Verb {
+	case Pause:
+		until := now.Add(req.PauseFor)
+		if a, err = st.PauseAccount(ctx, now, a.AccountKey, a.Generation, until, req.Reason); err != nil {
+			return SteerResult{}, err
+		}
+		signalName, signalArg = wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: req.Reason}
+	case Resume:
+		if a, err = st.ResumeAccount(ctx, now, a.AccountKey, a.Generation); err != nil {
+			return SteerResult{}, err
+		}
+		signalName = wfapi.SignalResume
+	case Remove:
+		ch, err := st.DisableAccount(ctx, now, a.AccountKey, a.Generation, req.Reason)
+		if err != nil {
+			return SteerResult{}, err
+		}
+		a, cancelled = ch.Account, ch.CancelledWindowIDs
+		signalName, signalArg = wfapi.SignalStop, wfapi.StopSignal{Reason: req.Reason}
+	}
+	// The poller runs under the installation's id, or under its legacy id when it was
+	// started before installation ids (wfapi.Installation.PollerIDs).
+	signalled := true
+	if _, err := wfclient.SignalPoller(ctx, tc, inst, a.AccountKey, signalName, signalArg); err != nil {
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			return SteerResult{}, fmt.Errorf("signal the poller: %w", err)
+		}
+		signalled = false
+	}
+	for _, id := range cancelled {
+		_ = tc.SignalWorkflow(ctx, inst.WindowWorkflowID(id), "", wfapi.SignalRetired, nil)
+	}
+	return SteerResult{AccountKey: a.AccountKey, Status: a.Status, PauseUntil: a.PauseUntil, PollerSignalled: signalled,
+		CancelledWindows: cancelled}, nil
+}

@@ -1,0 +1,216 @@
+package store_test
+
+import (
+	"context"
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+func TestInstallationIDIsStableAcrossReadsAndDiffersBetweenDatabases(t *testing.T) {
+	t.Parallel()
+	a, b := newEnv(t), newEnv(t)
+	first, err := a.store.InstallationID(a.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(first) {
+		t.Fatalf("installation id %q, want 12 hex digits", first)
+	}
+	// Again, from the cache and from another store over the same database.
+	again, err := a.store.InstallationID(a.ctx)
+	if err != nil || again != first {
+		t.Fatalf("second read %q %v, want %q", again, err, first)
+	}
+	other, err := store.New(a.pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := other.InstallationID(a.ctx); err != nil || id != first {
+		t.Fatalf("read by another store %q %v, want %q", id, err, first)
+	}
+	if id, err := b.store.InstallationID(b.ctx); err != nil || id == first {
+		t.Fatalf("the other database's installation id %q %v, want one of its own (not %q)", id, err, first)
+	}
+	// A fresh database has nothing from before installation ids.
+	inst, err := a.store.Installation(a.ctx)
+	if err != nil || inst != (wfapi.Installation{ID: first}) {
+		t.Fatalf("installation %+v %v, want no legacy workflows", inst, err)
+	}
+	// The table holds one row only.
+	if _, err := a.pool.Exec(a.ctx, "INSERT INTO installation DEFAULT VALUES"); err == nil {
+		t.Fatal("a second installation row was inserted")
+	}
+}
+
+// A database upgraded from before installation ids: the migration marks its windows and
+// accounts as legacy, so their workflows keep the ids they were started with, while the
+// windows opened later get the installation's.
+func TestTheMigrationMarksWindowsAndAccountsOfBeforeInstallationIDsLegacy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := preInstallationPool(t)
+	st, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, pool: pool, store: st}
+	b := e.register()
+	var old store.PageResult
+	withPageObjects(t, pool, func() { old = e.commit(b, t0, b.msg("before the upgrade", t0)) })
+	if old.Deliverable == nil {
+		t.Fatalf("page %+v", old)
+	}
+	if _, err := db.Migrate(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The new release's worker serves with connections of its own (a statement prepared
+	// before a migration that changed its result is retried: see
+	// TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce).
+	pool.Reset()
+
+	e.store, err = store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := e.store.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.LegacyWindowsThrough < old.Deliverable.ReplyWindowID || !inst.LegacyPollers {
+		t.Fatalf("installation %+v after the upgrade: window %d and the account must be legacy", inst, old.Deliverable.ReplyWindowID)
+	}
+	if got, want := inst.WindowWorkflowID(old.Deliverable.ReplyWindowID), wfapi.LegacyReplyWindowID(old.Deliverable.ReplyWindowID); got != want {
+		t.Fatalf("workflow id of the old window %s, want %s", got, want)
+	}
+	if ids := inst.PollerIDs(b.key); len(ids) != 2 || ids[1] != wfapi.LegacyAccountPollerID(b.key) {
+		t.Fatalf("poller ids %v, want the installation's, then the legacy one", ids)
+	}
+
+	later := e.commit(b, t0.Add(1), b.msg("after the upgrade", t0.Add(1)))
+	if later.Deliverable == nil {
+		t.Fatalf("page %+v", later)
+	}
+	got, err := e.store.WindowWorkflowID(ctx, later.Deliverable.ReplyWindowID)
+	if want := wfapi.ReplyWindowID(inst.ID, later.Deliverable.ReplyWindowID); err != nil || got != want {
+		t.Fatalf("workflow id of a window opened after the upgrade %s %v, want %s", got, err, want)
+	}
+}
+
+// A worker of the previous release that keeps running while a migration changes the type
+// of columns its statements return (00007, run here from 6: the rule domains) gets one
+// retryable error for such a statement on each of its connections, and the retries
+// succeed: nothing is lost or reported as a rule violation.
+func TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := dbtest.NewSchema(t)
+	cfg, err := pgxpool.ParseConfig(dbtest.SchemaURL(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // the connection that prepared the statement is the one that runs it again
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrateTo(t, pool, 6)
+	st, err := store.New(pool, testKeys, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, pool: pool, store: st}
+	b := e.register()
+	withPageObjects(t, pool, func() { e.commit(b, t0, b.msg("before the migration", t0)) })
+	if _, err := db.Migrate(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The page commit's statements were prepared in two batches (the predicted commit's,
+	// and the reads of the usual one): each batch fails once, then the page is stored.
+	page := []store.PageEntry{b.msg("after the migration", t0.Add(1))}
+	for attempt := 1; ; attempt++ {
+		res, err := e.tryCommit(b, t0.Add(1), page...)
+		if err == nil {
+			if res.Deliverable == nil || res.Inserted != 1 {
+				t.Fatalf("the retried page %+v", res)
+			}
+			if attempt == 1 {
+				t.Fatal("the first commit after the migration succeeded: the test prepared nothing that changed")
+			}
+			break
+		}
+		wantCode(t, err, vocab.CodeUnavailable)
+		if store.IsRuleViolation(err) {
+			t.Fatalf("%v is reported as a rule violation", err)
+		}
+		if attempt == 3 {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+	}
+}
+
+// migrateTo migrates the pool's schema up to version.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = sqlDB.Close() }()
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// preInstallationPool is a fresh schema migrated up to the version before installation
+// ids (00003), as a database of an older release is.
+func preInstallationPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	schema := dbtest.NewSchema(t)
+	pool, err := pgxpool.New(ctx, dbtest.SchemaURL(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrateTo(t, pool, 3)
+	return pool
+}
+
+// withPageObjects runs fn, which commits pages with the current store on a schema of an
+// older release, with the objects migration 00008 adds for the page commit in place (its
+// Up section), and takes them away again (its Down section) so that the schema can be
+// upgraded afterwards as that release's would be.
+func withPageObjects(t *testing.T, pool *pgxpool.Pool, fn func()) {
+	t.Helper()
+	text, err := fs.ReadFile(db.Migrations(), "00008_predicted_pages.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, down, ok := strings.Cut(strings.TrimPrefix(string(text), "-- +goose Up"), "-- +goose Down")
+	if !ok {
+		t.Fatal("migration 00008 has no Down section")
+	}
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	fn()
+	if _, err := pool.Exec(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+}

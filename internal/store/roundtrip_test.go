@@ -1,0 +1,327 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
+)
+
+// roundTrips counts what a connection sends to PostgreSQL and waits for: every plain
+// statement (BEGIN and COMMIT included) is one round trip, every batch is one, and every
+// prepare (a statement the connection has not seen yet) is one. It counts transactions
+// too: every COMMIT (sent alone or queued in a batch) and every statement sent outside a
+// transaction.
+type roundTrips struct {
+	mu       sync.Mutex
+	trips    int
+	commits  int
+	elapsed  []time.Duration
+	started  time.Time
+	counting bool
+}
+
+func (r *roundTrips) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips, r.commits, r.elapsed, r.counting = 0, 0, nil, true
+}
+
+func (r *roundTrips) stop() (trips, commits int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counting = false
+	return r.trips, r.commits
+}
+
+func (r *roundTrips) add(commit bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counting {
+		r.trips++
+		if commit {
+			r.commits++
+		}
+		r.started = time.Now()
+	}
+}
+
+func (r *roundTrips) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counting {
+		r.elapsed = append(r.elapsed, time.Since(r.started))
+	}
+}
+
+// TraceQueryStart counts a plain statement as a transaction when it is COMMIT, or when it
+// runs outside a transaction (then it is a transaction of its own).
+func (r *roundTrips) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	autocommit := c.PgConn().TxStatus() == 'I' && !strings.EqualFold(strings.TrimSpace(d.SQL), "begin")
+	r.add(d.SQL == "commit" || autocommit)
+	return ctx
+}
+
+func (r *roundTrips) countQueuedCommit(b *pgx.Batch) {
+	for _, q := range b.QueuedQueries {
+		if q.SQL == "commit" {
+			r.mu.Lock()
+			if r.counting {
+				r.commits++
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { r.end() }
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	r.add(false)
+	r.countQueuedCommit(d.Batch)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) { r.end() }
+
+func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	r.add(false)
+	return ctx
+}
+
+func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) { r.end() }
+
+// newCountingEnv is an environment whose single pooled connection counts round trips.
+func newCountingEnv(t *testing.T, limits store.Limits) (*env, *roundTrips) {
+	t.Helper()
+	rt := &roundTrips{}
+	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) {
+		c.ConnConfig.Tracer = rt
+		c.MaxConns = 1
+	})
+	s, err := store.New(pool, testKeys, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: context.Background(), pool: pool, store: s}, rt
+}
+
+// Page commit round trips, for a page of any size, counted on a warm connection
+// (statements already prepared):
+//   - read first (no commit of the account in this store before): the locked reads, then
+//     the set-based writes with COMMIT;
+//   - predicted (the page follows the account's last commit, whose message was answered):
+//     the locks, the check and the writes with COMMIT, in one;
+//   - mispredicted (the last commit's message is still unanswered, so the page merges it):
+//     the predicted transaction writes nothing, then the page is read first.
+const (
+	maxPageRoundTrips             = 2
+	maxPredictedPageRoundTrips    = 1
+	maxMispredictedPageRoundTrips = 3
+)
+
+func TestPageCommitRoundTripsDoNotGrowWithThePage(t *testing.T) {
+	t.Parallel()
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	b := e.register()
+	page := func(size, images int) []store.PageEntry {
+		entries := make([]store.PageEntry, size)
+		for i := range entries {
+			entries[i] = b.msg("m"+strconv.Itoa(i), t0)
+			for j := 0; j < images; j++ {
+				entries[i].Payload.Attachments = append(entries[i].Payload.Attachments, store.Attachment{Kind: "image", Position: j})
+				entries[i].Images = append(entries[i].Images, store.ImageLocator{Position: int32(j),
+					Locator: sealing.NewSecret(fmt.Sprintf("loc-%d-%d", i, j))})
+			}
+		}
+		return entries
+	}
+	answer := func(res store.PageResult) {
+		t.Helper()
+		if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_messages SET status = 'handled' WHERE message_key = $1`, res.Deliverable.MessageKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name            string
+		answered, fresh bool // the last page's message was answered; a store without hints commits
+		absorbed        func(size int) int
+		trips, commits  int
+		commit          string // PageResult.Commit
+	}{
+		{"read first", true, true, func(size int) int { return size - 1 }, maxPageRoundTrips, 1, store.PageReadFirst},
+		{"predicted", true, false, func(size int) int { return size - 1 }, maxPredictedPageRoundTrips, 1, store.PagePredicted},
+		// The page's others and the earlier deliverable are merged; the predicted
+		// transaction commits nothing.
+		{"mispredicted", false, false, func(size int) int { return size }, maxMispredictedPageRoundTrips, 2, store.PageMispredicted},
+	} {
+		for _, size := range []int{1, 10, 100} {
+			for _, images := range []int{0, 2} {
+				name := fmt.Sprintf("%s/messages=%d/images=%d", c.name, size, images)
+				t.Run(name, func(t *testing.T) {
+					// Warm the connection's statements with the same shape of page.
+					for range 2 {
+						res := e.commit(b, t0, page(size, images)...)
+						if c.answered {
+							answer(res)
+						}
+					}
+					if c.fresh {
+						s, err := store.New(e.pool, testKeys, store.DefaultLimits())
+						if err != nil {
+							t.Fatal(err)
+						}
+						e.store = s
+					}
+					rt.start()
+					res := e.commit(b, t0, page(size, images)...)
+					trips, commits := rt.stop()
+					if res.Deliverable == nil || res.Inserted != size {
+						t.Fatalf("page result %+v", res)
+					}
+					if want := c.absorbed(size); res.Absorbed != want {
+						t.Fatalf("absorbed %d, want %d", res.Absorbed, want)
+					}
+					if res.Commit != c.commit {
+						t.Fatalf("a %s page was committed %q", name, res.Commit)
+					}
+					if trips > c.trips || commits != c.commits {
+						t.Fatalf("a %s page took %d round trips and %d commits, want at most %d and %d",
+							name, trips, commits, c.trips, c.commits)
+					}
+					if c.answered {
+						answer(res)
+					}
+				})
+			}
+		}
+	}
+}
+
+// A send's bookkeeping: reserve and start in one transaction (no pacing wait), complete
+// in another (the update with COMMIT), counted on a warm connection:
+//   - the first send through a window (the Send activity names the session and its
+//     window): the session's read travels with the locks and reads, then the writes with
+//     COMMIT;
+//   - predicted (the window's last reservation in this store left the state the send is
+//     decided on): the locks, the check and the writes with COMMIT, in one;
+//   - mispredicted (a poll was recorded on the account since): the predicted transaction
+//     writes nothing, then the send is reserved as the first one;
+//   - the Send activity's (the session named by id alone) and a reply by token alone read
+//     the session first; the Send activity's next send through the session is predicted.
+const (
+	maxSendTransactions             = 2
+	maxFirstSendRoundTrips          = 3
+	maxPredictedSendRoundTrips      = 2
+	maxMispredictedSendRoundTrips   = 4
+	maxMispredictedSendTransactions = 3
+	maxSendRoundTripsBySearch       = 4
+)
+
+func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
+	t.Parallel()
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	b := e.register()
+	// The connection prepares every statement first, on another bot's window.
+	warm := e.register()
+	send := func(in store.ReplyInput, text string, before func()) (int, int, store.PreparedSend) {
+		t.Helper()
+		in.Content = vocab.Content{Type: "text", Text: text}
+		in.RequestID = "activity:" + text
+		if before != nil {
+			before()
+		}
+		rt.start()
+		prep, err := e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prep.Started == nil {
+			t.Fatalf("send was not started at once: %+v", prep)
+		}
+		out, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: prep.Attempt.AttemptID,
+			Status: vocab.AttemptSent, ProviderMessageID: "pm-" + text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Attempt.Status != vocab.AttemptSent || out.Window.SendsLeft() != prep.Window.SendsLeft() {
+			t.Fatalf("completion %+v after %+v", out, prep.Window)
+		}
+		trips, commits := rt.stop()
+		return trips, commits, prep
+	}
+	byWindow := func(b *bot) (store.ReplyInput, sealing.Secret) {
+		t.Helper()
+		res, tok := e.deliver(b, "hello")
+		sess, err := e.store.ValidateSession(e.ctx, t0, store.ByToken(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.ReplyInput{Session: store.BySessionID(sess.SessionID), ReplyWindowID: res.Deliverable.ReplyWindowID}, tok
+	}
+	warmIn, warmTok := byWindow(warm)
+	polled := func() {
+		if err := e.store.RecordPoll(e.ctx, t0, b.key, b.generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, before := range []func(){nil, nil, func() {
+		if err := e.store.RecordPoll(e.ctx, t0, warm.key, warm.generation); err != nil {
+			t.Fatal(err)
+		}
+	}} {
+		send(warmIn, fmt.Sprintf("warm-up %d", i), before)
+	}
+	send(store.ReplyInput{Session: store.ByToken(warmTok)}, "warm-up by token", nil)
+
+	in, tok := byWindow(b)
+	// The Send activity names the session alone (unless another session of the window
+	// sends): its first send reads the session first.
+	activity, _ := byWindow(e.register())
+	activity.ReplyWindowID = 0
+	for _, c := range []struct {
+		name      string
+		in        store.ReplyInput
+		before    func()
+		maxTrips  int
+		maxTx     int
+		predicted bool
+		commit    string
+	}{
+		{"the first through a window", in, nil, maxFirstSendRoundTrips, maxSendTransactions, false, store.SendReadFirst},
+		{"a predicted one", in, nil, maxPredictedSendRoundTrips, maxSendTransactions, true, store.SendPredicted},
+		{"a mispredicted one", in, polled, maxMispredictedSendRoundTrips, maxMispredictedSendTransactions, false,
+			store.SendMispredicted},
+		{"the Send activity's first", activity, nil, maxSendRoundTripsBySearch, maxSendTransactions, false, store.SendReadFirst},
+		{"the Send activity's next", activity, nil, maxPredictedSendRoundTrips, maxSendTransactions, true, store.SendPredicted},
+		{"a token's", store.ReplyInput{Session: store.ByToken(tok)}, nil, maxSendRoundTripsBySearch, maxSendTransactions,
+			false, store.SendReadFirst},
+	} {
+		trips, commits, prep := send(c.in, c.name, c.before)
+		if prep.Commit != c.commit {
+			t.Fatalf("%s send was committed %q, want %q", c.name, prep.Commit, c.commit)
+		}
+		if commits > c.maxTx || trips > c.maxTrips {
+			t.Fatalf("%s send took %d round trips in %d transactions, want at most %d in %d",
+				c.name, trips, commits, c.maxTrips, c.maxTx)
+		}
+		if c.predicted && (trips != maxPredictedSendRoundTrips || commits != maxSendTransactions) {
+			t.Fatalf("%s send took %d round trips in %d transactions, want %d in %d", c.name, trips, commits,
+				maxPredictedSendRoundTrips, maxSendTransactions)
+		}
+		t.Logf("%s send took %d round trips in %d transactions; %v", c.name, trips, commits, rt.elapsed)
+	}
+}

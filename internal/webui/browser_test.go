@@ -1,0 +1,309 @@
+package webui_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// The browser tests drive real headless Chromium (Debian's chromium package) against the
+// dev server, PostgreSQL, the simulator and an in-process worker, on a phone-sized window.
+
+// chromiumPath finds the browser; the tests fail, not skip, without one.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("headless Chromium is needed for the web UI's browser tests and was not found on PATH (chromium, chromium-browser) " +
+		"nor in $CHROMIUM: install Debian's package with `apt-get install -y chromium`")
+	return ""
+}
+
+// tab is one headless Chromium tab of a test. On failure it saves a screenshot of the
+// page and logs its path.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newTab(t *testing.T) *tab {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.WindowSize(412, 915), // a phone screen
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start headless Chromium: %v", err)
+	}
+	tb := &tab{t: t, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			tb.screenshot()
+		}
+	})
+	return tb
+}
+
+// screenshot saves the page to a file that outlives the test (t.TempDir is removed when
+// the test ends): $ILINKFLOW_SCREENSHOT_DIR, or a new directory under the system's
+// temporary directory.
+func (tb *tab) screenshot() {
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Logf("screenshot: %v", err)
+		return
+	}
+	dir := os.Getenv("ILINKFLOW_SCREENSHOT_DIR")
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "webui-screenshot-"); err != nil {
+			tb.t.Logf("screenshot: %v", err)
+			return
+		}
+	}
+	path := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(tb.t.Name())+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tb.t.Logf("screenshot: %v", err)
+		return
+	}
+	tb.t.Logf("screenshot of the page at the failure: %s", path)
+}
+
+func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	if err := chromedp.Do(tb.ctx, steps...); err != nil {
+		url, _ := chromedp.Run(tb.ctx, chromedp.Location())
+		tb.t.Fatalf("%s (at %s): %v", what, url, err)
+	}
+}
+
+// waitFor polls a JavaScript predicate on the page.
+func (tb *tab) waitFor(what, predicate string) {
+	tb.t.Helper()
+	tb.do(what, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(60*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+}
+
+func (tb *tab) text(sel string) string {
+	tb.t.Helper()
+	s, err := chromedp.Run(tb.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		tb.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// login opens the UI (which sends it to the login form) and logs in.
+func (tb *tab) login(base string) {
+	tb.t.Helper()
+	tb.do("log in",
+		chromedp.Navigate(base+"/accounts"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), operatorToken),
+		chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#new-enrollment")),
+	)
+}
+
+// startEnrollment starts an enrollment from the accounts page and waits for its QR code
+// to be shown (the image loaded); it returns the enrollment's offer id.
+func (tb *tab) startEnrollment() string {
+	tb.t.Helper()
+	tb.do("start an enrollment",
+		chromedp.Click(chromedp.CSS("#new-enrollment")),
+		chromedp.WaitVisible(chromedp.CSS("#enrollment")),
+	)
+	tb.waitFor("the QR code is shown",
+		`(() => { const i = document.getElementById("qr"); return !document.getElementById("qr-box").hidden && i.complete && i.naturalWidth >= 100; })()`)
+	url, err := chromedp.Run(tb.ctx, chromedp.Location())
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	i := strings.LastIndex(url, "/enroll/")
+	if i < 0 {
+		tb.t.Fatalf("enrollment page at %s", url)
+	}
+	return url[i+len("/enroll/"):]
+}
+
+func (tb *tab) waitStatus(status string) {
+	tb.t.Helper()
+	tb.waitFor("status "+status, fmt.Sprintf(`document.getElementById("status").textContent === %q`, status))
+}
+
+// qrOf finds the simulator's QR session of an enrollment (the workflow's QR content is
+// the session's image content).
+func (s *system) qrOf(offer string) ilinksim.QRInfo {
+	s.t.Helper()
+	v, err := s.tc.QueryWorkflow(s.ctx, wfapi.EnrollmentID(offer), "", wfapi.QueryEnrollmentState)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var st wfapi.EnrollmentState
+	if err := v.Get(&st); err != nil {
+		s.t.Fatal(err)
+	}
+	sessions, err := s.ctl.QRSessions(s.ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, q := range sessions {
+		if q.ImgContent == st.QRContent {
+			return q
+		}
+	}
+	s.t.Fatalf("no simulator QR session shows %q", st.QRContent)
+	return ilinksim.QRInfo{}
+}
+
+func (s *system) result(offer string) wfapi.EnrollmentState {
+	s.t.Helper()
+	var st wfapi.EnrollmentState
+	if err := s.tc.GetWorkflow(s.ctx, wfapi.EnrollmentID(offer), "").Get(s.ctx, &st); err != nil {
+		s.t.Fatal(err)
+	}
+	return st
+}
+
+func TestBrowserOperatorEnrollsABotWithAVerificationCode(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	tb := newTab(t)
+	tb.login(s.ui.URL)
+	if !strings.Contains(tb.text("main"), "No accounts yet") {
+		t.Fatalf("accounts page before any enrollment: %q", tb.text("main"))
+	}
+	offer := tb.startEnrollment()
+	if tb.text("#expires-at") == "" {
+		t.Error("the enrollment page shows no expiry")
+	}
+
+	// The owner scans; iLink asks for the number WeChat shows.
+	qr := s.qrOf(offer)
+	if _, err := s.ctl.ScanQR(s.ctx, qr.QRCode, "o9cq8owner@im.wechat"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.ctl.RequireVerifyCode(s.ctx, qr.QRCode, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the verification code is asked for", `!document.getElementById("code-form").hidden`)
+	tb.do("enter the verification code",
+		chromedp.SendKeys(chromedp.CSS("#code"), info.VerifyCode),
+		chromedp.Click(chromedp.CSS("#send-code")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	// The code reached iLink through the workflow's signal: the scan goes on; the owner
+	// confirms on the phone.
+	s.eventually("the owner confirms", 30*time.Second, func() (bool, error) {
+		_, err := s.ctl.ConfirmQR(s.ctx, qr.QRCode)
+		return err == nil, err
+	})
+	tb.waitStatus("confirmed")
+	tb.waitFor("the account is shown", `!document.getElementById("result").hidden && !!document.getElementById("account-key")`)
+	key := tb.text("#account-key")
+	if res := s.result(offer); res.Status != "confirmed" || res.AccountKey != key {
+		t.Fatalf("the page shows account %q, the workflow ended %+v", key, res)
+	}
+	if !tb.mustBeHidden("#qr-box") || !tb.mustBeHidden("#code-form") || !tb.mustBeHidden("#cancel-form") {
+		t.Error("the QR code, the code form or Cancel is still shown after the confirmation")
+	}
+
+	// The account is listed, active; pausing it from the page goes through the operator's code.
+	row := fmt.Sprintf(`li.account[data-account=%q]`, key)
+	tb.do("open the accounts page",
+		chromedp.Click(chromedp.CSS(`#result a[href$="/accounts"]`)),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+	)
+	if txt := tb.text(row); !strings.Contains(txt, vocab.AccountActive) {
+		t.Fatalf("account row: %q", txt)
+	}
+	tb.do("pause the account",
+		chromedp.Click(chromedp.CSS(row+" button.pause")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	if txt := tb.text("#flash"); !strings.Contains(txt, key+" is now paused") {
+		t.Errorf("after pause: %q", txt)
+	}
+	a, err := s.store.GetAccount(s.ctx, key)
+	if err != nil || a.Status != vocab.AccountPaused {
+		t.Fatalf("after pause: %+v %v", a, err)
+	}
+}
+
+// mustBeHidden reports whether the element is hidden.
+func (tb *tab) mustBeHidden(sel string) bool {
+	tb.t.Helper()
+	hidden, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).hidden`, sel)))
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	return hidden
+}
+
+func TestBrowserOperatorCancelsAnEnrollment(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	tb := newTab(t)
+	tb.login(s.ui.URL)
+	offer := tb.startEnrollment()
+	tb.do("cancel",
+		chromedp.Click(chromedp.CSS("#cancel")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	tb.waitStatus("cancelled")
+	tb.waitFor("the result is shown", `!document.getElementById("result").hidden && document.getElementById("qr-box").hidden`)
+	if res := s.result(offer); res.Status != "cancelled" || res.AccountKey != "" {
+		t.Fatalf("the workflow ended %+v", res)
+	}
+	if accounts, err := s.store.ListAccounts(s.ctx, ""); err != nil || len(accounts) != 0 {
+		t.Fatalf("accounts after a cancelled enrollment: %v %v", accounts, err)
+	}
+}
+
+func TestBrowserAnEnrollmentExpires(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	tb := newTab(t)
+	tb.login(s.ui.URL)
+	offer := tb.startEnrollment()
+	if _, err := s.ctl.ExpireQR(s.ctx, s.qrOf(offer).QRCode); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitStatus("expired")
+	tb.waitFor("the result is shown", `!document.getElementById("result").hidden && document.getElementById("qr-box").hidden && document.getElementById("cancel-form").hidden`)
+	if txt := tb.text("#result-text"); !strings.Contains(txt, "expired") {
+		t.Errorf("result: %q", txt)
+	}
+	if res := s.result(offer); res.Status != "expired" {
+		t.Fatalf("the workflow ended %+v", res)
+	}
+}

@@ -1,0 +1,152 @@
+// Package wfclient starts, signals and finds ilinkflow's workflows through a Temporal
+// client: the one way a ReplyWindow workflow is started, and the poller lookups under the
+// installation's workflow ids. The activities, the worker's start-up reconcile and the
+// operator's commands share it.
+package wfclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// ErrNoTemporal is returned when there is no Temporal client to start or signal with.
+var ErrNoTemporal = temporal.NewNonRetryableApplicationError(
+	"no Temporal client configured", actapi.ErrTypeInvalidInput, nil)
+
+// IsNotFound reports whether err is Temporal's "no such workflow".
+func IsNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+// WindowInput is the one ReplyWindow input of a window: the poll, the poller's
+// SyncWindows and the start-up reconcile all start windows with it. defaultMaxSends is
+// the quota of a reference recorded without one (older workers' histories).
+func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, defaultMaxSends int32, offer *wfapi.Offer) wfapi.WindowInput {
+	maxSends := w.MaxSends
+	if maxSends <= 0 {
+		maxSends = defaultMaxSends
+	}
+	return wfapi.WindowInput{
+		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
+		ExpiresAt: w.ExpiresAt, MaxSends: maxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
+		ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
+	}
+}
+
+// WindowOutcome is what StartWindow found.
+type WindowOutcome int
+
+// StartWindow outcomes.
+const (
+	// WindowStarted: a new ReplyWindow workflow started.
+	WindowStarted WindowOutcome = iota + 1
+	// WindowRunning: the window's workflow was already running.
+	WindowRunning
+	// WindowClosed: the window's workflow already ran and closed; none was started.
+	WindowClosed
+)
+
+// String names the outcome.
+func (o WindowOutcome) String() string {
+	switch o {
+	case WindowStarted:
+		return "started"
+	case WindowRunning:
+		return "running"
+	case WindowClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// StartWindow is the one way a ReplyWindow workflow is started, with one set of options:
+// unless its id is taken, a running workflow is left alone and a closed one is not run
+// again (REJECT_DUPLICATE), so starting is idempotent and "already started" is not an
+// error. Only when the id is taken does it ask Temporal which of the two it was. id is the
+// window's workflow id (store.Store.WindowWorkflowID: a window opened before
+// installation ids keeps its legacy id).
+func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in wfapi.WindowInput) (WindowOutcome, error) {
+	if tc == nil {
+		return 0, ErrNoTemporal
+	}
+	if id == "" {
+		return 0, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), actapi.ErrTypeInvalidInput, nil)
+	}
+	_, err := tc.ExecuteWorkflow(ctx, wfapi.StartOptions(client.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// FAIL plus the error below tells "already running" from "started", which
+		// USE_EXISTING hides; the effect on a running workflow is the same: none.
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, in.AccountKey, in.PeerID), wfapi.ReplyWindowWorkflow, in)
+	if err == nil {
+		return WindowStarted, nil
+	}
+	if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return 0, fmt.Errorf("start window workflow %s: %w", id, err)
+	}
+	d, err := tc.DescribeWorkflow(ctx, id, "")
+	if err != nil && !IsNotFound(err) {
+		return 0, fmt.Errorf("describe %s: %w", id, err)
+	}
+	if err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return WindowRunning, nil
+	}
+	return WindowClosed, nil
+}
+
+// SignalPoller signals an account's poller under the rule of wfapi.Installation.PollerIDs:
+// the installation's poller id first and, when no such workflow runs, the legacy one. It
+// returns the workflow id signalled; when no poller runs, the error is the
+// *serviceerror.NotFound of the last id tried.
+func SignalPoller(ctx context.Context, tc client.Client, inst wfapi.Installation, accountKey, signal string, arg any) (string, error) {
+	if tc == nil {
+		return "", ErrNoTemporal
+	}
+	var err error
+	for _, id := range inst.PollerIDs(accountKey) {
+		if err = tc.SignalWorkflow(ctx, id, "", signal, arg); err == nil {
+			return id, nil
+		}
+		if !IsNotFound(err) {
+			return "", fmt.Errorf("signal poller %s: %w", id, err)
+		}
+	}
+	return "", err
+}
+
+// RunningPoller finds an account's running poller under the rule of
+// wfapi.Installation.PollerIDs and returns its workflow id and run id; id is "" when no
+// poller runs.
+func RunningPoller(ctx context.Context, tc client.Client, inst wfapi.Installation, accountKey string) (id, runID string, err error) {
+	if tc == nil {
+		return "", "", ErrNoTemporal
+	}
+	for _, id := range inst.PollerIDs(accountKey) {
+		d, err := tc.DescribeWorkflow(ctx, id, "")
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("describe %s: %w", id, err)
+		}
+		if d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return id, d.WorkflowExecution.RunID, nil
+		}
+	}
+	return "", "", nil
+}
