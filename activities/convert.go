@@ -45,7 +45,7 @@ type ImageLocator struct {
 	Media ilink.CDNMedia `json:"media"`
 	// AESKey is image_item.aeskey (32 hex characters) when the message carried it.
 	AESKey ilink.Secret `json:"aeskey,omitempty"`
-	// ItemType is the item's type (0: an image, as in locators written before media).
+	// ItemType is the item's type (0: an image, whose locator is written without it).
 	ItemType ilink.ItemType `json:"item_type,omitempty"`
 }
 

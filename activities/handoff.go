@@ -59,7 +59,7 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 	// hand-off (keepAlive only logs).
 	a.typer().keepAlive(ctx, w)
 	ans, err := a.Handler.Deliver(ctx, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
-		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(w.ReplyWindowID, msg.MessageKey)})
+		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(msg.MessageKey)})
 	if err != nil {
 		var perm *handoff.PermanentError
 		if errors.As(err, &perm) {

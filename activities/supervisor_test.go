@@ -53,7 +53,7 @@ func TestALeaseClaimedWhileTemporalIsDownIsToldToThePollerWhenItIsBack(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerIDs(h.key)[0], TaskQueue: queue}, "poller-stand-in")
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerID(h.key), TaskQueue: queue}, "poller-stand-in")
 	if err != nil {
 		t.Fatal(err)
 	}

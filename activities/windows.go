@@ -46,7 +46,7 @@ func (a *Activities) startWindow(ctx context.Context, w actapi.WindowRef, offer 
 	if err != nil {
 		return storeErr("window workflow id", err)
 	}
-	_, err = wfclient.StartWindow(ctx, a.Temporal, cfg.TaskQueue, id, wfclient.WindowInput(w, cfg.ReofferAfter, a.Store.Limits().MaxSends, offer))
+	_, err = wfclient.StartWindow(ctx, a.Temporal, cfg.TaskQueue, id, wfclient.WindowInput(w, cfg.ReofferAfter, offer))
 	return err
 }
 
@@ -88,8 +88,7 @@ func (a *Activities) ExpireWindow(ctx context.Context, in actapi.ExpireInput) (a
 }
 
 // StartPoller starts the AccountPoller of an account generation, or tells the running one
-// to rotate to it: a poller still running under its legacy id is signalled, otherwise
-// signal-with-start under the installation's id (the rule of wfapi.Installation.PollerIDs).
+// to rotate to it (signal-with-start under the installation's poller id).
 func (a *Activities) StartPoller(ctx context.Context, in actapi.AccountRef) error {
 	if a.Temporal == nil {
 		return errNoTemporal
@@ -98,19 +97,9 @@ func (a *Activities) StartPoller(ctx context.Context, in actapi.AccountRef) erro
 	if err != nil {
 		return storeErr("installation", err)
 	}
-	rotate := wfapi.RotateSignal{Generation: in.Generation}
-	ids := inst.PollerIDs(in.AccountKey)
-	for _, legacy := range ids[1:] {
-		err := a.Temporal.SignalWorkflow(ctx, legacy, "", wfapi.SignalRotate, rotate)
-		if err == nil {
-			return nil
-		}
-		if !isNotFound(err) {
-			return fmt.Errorf("signal poller %s: %w", legacy, err)
-		}
-	}
-	_, err = a.Temporal.SignalWithStartWorkflow(ctx, ids[0], wfapi.SignalRotate, rotate,
-		wfapi.StartOptions(client.StartWorkflowOptions{ID: ids[0], TaskQueue: a.cfg().TaskQueue}, in.AccountKey, ""),
+	id := inst.PollerID(in.AccountKey)
+	_, err = a.Temporal.SignalWithStartWorkflow(ctx, id, wfapi.SignalRotate, wfapi.RotateSignal{Generation: in.Generation},
+		wfapi.StartOptions(client.StartWorkflowOptions{ID: id, TaskQueue: a.cfg().TaskQueue}, in.AccountKey, ""),
 		wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: in.AccountKey, Generation: in.Generation, Config: a.Config.Poller})
 	if err != nil {
 		return fmt.Errorf("signal-with-start poller: %w", err)

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
-	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -74,8 +73,8 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	h.acts.Temporal = c
 	exp := time.Now().Add(24 * time.Hour)
 	opened := []actapi.WindowRef{
-		{ReplyWindowID: 1, AccountKey: h.key, MessageKey: "im_1", PeerID: "peer@im.wechat", ExpiresAt: exp, Deliverable: true},
-		{ReplyWindowID: 2, AccountKey: h.key, MessageKey: "im_2", PeerID: "peer@im.wechat", ExpiresAt: exp},
+		{ReplyWindowID: 1, AccountKey: h.key, MessageKey: "im_1", PeerID: "peer@im.wechat", ExpiresAt: exp, Deliverable: true, MaxSends: 10},
+		{ReplyWindowID: 2, AccountKey: h.key, MessageKey: "im_2", PeerID: "peer@im.wechat", ExpiresAt: exp, MaxSends: 10, SendsUsed: 3},
 	}
 	for _, w := range opened {
 		// The window's workflow carries the account and the peer as search attributes.
@@ -86,7 +85,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 			WorkflowExecutionErrorWhenAlreadyStarted: true,
 		}, h.key, "peer@im.wechat")
 		in := wfapi.WindowInput{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
-			ExpiresAt: w.ExpiresAt, MaxSends: 10, Deliverable: w.Deliverable}
+			ExpiresAt: w.ExpiresAt, MaxSends: w.MaxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable}
 		var err error
 		if w.ReplyWindowID == 2 { // already started (and closed): success
 			err = serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
@@ -95,7 +94,7 @@ func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 		}
 		c.On("ExecuteWorkflow", mock.Anything, want, wfapi.ReplyWindowWorkflow, mock.MatchedBy(func(got wfapi.WindowInput) bool {
 			return got.ReplyWindowID == in.ReplyWindowID && got.AccountKey == in.AccountKey && got.MessageKey == in.MessageKey && got.PeerID == w.PeerID &&
-				got.ExpiresAt.Equal(in.ExpiresAt) && got.MaxSends == in.MaxSends && got.Deliverable == in.Deliverable
+				got.ExpiresAt.Equal(in.ExpiresAt) && got.MaxSends == in.MaxSends && got.SendsUsed == in.SendsUsed && got.Deliverable == in.Deliverable
 		})).Return(nil, err).Once()
 	}
 	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 3), "", wfapi.SignalRetired, nil).Return(nil).Once()
@@ -129,82 +128,11 @@ func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.
 	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
-	// A fresh installation never looks at legacy poller ids.
+	// Stopping signals each account's poller; a missing one is ignored.
 	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID(inst, "a"), "", wfapi.SignalStop, mock.Anything).Return(nil).Once()
 	c.On("SignalWorkflow", mock.Anything, wfapi.AccountPollerID(inst, "b"), "", wfapi.SignalStop, mock.Anything).
 		Return(serviceerror.NewNotFound("no poller")).Once()
 	if err := runErr(h, h.acts.StopPollers, []string{"a", "b"}); err != nil {
-		t.Fatal(err)
-	}
-	c.AssertExpectations(t)
-}
-
-// legacyStore marks the harness's installation as one upgraded from before installation
-// ids: windows up to windowsThrough and every poller may have legacy ids. It returns a
-// fresh store over the harness's schema (the installation is cached per store).
-func legacyStore(h *harness, windowsThrough int64) *store.Store {
-	h.t.Helper()
-	if _, err := h.pool.Exec(h.ctx, "UPDATE installation SET legacy_windows_through = $1, legacy_pollers = true", windowsThrough); err != nil {
-		h.t.Fatal(err)
-	}
-	st, err := store.New(h.pool, testKeys, store.DefaultLimits())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return st
-}
-
-func TestAPollerRunningUnderItsLegacyIDIsSignalledInsteadOfStartingASecondOne(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.acts.Store = legacyStore(h, 0)
-	inst := must[string](t)(h.acts.Store.InstallationID(h.ctx))
-	c := &mocks.Client{}
-	h.acts.Temporal = c
-	legacy, current := wfapi.LegacyAccountPollerID(h.key), wfapi.AccountPollerID(inst, h.key)
-
-	// The legacy poller runs: it is told the generation, nothing is started.
-	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalRotate, wfapi.RotateSignal{Generation: 2}).Return(nil).Once()
-	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 2}); err != nil {
-		t.Fatal(err)
-	}
-	c.AssertExpectations(t)
-
-	// No legacy poller: one starts under the installation's id.
-	c = &mocks.Client{}
-	h.acts.Temporal = c
-	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3}).
-		Return(serviceerror.NewNotFound("no legacy poller")).Once()
-	c.On("SignalWithStartWorkflow", mock.Anything, current, wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3},
-		wfapi.StartOptions(client.StartWorkflowOptions{ID: current, TaskQueue: wfapi.DefaultTaskQueue}, h.key, ""), wfapi.AccountPollerWorkflow,
-		wfapi.PollerInput{AccountKey: h.key, Generation: 3}).Return(nil, nil).Once()
-	if err := runErr(h, h.acts.StartPoller, actapi.AccountRef{AccountKey: h.key, Generation: 3}); err != nil {
-		t.Fatal(err)
-	}
-	c.AssertExpectations(t)
-
-	// Stopping tries the installation's id first, then the legacy one.
-	c = &mocks.Client{}
-	h.acts.Temporal = c
-	c.On("SignalWorkflow", mock.Anything, current, "", wfapi.SignalStop, mock.Anything).
-		Return(serviceerror.NewNotFound("no poller")).Once()
-	c.On("SignalWorkflow", mock.Anything, legacy, "", wfapi.SignalStop, mock.Anything).Return(nil).Once()
-	if err := runErr(h, h.acts.StopPollers, []string{h.key}); err != nil {
-		t.Fatal(err)
-	}
-	c.AssertExpectations(t)
-}
-
-func TestARetiredWindowOpenedBeforeInstallationIDsIsSignalledUnderItsLegacyID(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.acts.Store = legacyStore(h, 5)
-	inst := must[string](t)(h.acts.Store.InstallationID(h.ctx))
-	c := &mocks.Client{}
-	h.acts.Temporal = c
-	c.On("SignalWorkflow", mock.Anything, wfapi.LegacyReplyWindowID(5), "", wfapi.SignalRetired, nil).Return(nil).Once()
-	c.On("SignalWorkflow", mock.Anything, wfapi.ReplyWindowID(inst, 6), "", wfapi.SignalRetired, nil).Return(nil).Once()
-	if err := runErr(h, h.acts.SyncWindows, actapi.WindowsInput{Retired: []int64{5, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	c.AssertExpectations(t)

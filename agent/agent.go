@@ -3,11 +3,11 @@
 // gateway's "workflow" handler with a wfapi.AgentInput), or any Go program with a
 // Temporal client, replies through the message's reply window and gives its verdict.
 //
-// A window is addressed by its workflow's id, Input.WindowWorkflow() (the id names the
+// A window is addressed by its workflow's id, Input.WindowWorkflowID (the id names the
 // gateway's installation; see wfapi's Workflow ids). From a program with a client:
 //
-//	res, err := agent.Reply(ctx, c, in.WindowWorkflow(), "hello", "my-request-1")
-//	err = agent.Finish(ctx, c, in.WindowWorkflow(), true, "")
+//	res, err := agent.Reply(ctx, c, in.WindowWorkflowID, "hello", "my-request-1")
+//	err = agent.Finish(ctx, c, in.WindowWorkflowID, true, "")
 //
 // From an agent workflow (a workflow must not call a client itself), register the
 // activities on the agent's worker and call the workflow helpers:
@@ -15,7 +15,7 @@
 //	agent.RegisterActivities(w, c)
 //	// in the workflow:
 //	res, err := agent.WorkflowReplyTo(ctx, in, "hello", "")
-//	err = agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, "")
+//	err = agent.WorkflowFinish(ctx, in.WindowWorkflowID, true, "")
 //
 // A reply made under the delivery's session (WorkflowReplyTo, ReplyInSession) is taken
 // even when it reaches the window before the window took in the hand-off.
@@ -73,7 +73,7 @@ const CodeWindowClosed = "reply_window_closed"
 
 // Reply sends text to the user through the reply window's send Update and waits for the
 // outcome (Status sent, failed or unknown; an unknown send is never retried by the
-// gateway). windowWorkflowID is the window's workflow id (Input.WindowWorkflow()).
+// gateway). windowWorkflowID is the window's workflow id (Input.WindowWorkflowID).
 // requestID makes the reply idempotent: a retry with the same id returns the first
 // outcome and never sends twice; "" gives every call its own id. A text that breaks the
 // rule for outbound text (vocab.CheckText: valid UTF-8, no U+0000, not blank, at most
@@ -112,7 +112,7 @@ func ReplyInSession(ctx context.Context, c client.Client, windowWorkflowID, sess
 // Finish gives the agent's verdict on the window's message: handled, or failed with a
 // reason. It closes the message's sessions and ends its re-offers. Finishing again with
 // the same verdict succeeds; another verdict is refused (attempt_conflict).
-// windowWorkflowID is the window's workflow id (Input.WindowWorkflow()).
+// windowWorkflowID is the window's workflow id (Input.WindowWorkflowID).
 func Finish(ctx context.Context, c client.Client, windowWorkflowID string, handled bool, reason string) error {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: windowWorkflowID, UpdateName: wfapi.UpdateFinish,
@@ -183,10 +183,8 @@ const (
 
 // ReplyInput is the input of the reply activity.
 type ReplyInput struct {
-	ReplyWindowID int64
-	// WindowWorkflowID is the window's workflow id ("" in inputs recorded before
-	// installation ids: the legacy id of ReplyWindowID).
-	WindowWorkflowID string `json:",omitempty"`
+	// WindowWorkflowID is the window's workflow id (Input.WindowWorkflowID).
+	WindowWorkflowID string
 	Text             string
 	// RequestID makes the reply idempotent ("": the activity's run and activity ids,
 	// stable across the activity's retries).
@@ -197,21 +195,15 @@ type ReplyInput struct {
 
 // FinishInput is the input of the finish activity.
 type FinishInput struct {
-	ReplyWindowID int64
-	// WindowWorkflowID is the window's workflow id ("" in inputs recorded before
-	// installation ids: the legacy id of ReplyWindowID).
-	WindowWorkflowID string `json:",omitempty"`
+	// WindowWorkflowID is the window's workflow id (Input.WindowWorkflowID).
+	WindowWorkflowID string
 	Handled          bool
 	Reason           string
 }
 
-// windowWorkflow is the workflow id of an activity input's window.
-func windowWorkflow(id string, windowID int64) string {
-	if id != "" {
-		return id
-	}
-	return wfapi.LegacyReplyWindowID(windowID)
-}
+// errNoWindow refuses an activity input that names no window workflow.
+var errNoWindow = temporal.NewNonRetryableApplicationError(
+	"agent: the input names no window workflow (WindowWorkflowID)", string(vocab.CodeInvalidInput), nil)
 
 // Activities runs Reply and Finish as activities for agent workflows. A refusal is a
 // non-retryable error typed with its Code.
@@ -234,7 +226,10 @@ func (a *Activities) Reply(ctx context.Context, in ReplyInput) (wfapi.SendResult
 		info := activity.GetInfo(ctx)
 		id = "agent:" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	}
-	window := windowWorkflow(in.WindowWorkflowID, in.ReplyWindowID)
+	window := in.WindowWorkflowID
+	if window == "" {
+		return wfapi.SendResult{}, errNoWindow
+	}
 	res, err := ReplyInSession(ctx, a.Client, window, in.SessionID, in.Text, id)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < notStartedAttempts {
@@ -251,7 +246,10 @@ const notStartedAttempts = 3
 
 // Finish is the finish activity.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) error {
-	return final(Finish(ctx, a.Client, windowWorkflow(in.WindowWorkflowID, in.ReplyWindowID), in.Handled, in.Reason))
+	if in.WindowWorkflowID == "" {
+		return errNoWindow
+	}
+	return final(Finish(ctx, a.Client, in.WindowWorkflowID, in.Handled, in.Reason))
 }
 
 // final makes a refusal non-retryable (retrying cannot change it); other errors stay
@@ -280,7 +278,7 @@ func withOptions(ctx workflow.Context) workflow.Context {
 
 // WorkflowReply sends a reply from an agent workflow (the activity registered by
 // RegisterActivities on the workflow's task queue) to the window whose workflow id is
-// windowWorkflowID (Input.WindowWorkflow()). The workflow context's activity options are
+// windowWorkflowID (Input.WindowWorkflowID). The workflow context's activity options are
 // used when set.
 func WorkflowReply(ctx workflow.Context, windowWorkflowID, text, requestID string) (wfapi.SendResult, error) {
 	return WorkflowReplyTo(ctx, Input{WindowWorkflowID: windowWorkflowID}, text, requestID)
@@ -291,13 +289,12 @@ func WorkflowReply(ctx workflow.Context, windowWorkflowID, text, requestID strin
 func WorkflowReplyTo(ctx workflow.Context, in Input, text, requestID string) (wfapi.SendResult, error) {
 	var res wfapi.SendResult
 	err := workflow.ExecuteActivity(withOptions(ctx), ReplyActivity,
-		ReplyInput{ReplyWindowID: in.ReplyWindowID, WindowWorkflowID: in.WindowWorkflow(), Text: text, RequestID: requestID,
-			SessionID: in.SessionID}).Get(ctx, &res)
+		ReplyInput{WindowWorkflowID: in.WindowWorkflowID, Text: text, RequestID: requestID, SessionID: in.SessionID}).Get(ctx, &res)
 	return res, err
 }
 
 // WorkflowFinish gives the verdict from an agent workflow (see Finish) to the window
-// whose workflow id is windowWorkflowID (Input.WindowWorkflow()).
+// whose workflow id is windowWorkflowID (Input.WindowWorkflowID).
 func WorkflowFinish(ctx workflow.Context, windowWorkflowID string, handled bool, reason string) error {
 	return workflow.ExecuteActivity(withOptions(ctx), FinishActivity,
 		FinishInput{WindowWorkflowID: windowWorkflowID, Handled: handled, Reason: reason}).Get(ctx, nil)

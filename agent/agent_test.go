@@ -51,7 +51,8 @@ func TestAReplyToAWindowWorkflowNotStartedYetIsRetriedBeforeItIsClosed(t *testin
 			attempts++
 		}
 	})
-	env.ExecuteWorkflow(replier, agent.Input{ReplyWindowID: 987654321, SessionID: "00000000-0000-0000-0000-000000000001"})
+	env.ExecuteWorkflow(replier, agent.Input{ReplyWindowID: 987654321, WindowWorkflowID: "ilink-window/0123456789ab/987654321",
+		SessionID: "00000000-0000-0000-0000-000000000001"})
 	err := env.GetWorkflowError()
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != agent.CodeWindowClosed || !app.NonRetryable() {
@@ -64,45 +65,38 @@ func TestAReplyToAWindowWorkflowNotStartedYetIsRetriedBeforeItIsClosed(t *testin
 
 // finisher is an agent workflow that gives its verdict at once.
 func finisher(ctx workflow.Context, in agent.Input) error {
-	return agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, "")
+	return agent.WorkflowFinish(ctx, in.WindowWorkflowID, true, "")
 }
 
-// The verdict goes to the window's workflow id from the input; an input or an activity
-// input recorded before installation ids (no workflow id) addresses the legacy id.
-func TestTheVerdictGoesToTheInputsWindowWorkflowOrToTheLegacyIDOfAnOlderInput(t *testing.T) {
-	finishTo := func(mc *mocks.Client, id string) {
-		mc.On("UpdateWorkflow", mock.Anything, mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
-			return o.WorkflowID == id && o.UpdateName == wfapi.UpdateFinish
-		})).Return(nil, serviceerror.NewNotFound("window workflow closed")).Once()
-	}
-	for _, c := range []struct {
-		in   agent.Input
-		want string
-	}{
-		{agent.Input{ReplyWindowID: 5, WindowWorkflowID: "ilink-window/0123456789ab/5"}, "ilink-window/0123456789ab/5"},
-		{agent.Input{ReplyWindowID: 5}, "ilink-window/5"},
-	} {
-		mc := &mocks.Client{}
-		finishTo(mc, c.want)
-		var suite testsuite.WorkflowTestSuite
-		env := suite.NewTestWorkflowEnvironment()
-		env.RegisterWorkflow(finisher)
-		agent.RegisterActivities(env, mc)
-		env.ExecuteWorkflow(finisher, c.in)
-		var app *temporal.ApplicationError
-		if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != agent.CodeWindowClosed {
-			t.Fatalf("finish of %+v: %v, want %s", c.in, err, agent.CodeWindowClosed)
-		}
-		mc.AssertExpectations(t)
-	}
-
+// The verdict goes to the window's workflow id from the input; an input that names none
+// is refused without a call, and not retried.
+func TestTheVerdictGoesToTheInputsWindowWorkflow(t *testing.T) {
 	mc := &mocks.Client{}
-	finishTo(mc, "ilink-window/6")
-	err := (&agent.Activities{Client: mc}).Finish(context.Background(), agent.FinishInput{ReplyWindowID: 6, Handled: true})
-	if agent.Code(err) != agent.CodeWindowClosed {
-		t.Fatalf("finish activity of an older input: %v", err)
+	mc.On("UpdateWorkflow", mock.Anything, mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
+		return o.WorkflowID == "ilink-window/0123456789ab/5" && o.UpdateName == wfapi.UpdateFinish
+	})).Return(nil, serviceerror.NewNotFound("window workflow closed")).Once()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(finisher)
+	agent.RegisterActivities(env, mc)
+	env.ExecuteWorkflow(finisher, agent.Input{ReplyWindowID: 5, WindowWorkflowID: "ilink-window/0123456789ab/5"})
+	var app *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != agent.CodeWindowClosed {
+		t.Fatalf("finish: %v, want %s", err, agent.CodeWindowClosed)
 	}
 	mc.AssertExpectations(t)
+
+	none := &mocks.Client{}
+	acts := &agent.Activities{Client: none}
+	if err := acts.Finish(context.Background(), agent.FinishInput{Handled: true}); !errors.As(err, &app) ||
+		app.Type() != string(vocab.CodeInvalidInput) || !app.NonRetryable() {
+		t.Fatalf("finish without a window workflow: %v, want a non-retryable %s", err, vocab.CodeInvalidInput)
+	}
+	if _, err := acts.Reply(context.Background(), agent.ReplyInput{Text: "hi"}); !errors.As(err, &app) ||
+		app.Type() != string(vocab.CodeInvalidInput) || !app.NonRetryable() {
+		t.Fatalf("reply without a window workflow: %v, want a non-retryable %s", err, vocab.CodeInvalidInput)
+	}
+	none.AssertExpectations(t)
 }
 
 // An agent's data converter reads what the gateway's codec encrypted: the same keys

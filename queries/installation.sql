@@ -1,3 +1,3 @@
--- name: GetInstallation :one
--- The installation's one row (db/migrations/00005_installation.sql).
-SELECT installation_id, legacy_windows_through, legacy_pollers FROM installation;
+-- name: GetInstallationID :one
+-- The installation's id (db/migrations/00005_installation.sql): its one row never changes.
+SELECT installation_id FROM installation;

@@ -9,7 +9,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-func TestDurationsInInputsEncodeAsReadableStringsAndOldNanosecondsStillDecode(t *testing.T) {
+func TestDurationsInInputsEncodeAndDecodeAsReadableStrings(t *testing.T) {
 	t.Parallel()
 	in := wfapi.WindowInput{ReplyWindowID: 1, ReofferAfter: wfapi.Duration(10 * time.Minute)}
 	b, err := json.Marshal(in)
@@ -26,22 +26,14 @@ func TestDurationsInInputsEncodeAsReadableStringsAndOldNanosecondsStillDecode(t 
 	if !strings.Contains(string(p), `"StalePause":"1h0m0s"`) || !strings.Contains(string(p), `"ShortBackoff":"0s"`) {
 		t.Fatalf("encoded %s", p)
 	}
-	for _, c := range []struct {
-		json string
-		want time.Duration
-	}{
-		{`{"Lifetime":600000000000,"PollGap":"250ms"}`, 10 * time.Minute}, // recorded before Duration
-		{`{"Lifetime":"10m0s","PollGap":250000000}`, 10 * time.Minute},
-	} {
-		var e wfapi.EnrollmentInput
-		if err := json.Unmarshal([]byte(c.json), &e); err != nil {
-			t.Fatalf("%s: %v", c.json, err)
-		}
-		if e.Lifetime.D() != c.want || e.PollGap.D() != 250*time.Millisecond {
-			t.Fatalf("%s decoded to %v, %v", c.json, e.Lifetime, e.PollGap)
-		}
+	var e wfapi.EnrollmentInput
+	if err := json.Unmarshal([]byte(`{"Lifetime":"10m0s","PollGap":"250ms"}`), &e); err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{`{"Lifetime":"ten minutes"}`, `{"Lifetime":true}`, `{"Lifetime":1.5}`} {
+	if e.Lifetime.D() != 10*time.Minute || e.PollGap.D() != 250*time.Millisecond {
+		t.Fatalf("decoded to %v, %v", e.Lifetime, e.PollGap)
+	}
+	for _, bad := range []string{`{"Lifetime":"ten minutes"}`, `{"Lifetime":true}`, `{"Lifetime":1.5}`, `{"Lifetime":600000000000}`} {
 		var e wfapi.EnrollmentInput
 		if err := json.Unmarshal([]byte(bad), &e); err == nil {
 			t.Errorf("%s decoded to %v, want an error", bad, e.Lifetime)

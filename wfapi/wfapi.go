@@ -31,86 +31,36 @@ const (
 //	ilink-agent/<installation>/<message key>
 //	ilink-enrollment/<offer id>   (offer ids are random: unique without the installation)
 //
-// Workflows started before installation ids keep their legacy ids (the same without the
-// installation) and are still found under them:
-//
-//   - A reply window opened before installation ids (its id is at most
-//     Installation.LegacyWindowsThrough) has its workflow under LegacyReplyWindowID, and
-//     its message's agent workflow under LegacyAgentWorkflowID; every other window's are
-//     the new ids. Installation.WindowWorkflowID and Installation.AgentWorkflowID decide.
-//   - A poller keeps the id it was started with across continue-as-new, so an account's
-//     poller started before installation ids may still run under LegacyAccountPollerID
-//     (only where Installation.LegacyPollers: the database had accounts then). Whoever
-//     signals a poller signals AccountPollerID first and, when no such workflow runs, the
-//     legacy id; whoever starts one signals a running legacy poller instead and starts a
-//     new one, under AccountPollerID, only when none runs. Installation.PollerIDs lists
-//     the ids in the order they are signalled.
-//
 // Installations in one namespace also need their own task queues: a worker runs whatever
 // its task queue carries, against its own database.
 
-// Installation names one installation's workflows: its id and what was there before
-// installation ids (see Workflow ids above). store.Store.Installation reads it.
+// Installation names one installation's workflows. store.Store.Installation reads it.
 type Installation struct {
 	// ID is the installation id (12 lowercase hex digits).
 	ID string
-	// LegacyWindowsThrough is the largest reply window id that may have been opened before
-	// installation ids (0: none was).
-	LegacyWindowsThrough int64
-	// LegacyPollers is set when accounts existed before installation ids: their pollers
-	// may still run under legacy ids.
-	LegacyPollers bool
 }
 
-// WindowWorkflowID is the workflow id of a reply window's workflow.
-func (i Installation) WindowWorkflowID(windowID int64) string {
-	if windowID <= i.LegacyWindowsThrough {
-		return LegacyReplyWindowID(windowID)
-	}
-	return ReplyWindowID(i.ID, windowID)
-}
+// WindowWorkflowID is the workflow id of a reply window's workflow (ReplyWindowID).
+func (i Installation) WindowWorkflowID(windowID int64) string { return ReplyWindowID(i.ID, windowID) }
 
 // AgentWorkflowID is the workflow id of the agent workflow of a reply window's message
-// (one agent workflow per message). It follows the window: a legacy window's message
-// keeps the legacy agent workflow id, so that a re-offer finds the agent workflow an
-// older worker started.
-func (i Installation) AgentWorkflowID(windowID int64, messageKey string) string {
-	if windowID <= i.LegacyWindowsThrough {
-		return LegacyAgentWorkflowID(messageKey)
-	}
+// (one agent workflow per message; AgentWorkflowID).
+func (i Installation) AgentWorkflowID(messageKey string) string {
 	return AgentWorkflowID(i.ID, messageKey)
 }
 
-// PollerIDs lists the workflow ids an account's poller may run under, in the order they
-// are signalled: AccountPollerID, then LegacyAccountPollerID where LegacyPollers. A new
-// poller only ever starts under the first.
-func (i Installation) PollerIDs(accountKey string) []string {
-	ids := []string{AccountPollerID(i.ID, accountKey)}
-	if i.LegacyPollers {
-		ids = append(ids, LegacyAccountPollerID(accountKey))
-	}
-	return ids
-}
+// PollerID is the workflow id of an account's poller (AccountPollerID).
+func (i Installation) PollerID(accountKey string) string { return AccountPollerID(i.ID, accountKey) }
 
 // AccountPollerID is the workflow id of an account's poller in an installation: one per
-// account (see Installation.PollerIDs for the pollers that keep their legacy ids).
+// account, kept across continue-as-new and rotations.
 func AccountPollerID(installationID, accountKey string) string {
 	return "ilink-account/" + installationID + "/" + accountKey
 }
 
-// LegacyAccountPollerID is the workflow id of an account's poller started before
-// installation ids.
-func LegacyAccountPollerID(accountKey string) string { return "ilink-account/" + accountKey }
-
-// ReplyWindowID is the workflow id of a reply window's workflow in an installation (use
-// Installation.WindowWorkflowID, which knows the windows that keep their legacy ids).
+// ReplyWindowID is the workflow id of a reply window's workflow in an installation.
 func ReplyWindowID(installationID string, windowID int64) string {
 	return "ilink-window/" + installationID + "/" + strconv.FormatInt(windowID, 10)
-}
-
-// LegacyReplyWindowID is the workflow id of a reply window opened before installation ids.
-func LegacyReplyWindowID(windowID int64) string {
-	return "ilink-window/" + strconv.FormatInt(windowID, 10)
 }
 
 // EnrollmentID is the workflow id of an enrollment. Offer ids are random, so it needs no
@@ -158,13 +108,10 @@ type PollerConfig struct {
 	ShortBackoff Duration // after an upstream error (default 2s)
 	LongBackoff  Duration // after three failures in a row (default 30s)
 	MaxLoops     int      // continue-as-new after this many loops (default 500)
-	// PollSession is the workers' long-poll session (0: unknown, as in recorded inputs). It
-	// bounds a poll activity's run: a poll dispatched to a worker that died before it took
-	// the bot's lease is retried after the session and its slack, not after 20 minutes.
+	// PollSession is the workers' long-poll session (0: unknown). It bounds a poll
+	// activity's run: a poll dispatched to a worker that died before it took the bot's
+	// lease is retried after the session and its slack, not after 20 minutes.
 	PollSession Duration `json:",omitempty"`
-	// HeartbeatTimeout is no longer used: poll activities keep no Temporal heartbeat (their
-	// liveness is the poll lease). Kept so that recorded inputs decode.
-	HeartbeatTimeout Duration
 }
 
 // PollLostSignal names the poll activity whose lease expired by its place in the order of
@@ -238,9 +185,8 @@ type WindowInput struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
-	// PeerID is the WeChat user the window answers (its IlinkPeer search attribute; ""
-	// in inputs recorded before it).
-	PeerID    string `json:",omitempty"`
+	// PeerID is the WeChat user the window answers (its IlinkPeer search attribute).
+	PeerID    string
 	ExpiresAt time.Time
 	MaxSends  int32
 	// Deliverable is false for a deferred message: the window only waits to expire.
@@ -336,14 +282,10 @@ type WindowState struct {
 // for a message in an installation: one per message, so a retried hand-off never starts
 // a second one. Message keys derive from the bot and the provider's message id, so two
 // installations polling one bot would share them: the installation id keeps their agent
-// workflows apart (use Installation.AgentWorkflowID, which knows the legacy ones).
+// workflows apart.
 func AgentWorkflowID(installationID, messageKey string) string {
 	return "ilink-agent/" + installationID + "/" + messageKey
 }
-
-// LegacyAgentWorkflowID is the workflow id of the agent workflow of a message whose
-// window was opened before installation ids.
-func LegacyAgentWorkflowID(messageKey string) string { return "ilink-agent/" + messageKey }
 
 // AgentInput is the input of an agent workflow started by the "workflow" handler. It
 // holds no bearer token (it lands in history): the agent replies through the window's
@@ -362,18 +304,8 @@ type AgentInput struct {
 	ExpiresAt time.Time
 	SendsLeft int32
 	// WindowWorkflowID is the workflow id of the window's ReplyWindow workflow, where the
-	// agent replies and finishes ("" in inputs recorded before installation ids: see
-	// WindowWorkflow).
-	WindowWorkflowID string `json:",omitempty"`
-}
-
-// WindowWorkflow is the workflow id of the input's reply window: WindowWorkflowID, or
-// for an input recorded before installation ids the window's legacy id.
-func (in AgentInput) WindowWorkflow() string {
-	if in.WindowWorkflowID != "" {
-		return in.WindowWorkflowID
-	}
-	return LegacyReplyWindowID(in.ReplyWindowID)
+	// agent replies and finishes (package agent).
+	WindowWorkflowID string
 }
 
 // AgentAttachment describes one attachment of the message (never its media locator).

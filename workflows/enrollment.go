@@ -151,11 +151,7 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *actapi.Confirmed) (wfapi
 
 // carryAccount gives the enrollment the account it confirmed as its IlinkAccount search
 // attribute (unknown when it started), so that the account's workflows list it too.
-// Histories recorded before this rule replay without it.
 func (e *enrollment) carryAccount(ctx workflow.Context, accountKey string) {
-	if workflow.GetVersion(ctx, "enrollment-carries-its-account", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, wfapi.AccountAttribute.ValueSet(accountKey)); err != nil {
 		workflow.GetLogger(ctx).Warn("setting the enrollment's account search attribute failed", "account", accountKey, "error", err)
 	}

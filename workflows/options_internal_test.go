@@ -9,7 +9,7 @@ import (
 
 // A poll activity runs at most its workers' session plus the slack, so one dispatched to
 // a worker that died before it took the bot's lease is retried soon; with the session
-// unknown (recorded inputs) the old bound stays.
+// unknown the 20-minute bound stays.
 func TestAPollActivityIsBoundedByThePollSessionPlusItsSlack(t *testing.T) {
 	if got := pollOptionsFor(wfapi.PollerConfig{PollSession: wfapi.Duration(3 * time.Second)}).StartToCloseTimeout; got != 3*time.Second+pollSlack {
 		t.Fatalf("3s session: start-to-close %v, want %v", got, 3*time.Second+pollSlack)

@@ -99,15 +99,12 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 // followStore makes operator commands last-one-wins: the signals of a pause and a resume
 // carry no order across their channels, so once any arrived the poller reads the stored
 // state (the operator's CLI writes the store before it signals) and acts on it: paused
-// until a time, or active. Histories recorded before this rule replay without it.
+// until a time, or active.
 func (p *poller) followStore(ctx workflow.Context) {
 	if !p.commanded {
 		return
 	}
 	p.commanded = false
-	if workflow.GetVersion(ctx, "operator-commands-follow-the-store", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
 	var st actapi.AccountState
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
 		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
@@ -205,7 +202,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 			p.in.Config.PollSession = c.PollSession
 		}
 	}
-	if (len(res.Opened) > 0 || len(res.Retired) > 0) && !res.Synced {
+	if len(res.Opened) > 0 || len(res.Retired) > 0 {
 		if err := p.syncWindows(ctx, actapi.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
 			return err
 		}
@@ -242,11 +239,8 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 // adoptRotation follows a rotation whose signal has not arrived yet: the poll stopped
 // because the stored generation moved on, so the poller reads it and, when the account is
 // active at a newer generation, polls that one (the rotate signal, when it comes, changes
-// nothing more). Histories recorded before this rule replay without it.
+// nothing more).
 func (p *poller) adoptRotation(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, "poller-adopts-a-rotation-seen-by-its-poll", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
 	var st actapi.AccountState
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
 		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)

@@ -72,10 +72,6 @@ func newWindow(ctx workflow.Context, in wfapi.WindowInput) *window {
 	return w
 }
 
-// handledNeedsASentReply is the change id of the rule that a hand-off answer's "handled"
-// needs a reply confirmed sent (version 1).
-const handledNeedsASentReply = "handled-needs-a-sent-reply"
-
 // refusal is the typed error an update validator or handler answers with; its type is
 // the store code, so agents branch on it.
 func refusal(code vocab.Code, format string, args ...any) error {
@@ -240,9 +236,9 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 		// An answer's "handled" stands only if the user got an answer: when it carried
 		// replies and none of them (nor any other send of the window) was confirmed sent
 		// (refused, failed, or an unknown outcome), the message is failed with the reason,
-		// never falsely handled. Histories from before the rule keep their verdict.
+		// never falsely handled.
 		status, reason := vocab.MessageHandled, ""
-		if attempted > 0 && !w.confirmed && workflow.GetVersion(ctx, handledNeedsASentReply, workflow.DefaultVersion, 1) == 1 {
+		if attempted > 0 && !w.confirmed {
 			status, reason = vocab.MessageFailed, "the agent answered handled, but none of its replies was confirmed sent"
 			log.Warn("hand-off answered handled but no reply was confirmed sent; the message is failed", "window", w.in.ReplyWindowID)
 		}

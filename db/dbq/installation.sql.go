@@ -9,20 +9,14 @@ import (
 	"context"
 )
 
-const getInstallation = `-- name: GetInstallation :one
-SELECT installation_id, legacy_windows_through, legacy_pollers FROM installation
+const getInstallationID = `-- name: GetInstallationID :one
+SELECT installation_id FROM installation
 `
 
-type GetInstallationRow struct {
-	InstallationID       string
-	LegacyWindowsThrough int64
-	LegacyPollers        bool
-}
-
-// The installation's one row (db/migrations/00005_installation.sql).
-func (q *Queries) GetInstallation(ctx context.Context) (GetInstallationRow, error) {
-	row := q.db.QueryRow(ctx, getInstallation)
-	var i GetInstallationRow
-	err := row.Scan(&i.InstallationID, &i.LegacyWindowsThrough, &i.LegacyPollers)
-	return i, err
+// The installation's id (db/migrations/00005_installation.sql): its one row never changes.
+func (q *Queries) GetInstallationID(ctx context.Context) (string, error) {
+	row := q.db.QueryRow(ctx, getInstallationID)
+	var installation_id string
+	err := row.Scan(&installation_id)
+	return installation_id, err
 }

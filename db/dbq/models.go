@@ -90,10 +90,8 @@ type InboundMessage struct {
 }
 
 type Installation struct {
-	InstallationID       string
-	LegacyWindowsThrough int64
-	LegacyPollers        bool
-	CreatedAt            time.Time
+	InstallationID string
+	CreatedAt      time.Time
 }
 
 type LoginOffer struct {

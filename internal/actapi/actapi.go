@@ -30,8 +30,7 @@ type PollInput struct {
 	Probe bool
 	// LeaseEpoch orders the poll activities of the account (the AccountPoller gives each
 	// one it schedules a larger epoch; Temporal's attempt orders the retries of one): a
-	// newer activity takes the poll lease over from an older one. Zero for inputs recorded
-	// before leases: such an activity only takes a free or expired lease.
+	// newer activity takes the poll lease over from an older one.
 	LeaseEpoch int64
 	// PagesBefore and MessagesBefore are what the poller's earlier poll sessions
 	// committed (wfapi.PollerState): the progress in heartbeat details counts from them,
@@ -45,15 +44,15 @@ type WindowRef struct {
 	ReplyWindowID int64
 	AccountKey    string
 	MessageKey    string
-	// PeerID is the WeChat user the window answers ("" in histories of older workers).
-	PeerID    string `json:",omitempty"`
+	// PeerID is the WeChat user the window answers.
+	PeerID    string
 	ExpiresAt time.Time
 	// Deliverable is false for a window whose message was deferred (backlog) or finished.
 	Deliverable bool
-	// MaxSends is the window's quota (0 in histories of older workers: the configured
-	// quota); SendsUsed what of it is already reserved or transmitted.
-	MaxSends  int32 `json:",omitempty"`
-	SendsUsed int32 `json:",omitempty"`
+	// MaxSends is the window's quota; SendsUsed what of it is already reserved or
+	// transmitted.
+	MaxSends  int32
+	SendsUsed int32
 }
 
 // PollResult is what one PollAccount activity found. The activity keeps polling across
@@ -68,10 +67,6 @@ type PollResult struct {
 	// those the activity could not start or signal itself).
 	Opened  []WindowRef
 	Retired []int64
-	// Synced was true when the activity had already started and signalled those
-	// workflows. Opened and Retired now hold only what it left undone, so it is false;
-	// the field stays for histories recorded by older workers, which replay on it.
-	Synced bool
 	// StaleToken: iLink answered -14.
 	StaleToken bool
 	// UpstreamError is the ilink error code of a failed round trip ("" when none).

@@ -204,7 +204,7 @@ func codecAgent(ctx workflow.Context, in agent.Input) error {
 	if _, err := agent.WorkflowReplyTo(ctx, in, codecReply+" re: "+in.Summary, ""); err != nil {
 		return err
 	}
-	return agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, "")
+	return agent.WorkflowFinish(ctx, in.WindowWorkflowID, true, "")
 }
 
 func postDecode(t *testing.T, endpoint, auth, ns string, body []byte) (int, string) {

@@ -251,9 +251,8 @@ func (s *system) installation() wfapi.Installation {
 // windowWF is the workflow id of one of the system's reply windows.
 func (s *system) windowWF(windowID int64) string { return s.installation().WindowWorkflowID(windowID) }
 
-// pollerWF is the workflow id of the poller of one of the system's accounts (started
-// after installation ids).
-func (s *system) pollerWF(accountKey string) string { return s.installation().PollerIDs(accountKey)[0] }
+// pollerWF is the workflow id of the poller of one of the system's accounts.
+func (s *system) pollerWF(accountKey string) string { return s.installation().PollerID(accountKey) }
 
 func (s *system) running(workflowID string) bool {
 	d, err := s.tc.DescribeWorkflow(s.ctx, workflowID, "")

@@ -323,7 +323,7 @@ func testAgent(ctx workflow.Context, in agent.Input) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := agent.WorkflowFinish(ctx, in.WindowWorkflow(), true, ""); err != nil {
+	if err := agent.WorkflowFinish(ctx, in.WindowWorkflowID, true, ""); err != nil {
 		return "", err
 	}
 	return res.Status, nil
@@ -354,7 +354,7 @@ func TestHandOffWorkflowAgentRepliesAndFinishesThroughTheAgentPackage(t *testing
 		t.Fatal(err)
 	}
 	w := s.storedWindow(accountKey)
-	agentID := s.installation().AgentWorkflowID(w.ReplyWindowID, w.SourceMessageKey)
+	agentID := s.installation().AgentWorkflowID(w.SourceMessageKey)
 	s.eventually("agent workflow started", time.Minute, func() (bool, error) {
 		_, err := s.tc.DescribeWorkflow(s.ctx, agentID, "")
 		return err == nil, nil

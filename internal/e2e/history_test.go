@@ -81,29 +81,49 @@ func (s *system) assertNoSecretInHistory(secrets []string) {
 }
 
 // recordHistories writes every history as JSON under workflows/testdata/histories when
-// ILINKFLOW_RECORD_HISTORIES is set, for the replay tests.
+// ILINKFLOW_RECORD_HISTORIES is set, for the replay tests: as <type>-<n>.json when it is
+// 1 (the baseline), else as <value>-<type>-<n>.json. It never overwrites a recorded
+// history: every later change of a workflow must replay the ones there (see the replay
+// paragraph of docs/architecture.md), so new recordings go beside them under a new name.
 func (s *system) recordHistories() {
 	s.t.Helper()
-	if os.Getenv("ILINKFLOW_RECORD_HISTORIES") == "" {
+	label := os.Getenv("ILINKFLOW_RECORD_HISTORIES")
+	if label == "" {
 		return
+	}
+	prefix := ""
+	if label != "1" {
+		if strings.ContainsAny(label, `/\`) {
+			s.t.Fatalf("ILINKFLOW_RECORD_HISTORIES=%q: a name prefix may not hold a path separator", label)
+		}
+		prefix = label + "-"
 	}
 	dir := filepath.Join("..", "..", "workflows", "testdata", "histories")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		s.t.Fatal(err)
 	}
 	seen := map[string]int{}
-	for _, e := range s.executions() {
+	execs := s.executions()
+	for _, e := range execs {
 		seen[e.workflowType]++
 		raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(e.history)
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		name := fmt.Sprintf("%s-%d.json", e.workflowType, seen[e.workflowType])
-		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
+		name := filepath.Join(dir, fmt.Sprintf("%s%s-%d.json", prefix, e.workflowType, seen[e.workflowType]))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			s.t.Fatalf("record %s: %v (recorded histories are never overwritten: set ILINKFLOW_RECORD_HISTORIES to a new name prefix)", name, err)
+		}
+		_, err = f.Write(raw)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			s.t.Fatal(err)
 		}
 	}
-	s.t.Logf("recorded %d histories in %s", len(seen), dir)
+	s.t.Logf("recorded %d histories of %d workflow types in %s", len(execs), len(seen), dir)
 }
 
 // actionEvents are the history events that Temporal Cloud bills as one action each

@@ -1,11 +1,6 @@
 package e2e_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +13,8 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
-	"github.com/ilinkflow/ilinkflow/internal/replyapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // Two installations (two databases, two workers on their own task queues) share one
@@ -125,7 +118,7 @@ func TestTwoInstallationsShareANamespaceWithoutTouchingEachOthersWorkflows(t *te
 	// Each reconcile (as at a restart) finds its own workflows running, starts nothing and
 	// signals none of the other installation's workflows.
 	for name, s := range sys {
-		rep, err := gateway.Reconcile(s.ctx, s.store, s.tc, s.tq, limits)
+		rep, err := gateway.Reconcile(s.ctx, s.store, s.tc, s.tq)
 		want := gateway.ReconcileReport{Accounts: 1, PollersSignalled: 1, Windows: 1, WindowsRunning: 1}
 		if err != nil || rep.Accounts != want.Accounts || rep.PollersSignalled != want.PollersSignalled || rep.PollersStarted != 0 ||
 			rep.Windows != want.Windows || rep.WindowsRunning != want.WindowsRunning || rep.WindowsStarted != 0 {
@@ -146,90 +139,6 @@ func TestTwoInstallationsShareANamespaceWithoutTouchingEachOthersWorkflows(t *te
 			}
 		}
 		before = after
-	}
-}
-
-// A window opened before installation ids (simulated: the installation's migration
-// marked windows up to 1000 legacy) has its workflow under its legacy id: the agent's
-// replies and verdict reach it through the reply API and the agent package, and the
-// reconcile finds it running there instead of starting a second workflow.
-func TestALegacyWindowIsRepliedToFinishedAndReconciledUnderItsLegacyID(t *testing.T) {
-	t.Parallel()
-	limits := store.DefaultLimits()
-	limits.WindowLifetime = time.Hour
-	s := start(t, limits, func(_ *gateway.Config, o *gateway.Options) {
-		// Before the gateway (and the test's store) first read the installation.
-		if _, err := o.Pool.Exec(t.Context(), "UPDATE installation SET legacy_windows_through = 1000, legacy_pollers = true"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	inst := s.installation()
-	if inst.LegacyWindowsThrough != 1000 {
-		t.Fatalf("installation %+v", inst)
-	}
-	const owner = "o9cq8e2elegacywindow00001@im.wechat"
-	key, bot := s.enrolledBot("qo_e2e_legacy_window", owner)
-	if _, err := s.ctl.InjectText(s.ctx, bot.BotID, "", "hello legacy window"); err != nil {
-		t.Fatal(err)
-	}
-	w, _ := s.openWindow(key, 0)
-	legacy := wfapi.LegacyReplyWindowID(w.ReplyWindowID)
-	if s.windowWF(w.ReplyWindowID) != legacy || !s.running(legacy) {
-		t.Fatalf("window %d's workflow: %s (running %v), want %s", w.ReplyWindowID, s.windowWF(w.ReplyWindowID), s.running(legacy), legacy)
-	}
-	if _, err := s.tc.DescribeWorkflow(s.ctx, wfapi.ReplyWindowID(inst.ID, w.ReplyWindowID), ""); err == nil {
-		t.Fatal("the legacy window also has a workflow under the installation's id")
-	}
-	d := s.onlyDelivery()
-	if d.WindowWorkflowID != legacy {
-		t.Fatalf("delivery names window workflow %s, want %s", d.WindowWorkflowID, legacy)
-	}
-
-	// A reply through the reply API and one through the agent package.
-	api := httptest.NewServer(replyapi.New(replyapi.Config{Store: s.store, Temporal: s.tc}))
-	t.Cleanup(api.Close)
-	post := func(path string, body any) (int, string) {
-		t.Helper()
-		raw, _ := json.Marshal(body)
-		req, _ := http.NewRequest(http.MethodPost, api.URL+path, bytes.NewReader(raw))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+d.SessionToken.Reveal())
-		resp, err := api.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := post("/v1/reply", replyapi.ReplyRequest{Type: "text", Text: "through the reply API"}); code != http.StatusOK {
-		t.Fatalf("reply API: %d %s", code, body)
-	}
-	if res, err := agent.Reply(s.ctx, s.tc, d.WindowWorkflowID, "through the agent package", "legacy-2"); err != nil || res.Status != vocab.AttemptSent {
-		t.Fatalf("agent reply: %+v %v", res, err)
-	}
-	sent, err := s.ctl.Sent(s.ctx, bot.BotID)
-	if err != nil || len(sent) != 2 {
-		t.Fatalf("simulator received %d sends (%v), want 2", len(sent), err)
-	}
-
-	// The reconcile finds the legacy window's workflow running.
-	rep, err := gateway.Reconcile(s.ctx, s.store, s.tc, s.tq, limits)
-	if err != nil || rep.Windows != 1 || rep.WindowsRunning != 1 || rep.WindowsStarted != 0 || len(rep.WindowsClosed) != 0 ||
-		rep.PollersSignalled != 1 || rep.PollersStarted != 0 {
-		t.Fatalf("reconcile: %+v %v, want the legacy window's workflow found running", rep, err)
-	}
-	if _, err := s.tc.DescribeWorkflow(s.ctx, wfapi.ReplyWindowID(inst.ID, w.ReplyWindowID), ""); err == nil {
-		t.Fatal("the reconcile started a second workflow for the legacy window")
-	}
-
-	// The verdict through the reply API reaches the legacy window too.
-	if code, body := post("/v1/done", replyapi.DoneRequest{Status: vocab.MessageHandled}); code != http.StatusOK {
-		t.Fatalf("done: %d %s", code, body)
-	}
-	s.messageReaches(w.SourceMessageKey, vocab.MessageHandled, 30*time.Second)
-	if v := s.windowState(w.ReplyWindowID).Verdict; v != vocab.MessageHandled {
-		t.Fatalf("legacy window's verdict %q, want handled", v)
 	}
 }
 

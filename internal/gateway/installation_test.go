@@ -18,12 +18,11 @@ import (
 )
 
 // Two installations (two databases) in one namespace, on a task queue without a worker so
-// that what the reconciles did is exactly what the server holds. Installation A was
-// upgraded from before installation ids: its first window's workflow and one account's
-// poller run under their legacy ids. Installation B is fresh; its first window has the
-// same database serial as A's legacy window. Each reconcile finds its own workflows, A's
-// under their legacy ids too, and neither touches the other's.
-func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
+// that what the reconciles did is exactly what the server holds. In installation A a
+// window's workflow and an account's poller already run; installation B's first window has
+// the same database serial as A's. Each reconcile finds its own workflows under its own
+// ids, and neither touches the other's.
+func TestReconcileLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
 	t.Parallel()
 	srv := devserver.Start(t)
 	_, tc := srv.NewNamespace(t)
@@ -33,10 +32,14 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 	limits := store.DefaultLimits()
 	now := time.Now().UTC()
 
-	// Installation A before its upgrade: account a with an open window and a reply a crash
-	// left pending; the window's workflow and a's poller were started under legacy ids.
+	// Installation A: account a with an open window and a reply a crash left pending; the
+	// window's workflow and a's poller run.
 	poolA := dbtest.NewPool(t)
 	stA, err := store.New(poolA, testKeys, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instA, err := stA.Installation(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,30 +48,20 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 	if pageA.Deliverable == nil {
 		t.Fatalf("page %+v", pageA)
 	}
-	legacyWindow := pageA.Deliverable.ReplyWindowID
+	window := pageA.Deliverable.ReplyWindowID
 	tok := sealing.NewSecret("agent-session-token-" + randomHex(t, 8))
-	if _, _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: legacyWindow, Token: tok}); err != nil {
+	if _, _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: window, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := stA.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: "on my way"}})
 	if err != nil || pending.Status != vocab.AttemptPending {
 		t.Fatalf("reserve: %+v %v", pending, err)
 	}
-	if _, err := poolA.Exec(ctx, "UPDATE installation SET legacy_windows_through = $1, legacy_pollers = true", legacyWindow); err != nil {
-		t.Fatal(err)
-	}
-	if stA, err = store.New(poolA, testKeys, limits); err != nil { // the installation is cached per store
-		t.Fatal(err)
-	}
-	instA, err := stA.Installation(ctx)
+	stored, err := stA.GetWindow(ctx, window)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := stA.GetWindow(ctx, legacyWindow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacyWindowWF, legacyPollerWF := wfapi.LegacyReplyWindowID(legacyWindow), wfapi.LegacyAccountPollerID(a.key)
+	aWindowWF, aPollerWF := instA.WindowWorkflowID(window), instA.PollerID(a.key)
 	start := func(id, workflowType string, in any) string {
 		t.Helper()
 		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, workflowType, in)
@@ -77,19 +70,11 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 		}
 		return run.GetRunID()
 	}
-	legacyWindowRun := start(legacyWindowWF, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{ReplyWindowID: legacyWindow,
+	aWindowRun := start(aWindowWF, wfapi.ReplyWindowWorkflow, wfapi.WindowInput{ReplyWindowID: window,
 		AccountKey: a.key, MessageKey: stored.SourceMessageKey, ExpiresAt: stored.ExpiresAt, MaxSends: stored.MaxSends, Deliverable: true})
-	legacyPollerRun := start(legacyPollerWF, wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: a.key, Generation: a.generation})
+	aPollerRun := start(aPollerWF, wfapi.AccountPollerWorkflow, wfapi.PollerInput{AccountKey: a.key, Generation: a.generation})
 
-	// After the upgrade: account b, and a's next message opens a window with a new id.
-	b := register(ctx, t, stA, now)
-	pageA2 := b.commit(ctx, t, stA, now, now.Add(-time.Second), "hello from A's second bot")
-	if pageA2.Deliverable == nil || pageA2.Deliverable.ReplyWindowID <= legacyWindow {
-		t.Fatalf("page %+v", pageA2)
-	}
-	newWindow := pageA2.Deliverable.ReplyWindowID
-
-	// Installation B, fresh: its first window has the serial of A's legacy window.
+	// Installation B: its first window has the serial of A's.
 	stB, err := store.New(dbtest.NewPool(t), testKeys, limits)
 	if err != nil {
 		t.Fatal(err)
@@ -103,12 +88,12 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 	}
 	c := register(ctx, t, stB, now)
 	pageB := c.commit(ctx, t, stB, now, now.Add(-time.Second), "hello from B")
-	if pageB.Deliverable == nil || pageB.Deliverable.ReplyWindowID != legacyWindow {
-		t.Fatalf("B's first page %+v: want window serial %d like A's", pageB, legacyWindow)
+	if pageB.Deliverable == nil || pageB.Deliverable.ReplyWindowID != window {
+		t.Fatalf("B's first page %+v: want window serial %d like A's", pageB, window)
 	}
 
 	// B's reconcile starts B's workflows, under B's ids, and touches nothing of A's.
-	rep, err := gateway.Reconcile(ctx, stB, tc, queue, limits)
+	rep, err := gateway.Reconcile(ctx, stB, tc, queue)
 	if err != nil {
 		t.Fatalf("reconcile B: %v", err)
 	}
@@ -116,7 +101,7 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 	if !equalReports(rep, want) {
 		t.Fatalf("B's report\n got %+v\nwant %+v", rep, want)
 	}
-	bWindowWF, bPollerWF := wfapi.ReplyWindowID(instB.ID, legacyWindow), wfapi.AccountPollerID(instB.ID, c.key)
+	bWindowWF, bPollerWF := wfapi.ReplyWindowID(instB.ID, window), wfapi.AccountPollerID(instB.ID, c.key)
 	bWindowRun, bPollerRun := running(ctx, t, tc, bWindowWF, queue), running(ctx, t, tc, bPollerWF, queue)
 	untouched := func(id, runID string, wantSignals int) {
 		t.Helper()
@@ -128,33 +113,25 @@ func TestReconcileFindsLegacyWorkflowsAndLeavesAnotherInstallationsWorkflowsAlon
 			t.Fatalf("%s got %d signals, want %d", id, len(sigs), wantSignals)
 		}
 	}
-	untouched(legacyWindowWF, legacyWindowRun, 0)
-	untouched(legacyPollerWF, legacyPollerRun, 0)
+	untouched(aWindowWF, aWindowRun, 0)
+	untouched(aPollerWF, aPollerRun, 0)
 
-	// A's reconcile finds the legacy window's workflow running (and leaves its pending
-	// reply to it), signals the legacy poller instead of starting a second one, and starts
-	// the rest under A's ids.
-	rep, err = gateway.Reconcile(ctx, stA, tc, queue, limits)
+	// A's reconcile finds its window's workflow running (and leaves its pending reply to
+	// it), signals its running poller instead of starting a second run, and touches
+	// nothing of B's.
+	rep, err = gateway.Reconcile(ctx, stA, tc, queue)
 	if err != nil {
 		t.Fatalf("reconcile A: %v", err)
 	}
-	want = gateway.ReconcileReport{PendingLeft: 1, Accounts: 2, PollersStarted: 1, PollersSignalled: 1,
-		Windows: 2, WindowsStarted: 1, WindowsRunning: 1}
+	want = gateway.ReconcileReport{PendingLeft: 1, Accounts: 1, PollersSignalled: 1, Windows: 1, WindowsRunning: 1}
 	if !equalReports(rep, want) {
 		t.Fatalf("A's report\n got %+v\nwant %+v", rep, want)
 	}
 	if att, err := stA.GetAttempt(ctx, pending.AttemptID); err != nil || att.Status != vocab.AttemptPending {
-		t.Fatalf("pending reply of the running legacy window: %+v %v, want left pending", att, err)
+		t.Fatalf("pending reply of the running window: %+v %v, want left pending", att, err)
 	}
-	untouched(legacyWindowWF, legacyWindowRun, 0)
-	untouched(legacyPollerWF, legacyPollerRun, 1) // the rotate to its generation
-	for _, id := range []string{wfapi.ReplyWindowID(instA.ID, legacyWindow), wfapi.AccountPollerID(instA.ID, a.key)} {
-		if info := describe(ctx, t, tc, id); info != nil {
-			t.Fatalf("a second workflow %s was started beside the legacy one: %v", id, info)
-		}
-	}
-	running(ctx, t, tc, wfapi.ReplyWindowID(instA.ID, newWindow), queue)
-	running(ctx, t, tc, wfapi.AccountPollerID(instA.ID, b.key), queue)
+	untouched(aWindowWF, aWindowRun, 0)
+	untouched(aPollerWF, aPollerRun, 1) // the rotate to its generation
 	untouched(bWindowWF, bWindowRun, 0)
 	untouched(bPollerWF, bPollerRun, 1) // B's own reconcile's rotate
 }

@@ -72,8 +72,6 @@ func (r ReconcileReport) LogValue() slog.Value {
 type ReconcileOptions struct {
 	// TaskQueue is where started workflows run.
 	TaskQueue string
-	// Limits supplies the reply quota of a window stored without one.
-	Limits store.Limits
 	// Activities, when set, are the activities whose StartPoller starts the pollers (the
 	// worker's own, so that pollers started here and at enrollment get the same input);
 	// by default activities over the store, the client and TaskQueue.
@@ -97,8 +95,8 @@ const DefaultPendingGrace = 15 * time.Minute
 // every open window has its ReplyWindow workflow ([StartWindow]). It is idempotent: a
 // second run starts nothing new. Errors of single accounts or windows do not stop the
 // others; they are joined in the returned error, next to a report of what was done.
-func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue string, limits store.Limits) (ReconcileReport, error) {
-	return ReconcileWithOptions(ctx, st, tc, ReconcileOptions{TaskQueue: taskQueue, Limits: limits})
+func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue string) (ReconcileReport, error) {
+	return ReconcileWithOptions(ctx, st, tc, ReconcileOptions{TaskQueue: taskQueue})
 }
 
 // ReconcileWithOptions is [Reconcile] with the worker's activities, a logger and a clock.
@@ -116,9 +114,8 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 	if err != nil {
 		return ReconcileReport{}, err
 	}
-	// Every workflow id below is this installation's (or the legacy id of a workflow
-	// started before installation ids): another installation's workflows in the same
-	// namespace are never looked at.
+	// Every workflow id below is this installation's: another installation's workflows in
+	// the same namespace are never looked at.
 	r.inst, err = st.Installation(ctx)
 	if err != nil {
 		return r.rep, fmt.Errorf("reconcile: %w", err)
@@ -258,7 +255,7 @@ func (r *reconciler) startWindows(ctx context.Context) error {
 			return errors.Join(append(r.errs, ctx.Err())...)
 		}
 		outcome, err := wfclient.StartWindow(ctx, r.tc, r.opts.TaskQueue, r.inst.WindowWorkflowID(w.ReplyWindowID),
-			wfclient.WindowInput(activities.WindowRefOf(w), r.acts.Config.ReofferAfter, r.opts.Limits.MaxSends, nil))
+			wfclient.WindowInput(activities.WindowRefOf(w), r.acts.Config.ReofferAfter, nil))
 		if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
 			continue
@@ -308,8 +305,8 @@ func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, inst
 
 // ensurePoller makes sure an active account's poller runs, through the code path of the
 // enrollment: activities.StartPoller (signal-with-start of wfapi.AccountPollerWorkflow
-// with wfapi.SignalRotate and the account's generation; a poller still running under its
-// legacy id is signalled instead, never doubled). It reports whether a new run started.
+// with wfapi.SignalRotate and the account's generation). It reports whether a new run
+// started.
 func ensurePoller(ctx context.Context, tc client.Client, inst wfapi.Installation, acts *activities.Activities, a store.Account) (bool, error) {
 	id, runID, err := wfclient.RunningPoller(ctx, tc, inst, a.AccountKey)
 	if err != nil {

@@ -65,7 +65,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := gateway.Reconcile(ctx, st, tc, queue, limits)
+	rep, err := gateway.Reconcile(ctx, st, tc, queue)
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
@@ -149,7 +149,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		return att
 	}
 	owned := reserve("a live worker is about to send this")
-	rep, err = gateway.Reconcile(ctx, st, tc, queue, limits)
+	rep, err = gateway.Reconcile(ctx, st, tc, queue)
 	if err != nil {
 		t.Fatalf("second reconcile: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	}
 
 	// Left longer than the grace, it is recovered all the same (its Send gave up).
-	rep, err = gateway.ReconcileWithOptions(ctx, st, tc, gateway.ReconcileOptions{TaskQueue: queue, Limits: limits,
+	rep, err = gateway.ReconcileWithOptions(ctx, st, tc, gateway.ReconcileOptions{TaskQueue: queue,
 		Now: func() time.Time { return now.Add(gateway.DefaultPendingGrace) }})
 	if err != nil || rep.RecoveredAttempts != 1 || rep.PendingLeft != 0 {
 		t.Fatalf("reconcile after the grace: %+v %v, want the attempt recovered", rep, err)
@@ -189,7 +189,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	if err := tc.TerminateWorkflow(ctx, windowID, "", "test: window workflow died"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = gateway.Reconcile(ctx, st, tc, queue, limits)
+	rep, err = gateway.Reconcile(ctx, st, tc, queue)
 	if err != nil {
 		t.Fatalf("third reconcile: %v", err)
 	}
@@ -216,7 +216,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 func TestReconcileRefusesMissingDependencies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	if _, err := gateway.Reconcile(ctx, nil, nil, "q", store.DefaultLimits()); err == nil {
+	if _, err := gateway.Reconcile(ctx, nil, nil, "q"); err == nil {
 		t.Fatal("reconcile without a store and client ran")
 	}
 	st, err := store.New(dbtest.NewPool(t), testKeys, store.DefaultLimits())
@@ -228,7 +228,7 @@ func TestReconcileRefusesMissingDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	if _, err := gateway.Reconcile(ctx, st, tc, "", store.DefaultLimits()); err == nil {
+	if _, err := gateway.Reconcile(ctx, st, tc, ""); err == nil {
 		t.Fatal("reconcile without a task queue ran")
 	}
 	// Pollers started through activities bound to another queue would run nowhere.

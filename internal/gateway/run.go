@@ -158,7 +158,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 
 	rep, err := ReconcileWithOptions(ctx, st, tc, ReconcileOptions{
 		TaskQueue:  cfg.TaskQueue,
-		Limits:     cfg.Limits,
 		Activities: acts,
 		Logger:     logger.With("component", "reconcile"),
 	})

@@ -397,17 +397,23 @@ func TestWorkflowHandlerStartsTheAgentWorkflowWithoutTheToken(t *testing.T) {
 		t.Fatal("the agent workflow's input holds the session token")
 	}
 
-	// A delivery that names no agent workflow (not made by the HandOff activity) gets the
-	// legacy id.
-	legacy := delivery()
-	legacy.AgentWorkflowID, legacy.WindowWorkflowID = "", ""
-	if _, err := h.Deliver(context.Background(), legacy); err != nil || fc.opts.ID != "ilink-agent/msg-1" {
-		t.Fatalf("delivery without ids: %v, started %s", err, fc.opts.ID)
+	// A delivery that names no agent workflow or no window workflow (not made by the
+	// HandOff activity) starts nothing.
+	var perm *handoff.PermanentError
+	for _, drop := range []func(*handoff.Delivery){
+		func(d *handoff.Delivery) { d.AgentWorkflowID = "" },
+		func(d *handoff.Delivery) { d.WindowWorkflowID = "" },
+	} {
+		fc.opts = client.StartWorkflowOptions{}
+		d := delivery()
+		drop(&d)
+		if _, err := h.Deliver(context.Background(), d); !errors.As(err, &perm) || perm.Code != handoff.CodeDeliveryInvalid || fc.opts.ID != "" {
+			t.Fatalf("delivery without a workflow id: %v, started %q", err, fc.opts.ID)
+		}
 	}
 
 	fc.err = serviceerror.NewWorkflowExecutionAlreadyStarted("closed", "", "run-1")
 	_, err = h.Deliver(context.Background(), delivery())
-	var perm *handoff.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(perm.Reason, "already closed") {
 		t.Fatalf("closed agent workflow: %v, want a permanent error", err)
 	}

@@ -30,12 +30,13 @@ type Workflow struct {
 
 // Deliver starts (or finds) the message's agent workflow.
 func (h *Workflow) Deliver(ctx context.Context, d Delivery) (Answer, error) {
+	if d.AgentWorkflowID == "" || d.WindowWorkflowID == "" {
+		// Only a delivery made by the HandOff activity names both workflows.
+		return Answer{}, &PermanentError{Code: CodeDeliveryInvalid,
+			Reason: "the delivery names no agent workflow or no window workflow"}
+	}
 	in := AgentInput(d)
 	id := d.AgentWorkflowID
-	if id == "" {
-		// A delivery not made by the HandOff activity names no agent workflow.
-		id = wfapi.LegacyAgentWorkflowID(in.MessageKey)
-	}
 	_, err := h.Client.ExecuteWorkflow(ctx, wfapi.StartOptions(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                h.TaskQueue,

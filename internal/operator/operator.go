@@ -84,7 +84,7 @@ type SteerResult struct {
 }
 
 // Steer pauses, resumes or removes an account: the store first, then its poller is
-// signalled (under wfapi.Installation.PollerIDs); a removal also tells the workflows of
+// signalled (under wfapi.Installation.PollerID); a removal also tells the workflows of
 // the windows it cancelled. No running poller is not an error (PollerSignalled is false).
 func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequest) (SteerResult, error) {
 	now := req.Now
@@ -125,8 +125,6 @@ func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequ
 		a, cancelled = ch.Account, ch.CancelledWindowIDs
 		signalName, signalArg = wfapi.SignalStop, wfapi.StopSignal{Reason: req.Reason}
 	}
-	// The poller runs under the installation's id, or under its legacy id when it was
-	// started before installation ids (wfapi.Installation.PollerIDs).
 	signalled := true
 	if _, err := wfclient.SignalPoller(ctx, tc, inst, a.AccountKey, signalName, signalArg); err != nil {
 		var nf *serviceerror.NotFound

@@ -804,8 +804,8 @@ func (a *API) reachableWindow(ctx context.Context, log *slog.Logger, sess store.
 	return id, nil
 }
 
-// windowWorkflow is the workflow id of the session's window (a window opened before
-// installation ids keeps its legacy id). The store reads it once and caches it.
+// windowWorkflow is the workflow id of the session's window (store.Store.WindowWorkflowID:
+// it reads the installation once and caches it).
 func (a *API) windowWorkflow(ctx context.Context, log *slog.Logger, sess store.Session) (string, *apiError) {
 	sctx, cancel := a.storeContext(ctx)
 	defer cancel()

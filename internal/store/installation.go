@@ -13,26 +13,25 @@ import (
 var installationIDPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
 // Installation returns this database's installation: its id, which names the workflows
-// the installation starts, and what was there before installation ids (the migration
-// that made the id recorded it; see wfapi.Installation and docs/workflow-ids.md). The row
-// never changes, so the first successful read is cached: later calls make no round trip.
+// the installation starts (wfapi.Installation, docs/workflow-ids.md). The row never
+// changes, so the first successful read is cached: later calls make no round trip.
 func (s *Store) Installation(ctx context.Context) (wfapi.Installation, error) {
 	if in := s.installation.Load(); in != nil {
 		return *in, nil
 	}
-	var row dbq.GetInstallationRow
+	var id string
 	err := s.read(ctx, "read installation", func(q *dbq.Queries) error {
 		var err error
-		row, err = q.GetInstallation(ctx)
+		id, err = q.GetInstallationID(ctx)
 		return err
 	})
 	if err != nil {
 		return wfapi.Installation{}, err
 	}
-	if !installationIDPattern.MatchString(row.InstallationID) {
-		return wfapi.Installation{}, fail(vocab.CodeInternal, "read installation: malformed installation id %q", row.InstallationID)
+	if !installationIDPattern.MatchString(id) {
+		return wfapi.Installation{}, fail(vocab.CodeInternal, "read installation: malformed installation id %q", id)
 	}
-	in := wfapi.Installation{ID: row.InstallationID, LegacyWindowsThrough: row.LegacyWindowsThrough, LegacyPollers: row.LegacyPollers}
+	in := wfapi.Installation{ID: id}
 	s.installation.Store(&in)
 	return in, nil
 }
@@ -44,8 +43,7 @@ func (s *Store) InstallationID(ctx context.Context) (string, error) {
 	return in.ID, err
 }
 
-// WindowWorkflowID returns the workflow id of a reply window's ReplyWindow workflow: the
-// installation's id for it, or its legacy id when it was opened before installation ids
+// WindowWorkflowID returns the workflow id of a reply window's ReplyWindow workflow
 // (wfapi.Installation.WindowWorkflowID). It reads nothing but the cached installation.
 func (s *Store) WindowWorkflowID(ctx context.Context, windowID int64) (string, error) {
 	in, err := s.Installation(ctx)

@@ -43,68 +43,13 @@ func TestInstallationIDIsStableAcrossReadsAndDiffersBetweenDatabases(t *testing.
 	if id, err := b.store.InstallationID(b.ctx); err != nil || id == first {
 		t.Fatalf("the other database's installation id %q %v, want one of its own (not %q)", id, err, first)
 	}
-	// A fresh database has nothing from before installation ids.
 	inst, err := a.store.Installation(a.ctx)
 	if err != nil || inst != (wfapi.Installation{ID: first}) {
-		t.Fatalf("installation %+v %v, want no legacy workflows", inst, err)
+		t.Fatalf("installation %+v %v, want id %s", inst, err, first)
 	}
 	// The table holds one row only.
 	if _, err := a.pool.Exec(a.ctx, "INSERT INTO installation DEFAULT VALUES"); err == nil {
 		t.Fatal("a second installation row was inserted")
-	}
-}
-
-// A database upgraded from before installation ids: the migration marks its windows and
-// accounts as legacy, so their workflows keep the ids they were started with, while the
-// windows opened later get the installation's.
-func TestTheMigrationMarksWindowsAndAccountsOfBeforeInstallationIDsLegacy(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := preInstallationPool(t)
-	st, err := store.New(pool, testKeys, store.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: ctx, pool: pool, store: st}
-	b := e.register()
-	var old store.PageResult
-	withPageObjects(t, pool, func() { old = e.commit(b, t0, b.msg("before the upgrade", t0)) })
-	if old.Deliverable == nil {
-		t.Fatalf("page %+v", old)
-	}
-	if _, err := db.Migrate(ctx, pool, nil); err != nil {
-		t.Fatal(err)
-	}
-	// The new release's worker serves with connections of its own (a statement prepared
-	// before a migration that changed its result is retried: see
-	// TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce).
-	pool.Reset()
-
-	e.store, err = store.New(pool, testKeys, store.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := e.store.Installation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inst.LegacyWindowsThrough < old.Deliverable.ReplyWindowID || !inst.LegacyPollers {
-		t.Fatalf("installation %+v after the upgrade: window %d and the account must be legacy", inst, old.Deliverable.ReplyWindowID)
-	}
-	if got, want := inst.WindowWorkflowID(old.Deliverable.ReplyWindowID), wfapi.LegacyReplyWindowID(old.Deliverable.ReplyWindowID); got != want {
-		t.Fatalf("workflow id of the old window %s, want %s", got, want)
-	}
-	if ids := inst.PollerIDs(b.key); len(ids) != 2 || ids[1] != wfapi.LegacyAccountPollerID(b.key) {
-		t.Fatalf("poller ids %v, want the installation's, then the legacy one", ids)
-	}
-
-	later := e.commit(b, t0.Add(1), b.msg("after the upgrade", t0.Add(1)))
-	if later.Deliverable == nil {
-		t.Fatalf("page %+v", later)
-	}
-	got, err := e.store.WindowWorkflowID(ctx, later.Deliverable.ReplyWindowID)
-	if want := wfapi.ReplyWindowID(inst.ID, later.Deliverable.ReplyWindowID); err != nil || got != want {
-		t.Fatalf("workflow id of a window opened after the upgrade %s %v, want %s", got, err, want)
 	}
 }
 
@@ -174,21 +119,6 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) {
 	if _, err := provider.UpTo(context.Background(), version); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// preInstallationPool is a fresh schema migrated up to the version before installation
-// ids (00003), as a database of an older release is.
-func preInstallationPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	ctx := context.Background()
-	schema := dbtest.NewSchema(t)
-	pool, err := pgxpool.New(ctx, dbtest.SchemaURL(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	migrateTo(t, pool, 3)
-	return pool
 }
 
 // withPageObjects runs fn, which commits pages with the current store on a schema of an

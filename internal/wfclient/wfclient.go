@@ -30,16 +30,11 @@ func IsNotFound(err error) bool {
 }
 
 // WindowInput is the one ReplyWindow input of a window: the poll, the poller's
-// SyncWindows and the start-up reconcile all start windows with it. defaultMaxSends is
-// the quota of a reference recorded without one (older workers' histories).
-func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, defaultMaxSends int32, offer *wfapi.Offer) wfapi.WindowInput {
-	maxSends := w.MaxSends
-	if maxSends <= 0 {
-		maxSends = defaultMaxSends
-	}
+// SyncWindows and the start-up reconcile all start windows with it.
+func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Offer) wfapi.WindowInput {
 	return wfapi.WindowInput{
 		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
-		ExpiresAt: w.ExpiresAt, MaxSends: maxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
+		ExpiresAt: w.ExpiresAt, MaxSends: w.MaxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
 		ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
 	}
 }
@@ -74,8 +69,7 @@ func (o WindowOutcome) String() string {
 // unless its id is taken, a running workflow is left alone and a closed one is not run
 // again (REJECT_DUPLICATE), so starting is idempotent and "already started" is not an
 // error. Only when the id is taken does it ask Temporal which of the two it was. id is the
-// window's workflow id (store.Store.WindowWorkflowID: a window opened before
-// installation ids keeps its legacy id).
+// window's workflow id (store.Store.WindowWorkflowID).
 func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in wfapi.WindowInput) (WindowOutcome, error) {
 	if tc == nil {
 		return 0, ErrNoTemporal
@@ -109,44 +103,38 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 	return WindowClosed, nil
 }
 
-// SignalPoller signals an account's poller under the rule of wfapi.Installation.PollerIDs:
-// the installation's poller id first and, when no such workflow runs, the legacy one. It
-// returns the workflow id signalled; when no poller runs, the error is the
-// *serviceerror.NotFound of the last id tried.
+// SignalPoller signals an account's poller under the installation's poller id
+// (wfapi.Installation.PollerID) and returns that id; when no poller runs, the error is
+// Temporal's *serviceerror.NotFound (IsNotFound).
 func SignalPoller(ctx context.Context, tc client.Client, inst wfapi.Installation, accountKey, signal string, arg any) (string, error) {
 	if tc == nil {
 		return "", ErrNoTemporal
 	}
-	var err error
-	for _, id := range inst.PollerIDs(accountKey) {
-		if err = tc.SignalWorkflow(ctx, id, "", signal, arg); err == nil {
-			return id, nil
+	id := inst.PollerID(accountKey)
+	if err := tc.SignalWorkflow(ctx, id, "", signal, arg); err != nil {
+		if IsNotFound(err) {
+			return "", err
 		}
-		if !IsNotFound(err) {
-			return "", fmt.Errorf("signal poller %s: %w", id, err)
-		}
+		return "", fmt.Errorf("signal poller %s: %w", id, err)
 	}
-	return "", err
+	return id, nil
 }
 
-// RunningPoller finds an account's running poller under the rule of
-// wfapi.Installation.PollerIDs and returns its workflow id and run id; id is "" when no
-// poller runs.
+// RunningPoller finds an account's running poller (under wfapi.Installation.PollerID) and
+// returns its workflow id and run id; id is "" when no poller runs.
 func RunningPoller(ctx context.Context, tc client.Client, inst wfapi.Installation, accountKey string) (id, runID string, err error) {
 	if tc == nil {
 		return "", "", ErrNoTemporal
 	}
-	for _, id := range inst.PollerIDs(accountKey) {
-		d, err := tc.DescribeWorkflow(ctx, id, "")
-		if IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("describe %s: %w", id, err)
-		}
-		if d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return id, d.WorkflowExecution.RunID, nil
-		}
+	id = inst.PollerID(accountKey)
+	d, err := tc.DescribeWorkflow(ctx, id, "")
+	switch {
+	case IsNotFound(err):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("describe %s: %w", id, err)
+	case d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "", "", nil
 	}
-	return "", "", nil
+	return id, d.WorkflowExecution.RunID, nil
 }
