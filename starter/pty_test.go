@@ -29,12 +29,9 @@ import (
 // chats with the same demo user, and stops it the same way.
 func TestDevThroughATerminalChatsTwentyMessagesStopsEverythingOnCtrlCAndRunsAgain(t *testing.T) {
 	t.Parallel()
+	cli := devserver.CLI(t) // first: in -short mode the test skips here
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatalf("this test drives a terminal through tmux, which is not installed (apt-get install tmux): %v", err)
-	}
-	cli, err := devserver.EnsureCLI(context.Background(), os.Stderr)
-	if err != nil {
-		t.Fatal(err)
 	}
 	pool := dbtest.NewPool(t)
 	var schema string

@@ -8,6 +8,9 @@
 // out; at cleanup the claim is released. Schemas are named after a hash of the embedded
 // migrations, so a change of the migrations gets fresh schemas.
 //
+// In -short mode (`go test -short`, the fast tier) every test that asks for a schema
+// skips ([SkipShort]): the fast tier needs no PostgreSQL.
+//
 // Tests commit with synchronous_commit off: a commit does not wait for its WAL flush. That
 // changes nothing a test can observe (a commit is visible and survives any client or
 // connection failure; only a crash of the PostgreSQL server itself could lose the last
@@ -52,6 +55,18 @@ const keptTable = "goose_db_version"
 // Temporal server.
 const reseed = "INSERT INTO %s.installation DEFAULT VALUES"
 
+// SkipShort is the message a test that needs PostgreSQL skips with in -short mode.
+const SkipShort = "needs PostgreSQL (not in -short)"
+
+// skipShort skips tb in -short mode. Every way a test gets a schema here ([NewPool],
+// [NewPoolWith], [NewSchema]) goes through it.
+func skipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip(SkipShort)
+	}
+}
+
 // URL returns the database URL tests connect to.
 func URL() string {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
@@ -61,7 +76,7 @@ func URL() string {
 }
 
 // NewPool returns a pool whose connections use a migrated, empty schema that no other
-// test uses until this test's cleanup.
+// test uses until this test's cleanup. In -short mode it skips tb.
 func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	return NewPoolWith(tb, nil)
@@ -71,6 +86,7 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 // a tracer that counts round trips) before the pool is made.
 func NewPoolWith(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
+	skipShort(tb)
 	schema := claimSchema(tb)
 	cfg, err := pgxpool.ParseConfig(URL())
 	if err != nil {
@@ -94,8 +110,10 @@ func NewPoolWith(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 
 // NewSchema returns the name of a fresh, empty schema that the test's cleanup drops, for
 // a test that builds the schema itself (for example one migrated only part of the way).
+// In -short mode it skips tb.
 func NewSchema(tb testing.TB) string {
 	tb.Helper()
+	skipShort(tb)
 	ctx := context.Background()
 	var raw [6]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -1,7 +1,9 @@
 // Package devserver runs the real Temporal dev server (the `temporal` CLI, started through
-// go.temporal.io/sdk/testsuite.StartDevServer) for integration tests. Nothing is downloaded:
-// the CLI binary must be installed, and a test that needs it fails (never skips) with the
-// install command when it is missing.
+// go.temporal.io/sdk/testsuite.StartDevServer) for integration tests. No binary is
+// downloaded: a missing CLI is built with `go install` at its pinned version ([EnsureCLI]),
+// and a test whose server does not start fails with the reason. In -short mode (the fast
+// tier, `go test -short`) a test that needs the server or the CLI skips instead
+// ([SkipShort]), and nothing is installed.
 //
 // A test binary shares one server when its TestMain calls [Main]; without it, [Start] gives
 // each test a private server that its cleanup stops. Either way each test should use its
@@ -16,6 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -357,11 +360,27 @@ func StartShared() (*Server, error) {
 	return shared.srv, shared.err
 }
 
+// SkipShort is the message a test that needs the dev server (or the CLI) skips with in
+// -short mode.
+const SkipShort = "needs the Temporal dev server (not in -short)"
+
+// skipShort skips tb in -short mode (`go test -short`): the fast tier runs no Temporal
+// server and never looks for, let alone installs, the CLI. Every way a test gets a server
+// or the CLI here ([Start], [StartPrivate], [CLI]) goes through it.
+func skipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip(SkipShort)
+	}
+}
+
 // Start returns a running dev server for tb: the shared one when TestMain calls [Main],
 // otherwise a private one that tb's cleanup stops. A missing CLI or a server that does not
-// start fails the test with the reason (for a missing CLI, the install command).
+// start fails the test with the reason (for a missing CLI, the install command). In
+// -short mode it skips tb instead.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	skipShort(tb)
 	if shared.managed {
 		srv, err := StartShared()
 		if err != nil {
@@ -369,7 +388,16 @@ func Start(tb testing.TB) *Server {
 		}
 		return srv
 	}
-	srv, err := New(context.Background(), Options{})
+	return StartPrivate(tb, Options{})
+}
+
+// StartPrivate starts a dev server of tb's own with opts (for example a [Options.DBFile],
+// so that the test can halt and restart it) and stops it at tb's cleanup. Like [Start], it
+// fails tb when the server does not start and skips tb in -short mode.
+func StartPrivate(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	skipShort(tb)
+	srv, err := New(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -379,6 +407,19 @@ func Start(tb testing.TB) *Server {
 		}
 	})
 	return srv
+}
+
+// CLI returns the Temporal CLI for a test that runs it itself, installing the pinned one
+// when it is missing as [New] does ([EnsureCLI]); it fails tb when there is none, and skips
+// tb in -short mode.
+func CLI(tb testing.TB) string {
+	tb.Helper()
+	skipShort(tb)
+	path, err := EnsureCLI(context.Background(), os.Stderr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 var unsafeQueueChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -412,9 +453,10 @@ var installOnce struct {
 
 // EnsureCLI returns the Temporal CLI that FindCLI finds, or installs the pinned version
 // with `go install` (a few minutes the first time, cached afterwards) and returns that.
-// Progress goes to log. Setting $ILINKFLOW_NO_CLI_INSTALL turns the install off.
+// Progress goes to log. Setting $ILINKFLOW_NO_CLI_INSTALL turns the install off, and so
+// does -short mode in a test binary (the fast tier never installs the CLI).
 func EnsureCLI(ctx context.Context, log io.Writer) (string, error) {
-	if p, err := FindCLI(); err == nil || os.Getenv("ILINKFLOW_NO_CLI_INSTALL") != "" {
+	if p, err := FindCLI(); err == nil || os.Getenv("ILINKFLOW_NO_CLI_INSTALL") != "" || shortTest() {
 		return p, err
 	}
 	installOnce.Lock()
@@ -429,6 +471,11 @@ func EnsureCLI(ctx context.Context, log io.Writer) (string, error) {
 		installOnce.done = true
 	}
 	return FindCLI()
+}
+
+// shortTest reports whether this is a test binary running in -short mode.
+func shortTest() bool {
+	return testing.Testing() && flag.Parsed() && testing.Short()
 }
 
 // findCLI is FindCLI with its environment injected.

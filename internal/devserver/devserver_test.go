@@ -149,6 +149,7 @@ func TestNewNamespaceIsolatesWorkflowIDs(t *testing.T) {
 // A private server (New) starts, serves and stops; Stop is idempotent.
 func TestNewAndStop(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv, err := New(ctx, Options{Namespace: "private-ns"})
@@ -282,15 +283,7 @@ func TestARestartedServerKeepsItsStateOnTheSameAddress(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := New(ctx, Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	srv := StartPrivate(t, Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
 	ns, c := srv.NewNamespace(t)
 	queue := TaskQueue(t)
 	w := worker.New(c, queue, worker.Options{})
@@ -355,5 +348,46 @@ func TestAServerWithoutADatabaseFileRefusesToRestart(t *testing.T) {
 	srv := &Server{}
 	if err := srv.Restart(context.Background()); err == nil || !strings.Contains(err.Error(), "DBFile") {
 		t.Fatalf("restart of an in-memory server: %v", err)
+	}
+}
+
+// In -short mode every way a test gets a server or the CLI skips the test, before it looks
+// for the CLI.
+func TestInShortModeATestNeedingTheServerOrTheCLISkips(t *testing.T) {
+	if !testing.Short() {
+		t.Skip("checks -short mode")
+	}
+	for name, get := range map[string]func(*testing.T){
+		"Start":        func(t *testing.T) { Start(t) },
+		"StartPrivate": func(t *testing.T) { StartPrivate(t, Options{}) },
+		"CLI":          func(t *testing.T) { CLI(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var skipped bool
+			t.Run("test", func(t *testing.T) {
+				defer func() { skipped = t.Skipped() }()
+				get(t)
+			})
+			if !skipped {
+				t.Fatalf("%s did not skip in -short mode", name)
+			}
+		})
+	}
+}
+
+// In -short mode a test binary never installs the CLI: EnsureCLI answers that it is
+// missing, and says nothing of an install.
+func TestInShortModeEnsureCLINeverInstalls(t *testing.T) {
+	if !testing.Short() {
+		t.Skip("checks -short mode (outside it, a missing CLI is installed)")
+	}
+	t.Setenv(EnvCLI, filepath.Join(t.TempDir(), "missing", "temporal"))
+	t.Setenv("ILINKFLOW_NO_CLI_INSTALL", "")
+	var log strings.Builder
+	if p, err := EnsureCLI(context.Background(), &log); err == nil {
+		t.Fatalf("EnsureCLI found %s where there is none", p)
+	}
+	if log.Len() != 0 {
+		t.Fatalf("EnsureCLI tried an install in -short mode: %s", log.String())
 	}
 }

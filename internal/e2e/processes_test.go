@@ -100,22 +100,13 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 
 func newProcRigWith(t *testing.T, longPollHold time.Duration, limits store.Limits, opts procRigOptions) *procRig {
 	t.Helper()
-	bin := workerBinary(t)
-	var dev *devserver.Server
+	var dev *devserver.Server // first: in -short mode the test skips here
 	if opts.Restartable {
-		var err error
-		dev, err = devserver.New(context.Background(), devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := dev.Stop(); err != nil {
-				t.Errorf("devserver: stop: %v", err)
-			}
-		})
+		dev = devserver.StartPrivate(t, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
 	} else {
 		dev = devserver.Start(t)
 	}
+	bin := workerBinary(t)
 	ns, _ := dev.NewNamespace(t)
 	tq := devserver.TaskQueue(t)
 	pool := dbtest.NewPool(t)
