@@ -62,16 +62,33 @@ SELECT * FROM account_secrets WHERE account_key = $1;
 -- whatever the account's status or generation became meanwhile (a pause, a removal or a
 -- rotation takes effect after the page is stored; a newer generation's poller that already
 -- committed moved the cursor, which refuses the page). The rule is store.checkPollable's.
+-- last_poll_at is on the database's clock, the clock ListPollAges reads its age on.
 UPDATE accounts
-SET cursor = sqlc.arg(next_cursor)::text, cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = sqlc.arg(now)::timestamptz
+SET cursor = sqlc.arg(next_cursor)::text, cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = clock_timestamp()
 WHERE account_key = sqlc.arg(account_key) AND generation >= sqlc.arg(generation)
   AND cursor = sqlc.arg(expected_cursor)
   AND ilk_page_writes() -- no move when a predicted page did not hold (migration 00008)
 RETURNING *;
 
 -- name: RecordPoll :execrows
-UPDATE accounts SET last_poll_at = sqlc.arg(now)::timestamptz
+-- last_poll_at is on the database's clock, the clock ListPollAges reads its age on.
+UPDATE accounts SET last_poll_at = clock_timestamp()
 WHERE account_key = sqlc.arg(account_key) AND generation = sqlc.arg(generation) AND status = 'active';
+
+-- name: ListPollAges :many
+-- The seconds since each active account's last good poll, or its last change of state
+-- (enrollment, rotation, resume) when later, so that an account just made active is not
+-- stale at once. One clock: last_poll_at is written on the database's clock, and the age
+-- is read on it after the statement's snapshot, so after every poll it sees was recorded.
+-- updated_at is written on its caller's clock (a workflow's time, a worker's): it counts as
+-- no later than the database's now, so a caller's clock ahead of the database's reads as a
+-- fresh account (0), never as a negative age.
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT a.account_key, a.last_poll_at,
+    extract(epoch FROM c.now - LEAST(GREATEST(a.last_poll_at, a.updated_at), c.now))::float8 AS seconds_since
+FROM accounts a CROSS JOIN c
+WHERE a.status = 'active'
+ORDER BY a.account_key;
 
 -- name: TouchLastSend :batchone
 -- Records the start of a send on its bot (its pacing) and returns the account as the

@@ -198,6 +198,48 @@ func (q *Queries) ListAccountsByStatus(ctx context.Context, status string) ([]Ac
 	return items, nil
 }
 
+const listPollAges = `-- name: ListPollAges :many
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT a.account_key, a.last_poll_at,
+    extract(epoch FROM c.now - LEAST(GREATEST(a.last_poll_at, a.updated_at), c.now))::float8 AS seconds_since
+FROM accounts a CROSS JOIN c
+WHERE a.status = 'active'
+ORDER BY a.account_key
+`
+
+type ListPollAgesRow struct {
+	AccountKey   string
+	LastPollAt   *time.Time
+	SecondsSince float64
+}
+
+// The seconds since each active account's last good poll, or its last change of state
+// (enrollment, rotation, resume) when later, so that an account just made active is not
+// stale at once. One clock: last_poll_at is written on the database's clock, and the age
+// is read on it after the statement's snapshot, so after every poll it sees was recorded.
+// updated_at is written on its caller's clock (a workflow's time, a worker's): it counts as
+// no later than the database's now, so a caller's clock ahead of the database's reads as a
+// fresh account (0), never as a negative age.
+func (q *Queries) ListPollAges(ctx context.Context) ([]ListPollAgesRow, error) {
+	rows, err := q.db.Query(ctx, listPollAges)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListPollAgesRow{}
+	for rows.Next() {
+		var i ListPollAgesRow
+		if err := rows.Scan(&i.AccountKey, &i.LastPollAt, &i.SecondsSince); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const liveAccountsOfOwner = `-- name: LiveAccountsOfOwner :many
 SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts
 WHERE owner_peer_id = $1 AND status IN ('active', 'paused')
@@ -243,12 +285,13 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 }
 
 const recordPoll = `-- name: RecordPoll :execrows
-UPDATE accounts SET last_poll_at = $1::timestamptz
-WHERE account_key = $2 AND generation = $3 AND status = 'active'
+UPDATE accounts SET last_poll_at = clock_timestamp()
+WHERE account_key = $1 AND generation = $2 AND status = 'active'
 `
 
-func (q *Queries) RecordPoll(ctx context.Context, now time.Time, accountKey string, generation int32) (int64, error) {
-	result, err := q.db.Exec(ctx, recordPoll, now, accountKey, generation)
+// last_poll_at is on the database's clock, the clock ListPollAges reads its age on.
+func (q *Queries) RecordPoll(ctx context.Context, accountKey string, generation int32) (int64, error) {
+	result, err := q.db.Exec(ctx, recordPoll, accountKey, generation)
 	if err != nil {
 		return 0, err
 	}

@@ -230,7 +230,7 @@ func (b *AttemptByRequestOfWindowBatchResults) Close() error {
 
 const compareAndSetCursor = `-- name: CompareAndSetCursor :batchone
 UPDATE accounts
-SET cursor = $1::text, cursor_updated_at = $2::timestamptz, last_poll_at = $2::timestamptz
+SET cursor = $1::text, cursor_updated_at = $2::timestamptz, last_poll_at = clock_timestamp()
 WHERE account_key = $3 AND generation >= $4
   AND cursor = $5
   AND ilk_page_writes() -- no move when a predicted page did not hold (migration 00008)
@@ -255,6 +255,7 @@ type CompareAndSetCursorParams struct {
 // whatever the account's status or generation became meanwhile (a pause, a removal or a
 // rotation takes effect after the page is stored; a newer generation's poller that already
 // committed moved the cursor, which refuses the page). The rule is store.checkPollable's.
+// last_poll_at is on the database's clock, the clock ListPollAges reads its age on.
 func (q *Queries) CompareAndSetCursor(ctx context.Context, arg []CompareAndSetCursorParams) *CompareAndSetCursorBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

@@ -12,15 +12,14 @@ import (
 )
 
 // Health answers GET /healthz: 200 when every active account completed a getupdates
-// round trip within Window (see [LastGoodPoll]), 503 otherwise with the stale accounts
-// listed (account keys only: no secret), and 503 when the store cannot be read.
+// round trip within Window (counted from its last change of state when later: see
+// [Source]'s PollAges), 503 otherwise with the stale accounts listed (account keys only:
+// no secret), and 503 when the store cannot be read.
 type Health struct {
 	Source Source
 	// Window is how old an account's last good poll may be (3 long-poll periods by
 	// default in the gateway).
 	Window time.Duration
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
 	// Logger receives store failures (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -43,10 +42,10 @@ type StaleAccount struct {
 	AccountStatus string     `json:"status"`
 }
 
-// Check evaluates the health at now.
-func (h *Health) Check(ctx context.Context, now time.Time) HealthReport {
+// Check evaluates the health now (the ages are read on the store's clock).
+func (h *Health) Check(ctx context.Context) HealthReport {
 	rep := HealthReport{Status: "ok", WindowSeconds: h.Window.Seconds()}
-	accts, err := h.Source.ListAccounts(ctx, vocab.AccountActive)
+	ages, err := h.Source.PollAges(ctx)
 	if err != nil {
 		log := h.Logger
 		if log == nil {
@@ -56,12 +55,11 @@ func (h *Health) Check(ctx context.Context, now time.Time) HealthReport {
 		rep.Status, rep.Error = "unhealthy", "store unavailable"
 		return rep
 	}
-	rep.Accounts = len(accts)
-	for _, a := range accts {
-		since := now.Sub(LastGoodPoll(a))
-		if since > h.Window {
+	rep.Accounts = len(ages)
+	for _, a := range ages {
+		if a.Since > h.Window {
 			rep.Stale = append(rep.Stale, StaleAccount{Account: a.AccountKey, LastPollAt: a.LastPollAt,
-				SecondsSince: since.Seconds(), AccountStatus: a.Status})
+				SecondsSince: a.Since.Seconds(), AccountStatus: vocab.AccountActive})
 		}
 	}
 	sort.Slice(rep.Stale, func(i, j int) bool { return rep.Stale[i].Account < rep.Stale[j].Account })
@@ -78,13 +76,9 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	now := time.Now
-	if h.Now != nil {
-		now = h.Now
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	rep := h.Check(ctx, now())
+	rep := h.Check(ctx)
 	code := http.StatusOK
 	if rep.Status != "ok" {
 		code = http.StatusServiceUnavailable

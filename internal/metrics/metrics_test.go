@@ -26,8 +26,13 @@ func at(d time.Duration) *time.Time { t := now.Add(d); return &t }
 
 type fakeSource struct {
 	accounts []store.Account
+	ages     []store.PollAge
 	windows  []store.Window
 	err      error
+}
+
+func (f *fakeSource) PollAges(context.Context) ([]store.PollAge, error) {
+	return f.ages, f.err
 }
 
 func (f *fakeSource) ListAccounts(_ context.Context, status string) ([]store.Account, error) {
@@ -104,6 +109,10 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 			{AccountKey: "ilk_never", Status: vocab.AccountActive, UpdatedAt: now.Add(-30 * time.Second)},
 			{AccountKey: "ilk_paused", Status: vocab.AccountPaused, SendsBlockedUntil: at(-time.Minute)},
 			{AccountKey: "ilk_gone", Status: vocab.AccountReplaced, SendsBlockedUntil: at(time.Minute)},
+		},
+		ages: []store.PollAge{
+			{AccountKey: "ilk_fresh", LastPollAt: at(-10 * time.Second), Since: 10 * time.Second},
+			{AccountKey: "ilk_never", Since: 30 * time.Second},
 		},
 		windows: []store.Window{{State: vocab.WindowOpen}, {State: vocab.WindowOpen}, {State: vocab.WindowExpired}},
 	}
@@ -200,13 +209,12 @@ func TestStoreFailureLeavesTheRestOfTheScrape(t *testing.T) {
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	src := &fakeSource{accounts: []store.Account{
-		{AccountKey: "ilk_ok", Status: vocab.AccountActive, LastPollAt: at(-10 * time.Second)},
-		{AccountKey: "ilk_stale", Status: vocab.AccountActive, LastPollAt: at(-2 * time.Minute), UpdatedAt: now.Add(-time.Hour)},
-		{AccountKey: "ilk_resumed", Status: vocab.AccountActive, LastPollAt: at(-2 * time.Hour), UpdatedAt: now.Add(-5 * time.Second)},
-		{AccountKey: "ilk_paused", Status: vocab.AccountPaused, LastPollAt: at(-2 * time.Hour)},
+	src := &fakeSource{ages: []store.PollAge{ // the store's ages: active accounts only
+		{AccountKey: "ilk_ok", LastPollAt: at(-10 * time.Second), Since: 10 * time.Second},
+		{AccountKey: "ilk_stale", LastPollAt: at(-2 * time.Minute), Since: 2 * time.Minute},
+		{AccountKey: "ilk_resumed", LastPollAt: at(-2 * time.Hour), Since: 5 * time.Second},
 	}}
-	h := &metrics.Health{Source: src, Window: 105 * time.Second, Now: func() time.Time { return now }, Logger: quiet()}
+	h := &metrics.Health{Source: src, Window: 105 * time.Second, Logger: quiet()}
 	get := func() (int, metrics.HealthReport) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
@@ -221,7 +229,7 @@ func TestHealth(t *testing.T) {
 		len(rep.Stale) != 1 || rep.Stale[0].Account != "ilk_stale" || rep.Stale[0].SecondsSince != 120 {
 		t.Fatalf("%d %+v", code, rep)
 	}
-	src.accounts = src.accounts[:1]
+	src.ages = src.ages[:1]
 	if code, rep := get(); code != http.StatusOK || rep.Status != "ok" || len(rep.Stale) != 0 {
 		t.Fatalf("%d %+v", code, rep)
 	}

@@ -14,6 +14,9 @@ import (
 type Source interface {
 	ListAccounts(ctx context.Context, status string) ([]store.Account, error)
 	ListWindows(ctx context.Context, f store.WindowFilter) ([]store.Window, error)
+	// PollAges is the poll health of the active accounts: the seconds since the last good
+	// poll, on one clock (the database's) and never negative (see [store.Store.PollAges]).
+	PollAges(ctx context.Context) ([]store.PollAge, error)
 }
 
 // StoreOptions tune the store gauges.
@@ -30,17 +33,6 @@ const maxOpenWindows = 10000
 // accountStatuses are the statuses the accounts gauge always reports.
 var accountStatuses = []string{vocab.AccountActive, vocab.AccountPaused, vocab.AccountNeedsRelogin,
 	vocab.AccountReplaced, vocab.AccountDisabled}
-
-// LastGoodPoll is the reference time of an account's poll health: its last successful
-// getupdates round trip, or its last change of state (enrollment, rotation, resume) when
-// that is later, so that an account that just became active is not stale at once.
-func LastGoodPoll(a store.Account) time.Time {
-	ref := a.UpdatedAt
-	if a.LastPollAt != nil && a.LastPollAt.After(ref) {
-		ref = *a.LastPollAt
-	}
-	return ref
-}
 
 // storeCollector reads the gauges from the store at scrape time.
 type storeCollector struct {
@@ -100,15 +92,20 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 				a.SendsBlockedUntil != nil && now.Before(*a.SendsBlockedUntil) {
 				open++
 			}
-			if a.Status == vocab.AccountActive {
-				ch <- prometheus.MustNewConstMetric(c.sinceLastPoll, prometheus.GaugeValue,
-					now.Sub(LastGoodPoll(a)).Seconds(), a.AccountKey)
-			}
 		}
 		for _, s := range accountStatuses {
 			ch <- prometheus.MustNewConstMetric(c.accounts, prometheus.GaugeValue, float64(byStatus[s]), s)
 		}
 		ch <- prometheus.MustNewConstMetric(c.breakers, prometheus.GaugeValue, float64(open))
+	}
+
+	if ages, err := c.src.PollAges(ctx); err != nil {
+		up = 0
+		ch <- prometheus.NewInvalidMetric(c.sinceLastPoll, err)
+	} else {
+		for _, a := range ages {
+			ch <- prometheus.MustNewConstMetric(c.sinceLastPoll, prometheus.GaugeValue, a.Since.Seconds(), a.AccountKey)
+		}
 	}
 
 	if ws, err := c.src.ListWindows(ctx, store.WindowFilter{State: vocab.WindowOpen, Limit: maxOpenWindows}); err != nil {

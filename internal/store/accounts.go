@@ -313,6 +313,34 @@ func (s *Store) ListAccounts(ctx context.Context, status string) ([]Account, err
 	return out, err
 }
 
+// PollAge is an active account's poll health: how long ago its last successful getupdates
+// round trip was recorded, or its last change of state (enrollment, rotation, resume) when
+// later.
+type PollAge struct {
+	AccountKey string
+	LastPollAt *time.Time
+	// Since is never negative: it is read on the database's clock, the clock polls are
+	// recorded on.
+	Since time.Duration
+}
+
+// PollAges returns the poll health of every active account, by account key. Both ends of
+// each age are read on the database's clock (a state change written on a caller's clock
+// ahead of it counts as now), so that every worker reads the same ages whatever its own
+// clock, and none is negative.
+func (s *Store) PollAges(ctx context.Context) ([]PollAge, error) {
+	var out []PollAge
+	err := s.read(ctx, "poll ages", func(q *dbq.Queries) error {
+		rows, err := q.ListPollAges(ctx)
+		for _, r := range rows {
+			out = append(out, PollAge{AccountKey: r.AccountKey, LastPollAt: r.LastPollAt,
+				Since: time.Duration(r.SecondsSince * float64(time.Second))})
+		}
+		return err
+	})
+	return out, err
+}
+
 // GetAccountWithSecret returns an account with its opened bot token. The secret must be
 // of the account's current generation (generation_conflict otherwise).
 func (s *Store) GetAccountWithSecret(ctx context.Context, accountKey string) (AccountWithSecret, error) {
@@ -449,6 +477,8 @@ func checkPollable(a dbq.Account, generation int32, expected string) error {
 }
 
 // RecordPoll records a successful getupdates round trip (account health) without a page.
+// The round trip is recorded on the database's clock, the one its age is read on
+// ([Store.PollAges]); now is checked like every call's.
 func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string, generation int32) error {
 	if err := validNow(now); err != nil {
 		return err
@@ -457,7 +487,7 @@ func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string
 		return err
 	}
 	return s.inTx(ctx, "record poll", func(q *dbq.Queries) error {
-		n, err := q.RecordPoll(ctx, now, accountKey, generation)
+		n, err := q.RecordPoll(ctx, accountKey, generation)
 		if err != nil {
 			return err
 		}
