@@ -73,15 +73,19 @@ func newHarness(t *testing.T, opts ...func(*options)) *harness {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
+	// Deadlines and the lease's life are what a busy machine needs, not an idle one: the
+	// simulator answers at once (a long poll after LongPollHold), so a test waits for none
+	// of them, and a poll does not lose its lease because the machine was slow to renew
+	// it. Renewals are frequent, so the tests of a lease's loss see it soon.
 	cfg := Config{
 		Client: ilink.Config{
 			BaseURL: srv.URL, CDNBaseURL: srv.URL + "/c2c", RedirectScheme: "http",
-			PollTimeout: 2 * time.Second, SendTimeout: 2 * time.Second, ControlTimeout: 2 * time.Second,
-			QRStatusTimeout: 2 * time.Second,
+			PollTimeout: 30 * time.Second, SendTimeout: 30 * time.Second, ControlTimeout: 30 * time.Second,
+			QRStatusTimeout: 30 * time.Second,
 		},
 		PollSession:     200 * time.Millisecond,
 		HeartbeatEvery:  10 * time.Millisecond,
-		LeaseTTL:        3 * time.Second,
+		LeaseTTL:        DefaultLeaseTTL,
 		LeaseRenewEvery: 100 * time.Millisecond,
 		SendGap:         -1, // no pacing unless a test asks for it
 		ThrottlePenalty: time.Hour,

@@ -127,8 +127,10 @@ func (k *leaseKeeper) renew(timeout time.Duration) bool {
 		return false
 	}
 	keys := make([]string, 0, len(k.held))
-	for key := range k.held {
+	renewed := make(map[string]*pollLease, len(k.held))
+	for key, l := range k.held {
 		keys = append(keys, key)
+		renewed[key] = l
 	}
 	k.mu.Unlock()
 
@@ -156,8 +158,10 @@ func (k *leaseKeeper) renew(timeout time.Duration) bool {
 	}
 	for _, key := range keys {
 		l := k.held[key]
-		if l == nil {
-			continue // released meanwhile
+		if l != renewed[key] {
+			// Released meanwhile, or released and taken again by a newer poll: the answer
+			// (read before or after the release) says nothing of the lease held now.
+			continue
 		}
 		r, ok := byKey[key]
 		switch {

@@ -1,0 +1,73 @@
+package activities
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
+)
+
+// A renewal answers only for the leases it renewed: when a poll releases its lease while a
+// renewal is in flight and the next poll of the bot on this worker takes it again before
+// the renewal's answer is read, the answer (without the lease: it was free when the
+// renewal ran) does not make the new poll lose its lease. Seen on a busy machine as a
+// poll's "poll lease lost: lease taken over" right after the previous poll of its bot.
+func TestARenewalInFlightDoesNotJudgeALeaseTakenAfterItStarted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *options) {
+		o.config = func(c *Config) { c.LeaseTTL, c.LeaseRenewEvery = time.Hour, 20*time.Minute } // no renewal but the test's
+	})
+	k := h.acts.keeper()
+	old, err := k.take(h.ctx, h.key, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The old poll's release, held uncommitted so that the renewal waits for it.
+	tx, err := h.pool.Begin(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(h.ctx)
+	var releaser int
+	if err := tx.QueryRow(h.ctx, `UPDATE poll_leases SET holder = NULL, expires_at = clock_timestamp()
+		WHERE account_key = $1 RETURNING pg_backend_pid()`, h.key).Scan(&releaser); err != nil {
+		t.Fatal(err)
+	}
+	renewed := make(chan bool, 1)
+	go func() { renewed <- k.renew(time.Minute) }()
+	var renewer int
+	testkit.Eventually(t, "the renewal waits for the release", time.Minute, func() (bool, error) {
+		err := h.pool.QueryRow(h.ctx, `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, releaser).Scan(&renewer)
+		return err == nil, err
+	})
+
+	// The renewal runs once the release commits (and finds the lease free); before its
+	// answer is read, the bot's next poll on this worker takes the lease.
+	k.mu.Lock()
+	old.loseLocked("released")
+	if err := tx.Commit(h.ctx); err != nil {
+		k.mu.Unlock()
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the renewal ran", time.Minute, func() (bool, error) {
+		var active bool
+		err := h.pool.QueryRow(h.ctx, `SELECT state = 'active' FROM pg_stat_activity WHERE pid = $1`, renewer).Scan(&active)
+		return err == nil && !active, err
+	})
+	claim := store.PollLease{AccountKey: h.key, Holder: k.holder, Epoch: 2, Attempt: 1}
+	if taken, _, err := h.store.TakePollLease(h.ctx, claim, h.acts.cfg().LeaseTTL); err != nil || !taken {
+		k.mu.Unlock()
+		t.Fatalf("the next poll's take: %v %v", taken, err)
+	}
+	next := &pollLease{k: k, claim: claim, lost: make(chan struct{}), validUntil: time.Now().Add(localValidity(h.acts.cfg().LeaseTTL))}
+	k.held[h.key] = next
+	k.mu.Unlock()
+
+	<-renewed
+	if err := next.check(); err != nil {
+		t.Fatalf("the next poll's lease after a renewal that started before it was taken: %v", err)
+	}
+	next.release(h.ctx)
+}
