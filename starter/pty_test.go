@@ -134,7 +134,7 @@ func TestDevThroughATerminalChatsTwentyMessagesStopsEverythingOnCtrlCAndRunsAgai
 		say(fmt.Sprintf("first run message %02d", i)) // no text is a prefix of another
 	}
 	pace.Stop()
-	waitFor("you> ", 5*time.Second)
+	waitFor("you> ", 30*time.Second)
 	stop("EXITED-1")
 	tmux("send-keys", "-t", "dev", "Enter") // start the second run
 
