@@ -762,7 +762,8 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 
 // The quota holds under a burst: 200 concurrent replies with distinct keys on one window
 // get exactly the window's 10 sends accepted, and every request gets a definite answer
-// (no 5xx, no request left hanging on a stalled workflow).
+// (no 5xx, no request left hanging on a stalled workflow; one answered 202, outcome not
+// known in time, learns it when repeated with its key).
 //
 // It runs alone in this binary (not in parallel): on a loaded CI machine, its burst of
 // Updates beside the other tests' workflows made the 1.29 dev server fail the window's
@@ -788,24 +789,41 @@ func TestTwoHundredConcurrentRepliesOnOneWindowSendExactlyTheQuota(t *testing.T)
 	tok := a.tokenOf(w.ReplyWindowID)
 	const n = 200
 	codes := make([]int, n)
+	reply := func(i int) int {
+		body, _ := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: fmt.Sprintf("burst reply %d", i)})
+		return a.do(http.MethodPost, "/v1/reply", body, "Authorization", "Bearer "+tok,
+			"Idempotency-Key", fmt.Sprintf("burst-%d", i)).status
+	}
 	began := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, _ := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: fmt.Sprintf("burst reply %d", i)})
-			codes[i] = a.do(http.MethodPost, "/v1/reply", body, "Authorization", "Bearer "+tok,
-				"Idempotency-Key", fmt.Sprintf("burst-%d", i)).status
+			codes[i] = reply(i)
 		}()
 	}
 	wg.Wait()
 	took := time.Since(began)
+	// A request answered 202 got no outcome within the reply timeout (a minute): on a
+	// loaded machine the dev server can stall the window's workflow tasks longer (above).
+	// As an agent does, it is repeated with its key until its outcome is known.
+	unknown := 0
+	for i := range codes {
+		if codes[i] != http.StatusAccepted {
+			continue
+		}
+		unknown++
+		a.eventually(fmt.Sprintf("the outcome of reply %d", i), 5*time.Minute, func() (bool, error) {
+			codes[i] = reply(i)
+			return codes[i] != http.StatusAccepted, nil
+		})
+	}
 	byCode := map[int]int{}
 	for _, c := range codes {
 		byCode[c]++
 	}
-	t.Logf("%d concurrent replies answered in %v: %v", n, took.Round(time.Millisecond), byCode)
+	t.Logf("%d concurrent replies answered in %v (%d unknown at first, repeated): %v", n, took.Round(time.Millisecond), unknown, byCode)
 	if byCode[http.StatusOK] != int(limits.MaxSends) {
 		t.Fatalf("answers %v: want exactly %d sent", byCode, limits.MaxSends)
 	}
