@@ -31,7 +31,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
 
-// Acceptance item 1 of issue 5: each handler kind against the real dev server, PostgreSQL
+// Each handler kind against the real dev server, PostgreSQL
 // and the simulator, configured the way an operator does (gateway.Config, built by
 // handoff.New inside gateway.Run), not injected.
 

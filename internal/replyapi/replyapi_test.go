@@ -607,7 +607,7 @@ func TestARepeatAfterTheWindowEndedAnswersTheFirstOutcome(t *testing.T) {
 	}
 }
 
-// Issue 12: a reply whose pending attempt was failed by its window's retirement (a newer
+// A reply whose pending attempt was failed by its window's retirement (a newer
 // message superseded it; the attempt's error code holds the window's retired reason) was
 // answered 500 internal, which an agent retries forever; it is 409 reply_window_inactive,
 // on the first request and on every repeat of its key.
@@ -640,7 +640,7 @@ func TestAReplyRetiredBeforeItsTransmissionIsReplyWindowInactive(t *testing.T) {
 	}
 }
 
-// Issue 12: a repeated media reply whose first request's send is still in progress (its
+// A repeated media reply whose first request's send is still in progress (its
 // worker was killed mid-send; the send waits for its retry) was answered 500 internal; it
 // is 202 with the outcome unknown, to be asked again.
 func TestARepeatedMediaReplyStillInProgressIsUnknownNotInternal(t *testing.T) {
