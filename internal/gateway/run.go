@@ -94,12 +94,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		}
 	}()
 
-	pool, st, closePool, err := openStore(ctx, cfg, opts, logger)
-	if err != nil {
-		return err
-	}
-	defer closePool()
-
 	reg, err := newRegistry(cfg, opts, logger)
 	if err != nil {
 		return err
@@ -107,6 +101,12 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	if opts.Metrics == nil {
 		defer func() { _ = reg.Close(context.Background()) }()
 	}
+
+	pool, st, closePool, err := openStore(ctx, cfg, opts, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer closePool()
 
 	tc, closeTemporal, err := dialTemporal(ctx, cfg, opts, reg, logger)
 	if err != nil {
@@ -260,8 +260,8 @@ func sendGap(d time.Duration) time.Duration {
 }
 
 // openStore connects to PostgreSQL (or takes the injected pool), brings the schema up to
-// date and opens the store. The returned function closes a pool it opened.
-func openStore(ctx context.Context, cfg Config, opts Options, logger *slog.Logger) (*pgxpool.Pool, *store.Store, func(), error) {
+// date and opens the store; a pool it opens counts its round trips in reg. The returned function closes a pool it opened.
+func openStore(ctx context.Context, cfg Config, opts Options, reg *metrics.Registry, logger *slog.Logger) (*pgxpool.Pool, *store.Store, func(), error) {
 	pool, closePool := opts.Pool, func() {}
 	if pool == nil {
 		pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
@@ -269,6 +269,9 @@ func openStore(ctx context.Context, cfg Config, opts Options, logger *slog.Logge
 			return nil, nil, nil, errors.New("database URL is not a valid PostgreSQL URL or DSN")
 		}
 		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns)
+		if t := reg.DBTracer(); t != nil {
+			pc.ConnConfig.Tracer = t // counts round trips for /metrics
+		}
 		pool, err = pgxpool.NewWithConfig(ctx, pc)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("connect PostgreSQL: %w", err)

@@ -23,6 +23,7 @@ import (
 type Registry struct {
 	reg      *prometheus.Registry
 	product  *Product
+	db       *DBTracer
 	provider *sdkmetric.MeterProvider
 	temporal client.MetricsHandler
 	log      *slog.Logger
@@ -48,6 +49,10 @@ func New(logger *slog.Logger) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	db, err := newDBTracer(reg)
+	if err != nil {
+		return nil, err
+	}
 	exporter, err := otelprom.New(
 		otelprom.WithRegisterer(reg),
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
@@ -58,7 +63,7 @@ func New(logger *slog.Logger) (*Registry, error) {
 		return nil, err
 	}
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	r := &Registry{reg: reg, product: product, provider: provider, log: logger}
+	r := &Registry{reg: reg, product: product, db: db, provider: provider, log: logger}
 	r.temporal = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter:                provider.Meter("temporal-sdk-go"),
 		UseMonotonicCounters: true,
@@ -74,6 +79,15 @@ func (r *Registry) Product() *Product {
 		return nil
 	}
 	return r.product
+}
+
+// DBTracer counts the PostgreSQL round trips of a pool whose ConnConfig.Tracer it is
+// (nil registry: nil).
+func (r *Registry) DBTracer() *DBTracer {
+	if r == nil {
+		return nil
+	}
+	return r.db
 }
 
 // TemporalHandler is the Temporal SDK metrics handler to put in
