@@ -9,7 +9,7 @@ import (
 // agentFacing are the packages an agent or an integrator imports: none may pull in a
 // database driver or the gateway's internals (an agent that verifies webhooks or replies
 // through a window builds without them).
-var agentFacing = []string{"agent", "webhook", "wfapi", "vocab", "sealing", "payloadcodec"}
+var agentFacing = []string{"agent", "webhook", "wfapi", "vocab", "sealing", "payloadcodec", "temporalconn"}
 
 func TestAgentFacingPackagesDependOnNoDatabaseDriverOrInternalPackage(t *testing.T) {
 	t.Parallel()
