@@ -16,6 +16,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/temporalconn"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -24,6 +25,11 @@ import (
 type conn struct {
 	temporal, namespace, taskQueue, databaseURL string
 	json                                        bool
+	// profile and configFile choose a Temporal client config profile; tconn is the
+	// connection resolve made from them, the TEMPORAL_* variables and the flags.
+	profile, configFile string
+	getenv              func(string) string
+	tconn               temporalconn.Conn
 }
 
 // Flag groups a command registers with commandFlags: each command lists only the flags
@@ -36,8 +42,12 @@ const (
 
 func (c *conn) register(fs *flag.FlagSet, getenv func(string) string, with int) {
 	if with&withTemporal != 0 {
-		fs.StringVar(&c.temporal, "temporal-address", envOr(getenv, "TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (env TEMPORAL_ADDRESS)")
-		fs.StringVar(&c.namespace, "temporal-namespace", envOr(getenv, "TEMPORAL_NAMESPACE", "default"), "Temporal namespace (env TEMPORAL_NAMESPACE)")
+		// No default shown: the profile file and TEMPORAL_* variables give them unless a
+		// flag is given (temporalconn); the API key and client keys have no flag.
+		fs.StringVar(&c.temporal, "temporal-address", "", "Temporal frontend host:port (env TEMPORAL_ADDRESS, else the client config profile's, else "+temporalconn.DefaultAddress+")")
+		fs.StringVar(&c.namespace, "temporal-namespace", "", "Temporal namespace (env TEMPORAL_NAMESPACE, else the profile's, else "+temporalconn.DefaultNamespace+")")
+		fs.StringVar(&c.profile, "temporal-profile", "", "profile of the Temporal client config file (env TEMPORAL_PROFILE; TLS, API key and address as the temporal CLI reads them)")
+		fs.StringVar(&c.configFile, "temporal-config-file", "", "Temporal client config file (env TEMPORAL_CONFIG_FILE, else the user's temporalio/temporal.toml when present)")
 		fs.StringVar(&c.taskQueue, "task-queue", envOr(getenv, "ILINKFLOW_TASK_QUEUE", wfapi.DefaultTaskQueue), "task queue of the workflows (env ILINKFLOW_TASK_QUEUE)")
 	}
 	if with&withDB != 0 {
@@ -46,6 +56,22 @@ func (c *conn) register(fs *flag.FlagSet, getenv func(string) string, with int) 
 	if with&withJSON != 0 {
 		fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
 	}
+}
+
+// resolve builds the Temporal connection once the flags are parsed: the client config
+// profile, the TEMPORAL_* variables, then the flags given; c.temporal and c.namespace
+// become the resolved address and namespace.
+func (c *conn) resolve() error {
+	if !c.tconn.IsZero() {
+		return nil
+	}
+	tc, err := temporalconn.Load(c.getenv, temporalconn.Overrides{Address: c.temporal, Namespace: c.namespace,
+		Profile: c.profile, ConfigFile: c.configFile})
+	if err != nil {
+		return err
+	}
+	c.tconn, c.temporal, c.namespace = tc, tc.Address, tc.Namespace
+	return nil
 }
 
 func envOr(getenv func(string) string, key, def string) string {
@@ -84,14 +110,14 @@ func openStore(ctx context.Context, c *conn, getenv func(string) string) (*store
 	return st, pool.Close, nil
 }
 
+// dialTemporal connects to Temporal as the worker does (temporalconn): a failure is one
+// line naming its cause with a stable code.
 func dialTemporal(ctx context.Context, c *conn, stderr io.Writer) (client.Client, error) {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace, Logger: logger,
-		DataConverter: codecConverter()})
-	if err != nil {
-		return nil, fmt.Errorf("connect Temporal at %s: %w", c.temporal, err)
+	if err := c.resolve(); err != nil {
+		return nil, err
 	}
-	return tc, nil
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return temporalconn.Dial(ctx, c.tconn, client.Options{Logger: logger, DataConverter: codecConverter()})
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -195,7 +221,7 @@ func commandFlags(name string, h help, with int, stderr io.Writer, getenv func(s
 		fmt.Fprintf(w, "\nflags:\n")
 		fs.PrintDefaults()
 	}
-	c := &conn{}
+	c := &conn{getenv: getenv}
 	c.register(fs, getenv, with)
 	return fs, c
 }

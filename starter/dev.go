@@ -25,6 +25,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/temporalconn"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -81,6 +82,9 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	uiPort, simAddr, httpAddr := &set.uiPort, &set.simAddr, &set.httpAddr
+	if err := c.resolve(); err != nil {
+		return err
+	}
 
 	// PostgreSQL.
 	pool, err := pgxpool.New(ctx, c.databaseURL)
@@ -142,6 +146,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	// The worker, with the echo agent and the reply API.
 	cfg := gateway.DefaultConfig()
 	cfg.TemporalAddress, cfg.TemporalNamespace, cfg.TaskQueue = c.temporal, c.namespace, c.taskQueue
+	cfg.Temporal = c.tconn
 	cfg.ILinkBaseURL, cfg.ILinkCDNBaseURL = simURL, simURL+"/c2c"
 	cfg.HTTPAddr = *httpAddr
 	cfg.Handler = "echo"
@@ -214,15 +219,21 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHand
 	dial := func() (client.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		return client.DialContext(dctx, client.Options{HostPort: c.temporal, Namespace: c.namespace,
+		return temporalconn.Dial(dctx, c.tconn, client.Options{
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter(), MetricsHandler: mh})
 	}
-	if tc, err := dial(); err == nil {
-		say("Temporal: using the server at %s", c.temporal)
+	tc, err := dial()
+	if err == nil {
+		say("Temporal: using the server at %s", c.tconn)
 		if err := wfapi.RegisterSearchAttributes(ctx, tc, c.namespace); err != nil {
 			say("Temporal: could not create the search attributes: %v", err)
 		}
 		return tc, "", func() {}, nil
+	}
+	// A server that answers but refuses (TLS, credentials, namespace), or one configured
+	// with TLS or credentials, is not replaced by a local dev server: its error stands.
+	if code := temporalconn.CodeOf(err); (code != temporalconn.CodeUnreachable && code != "") || c.tconn.TLS || c.tconn.APIKey {
+		return nil, "", nil, err
 	}
 	if _, err := devserver.FindCLI(); err != nil {
 		say("Temporal: installing the pinned CLI (about 7 minutes the first time, cached after)...")

@@ -20,6 +20,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/temporalconn"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -35,6 +36,20 @@ type Config struct {
 	TemporalAddress string
 	// TemporalNamespace is the Temporal namespace.
 	TemporalNamespace string
+	// TemporalProfile and TemporalConfigFile choose the profile of a Temporal client
+	// config file (TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE; "" the SDK's defaults).
+	TemporalProfile    string
+	TemporalConfigFile string
+	// Temporal is the resolved connection (TLS, client certificate, API key) that
+	// ConfigFromEnv builds with package temporalconn; its address and namespace are
+	// TemporalAddress and TemporalNamespace. Zero (a configuration built in code):
+	// plaintext to TemporalAddress.
+	Temporal temporalconn.Conn
+	// DeploymentName and BuildID, both set, make the worker a Worker Deployment Version
+	// (Worker Versioning, docs/operations.md): each workflow type declares its versioning
+	// behaviour. Both empty: an unversioned worker.
+	DeploymentName string
+	BuildID        string
 	// TaskQueue is the task queue of the workflows and activities.
 	TaskQueue string
 	// DatabaseURL is the PostgreSQL connection string. It may hold a password: it is never
@@ -198,6 +213,18 @@ var settings = []setting{
 	{flag: "temporal-namespace", env: "TEMPORAL_NAMESPACE", help: "Temporal namespace",
 		def: func(c Config) string { return c.TemporalNamespace },
 		set: func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
+	{flag: "temporal-profile", env: "TEMPORAL_PROFILE", help: "profile of the Temporal client config file (TLS, API key and address as the temporal CLI reads them)",
+		def: func(c Config) string { return c.TemporalProfile },
+		set: func(c *Config, v string) error { c.TemporalProfile = v; return nil }},
+	{flag: "temporal-config-file", env: "TEMPORAL_CONFIG_FILE", help: "Temporal client config file (TOML profiles; unset: the user's temporalio/temporal.toml when present)",
+		def: func(c Config) string { return c.TemporalConfigFile },
+		set: func(c *Config, v string) error { c.TemporalConfigFile = v; return nil }},
+	{flag: "deployment-name", env: EnvDeploymentName, help: "Worker Deployment name: with --build-id, the worker runs as that deployment version (Worker Versioning)",
+		def: func(c Config) string { return c.DeploymentName },
+		set: func(c *Config, v string) error { c.DeploymentName = v; return nil }},
+	{flag: "build-id", env: EnvBuildID, help: "build id of this worker within --deployment-name",
+		def: func(c Config) string { return c.BuildID },
+		set: func(c *Config, v string) error { c.BuildID = v; return nil }},
 	{flag: "task-queue", env: "ILINKFLOW_TASK_QUEUE", help: "task queue of the workflows and activities",
 		def: func(c Config) string { return c.TaskQueue },
 		set: func(c *Config, v string) error { c.TaskQueue = v; return nil }},
@@ -378,6 +405,13 @@ var settings = []setting{
 		}},
 }
 
+// Environment variables of Worker Versioning, as the Temporal worker controller for
+// Kubernetes sets them.
+const (
+	EnvDeploymentName = "TEMPORAL_DEPLOYMENT_NAME"
+	EnvBuildID        = "TEMPORAL_WORKER_BUILD_ID"
+)
+
 // EnvWebhookSecret names the environment variable of the webhook signing secret. It has
 // no flag: a command line is visible to every local user.
 const EnvWebhookSecret = "ILINKFLOW_WEBHOOK_SECRET"
@@ -482,6 +516,21 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
+	// The Temporal connection: the client config profile, the TEMPORAL_* variables, then
+	// the flags given explicitly.
+	var over temporalconn.Overrides
+	if given["temporal-address"] {
+		over.Address = cfg.TemporalAddress
+	}
+	if given["temporal-namespace"] {
+		over.Namespace = cfg.TemporalNamespace
+	}
+	over.Profile, over.ConfigFile = cfg.TemporalProfile, cfg.TemporalConfigFile
+	conn, err := temporalconn.Load(getenv, over)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Temporal, cfg.TemporalAddress, cfg.TemporalNamespace = conn, conn.Address, conn.Namespace
 
 	keyEnv := getenv
 	if given[keysFileFlag] {
@@ -534,6 +583,9 @@ func (c Config) validate(needKeys bool) error {
 	}
 	if strings.TrimSpace(c.TaskQueue) == "" {
 		bad("task queue is empty")
+	}
+	if (c.DeploymentName == "") != (c.BuildID == "") {
+		bad("Worker Versioning needs both a deployment name (%s) and a build id (%s), or neither", EnvDeploymentName, EnvBuildID)
 	}
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		bad("database URL is not a valid PostgreSQL URL or DSN")
@@ -594,6 +646,9 @@ func (c Config) validate(needKeys bool) error {
 	return errors.Join(errs...)
 }
 
+// Versioned reports whether the worker runs as a Worker Deployment Version.
+func (c Config) Versioned() bool { return c.DeploymentName != "" && c.BuildID != "" }
+
 // HandoffConfig is the agent handler's share of the configuration.
 func (c Config) HandoffConfig() handoff.Config {
 	return handoff.Config{Kind: c.Handler, WebhookURL: c.WebhookURL, WebhookSecret: c.WebhookSecret,
@@ -625,9 +680,18 @@ func (c Config) LogValue() slog.Value {
 	if c.Keyring != nil {
 		keys = c.Keyring.String()
 	}
+	conn := c.Temporal
+	if conn.IsZero() {
+		conn = temporalconn.Plain(c.TemporalAddress, c.TemporalNamespace)
+	}
+	conn = conn.WithTarget(c.TemporalAddress, c.TemporalNamespace)
+	versioning := "off"
+	if c.Versioned() {
+		versioning = c.DeploymentName + "/" + c.BuildID
+	}
 	return slog.GroupValue(
-		slog.String("temporal", c.TemporalAddress),
-		slog.String("namespace", c.TemporalNamespace),
+		slog.Any("temporal", conn),
+		slog.String("versioning", versioning),
 		slog.String("task_queue", c.TaskQueue),
 		slog.String("database", db),
 		slog.String("ilink", c.ILinkBaseURL),
@@ -679,6 +743,15 @@ sealing keys (required): %s="2:<base64 32 bytes>,1:<base64 32 bytes>" (the highe
 generation seals, all open), or a file named by %s / --%s.
 Generate one with: go run ./starter keygen --generation 1
 `, sealing.EnvKeys, sealing.EnvKeysFile, keysFileFlag)
+	fmt.Fprint(w, `
+Temporal connection: as the temporal CLI and the SDKs read it: a profile of the client
+config file (--temporal-config-file, --temporal-profile), then the environment over it:
+TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY (turns TLS on), TEMPORAL_TLS,
+TEMPORAL_TLS_CLIENT_CERT_PATH / _DATA, TEMPORAL_TLS_CLIENT_KEY_PATH / _DATA,
+TEMPORAL_TLS_SERVER_CA_CERT_PATH / _DATA, TEMPORAL_TLS_SERVER_NAME,
+TEMPORAL_TLS_DISABLE_HOST_VERIFICATION; --temporal-address and --temporal-namespace given
+on the command line win. The API key and client keys have no flag (docs/operations.md).
+`)
 	fmt.Fprintf(w, "\nwebhook secret (required by --handler webhook, at least %d bytes): %s\n", handoff.MinSecretBytes, EnvWebhookSecret)
 	fmt.Fprintf(w, "codec endpoint token (enables /codec/, at least %d bytes): %s\n", MinCodecTokenBytes, EnvCodecToken)
 }

@@ -45,6 +45,10 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	want := gateway.DefaultConfig()
 	want.Keyring = cfg.Keyring
+	want.Temporal = cfg.Temporal // the resolved connection: plaintext to the defaults
+	if cfg.Temporal.TLS || cfg.Temporal.APIKey || cfg.Temporal.ClientCert || cfg.Versioned() {
+		t.Fatalf("without settings the connection is plaintext and unversioned: %+v", cfg.Temporal)
+	}
 	if fmt.Sprintf("%+v", cfg) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", cfg, want)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/temporalconn"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -143,7 +144,13 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		}
 	}
 	defer stop()
-	logger.Info("worker started", "task_queue", cfg.TaskQueue)
+	if cfg.Versioned() {
+		logger.Info("worker started", "task_queue", cfg.TaskQueue, "deployment", cfg.DeploymentName, "build_id", cfg.BuildID,
+			"note", "new workflows go to the deployment's current version; make this one current with: temporal worker deployment set-current-version --deployment-name "+
+				cfg.DeploymentName+" --build-id "+cfg.BuildID)
+	} else {
+		logger.Info("worker started", "task_queue", cfg.TaskQueue)
+	}
 	media := &activities.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
 	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, acts.Typer, logger, func(err error) {
 		select {
@@ -307,16 +314,22 @@ func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Re
 	if err != nil {
 		return nil, nil, err
 	}
-	tc, err := client.DialContext(ctx, client.Options{
-		HostPort:       cfg.TemporalAddress,
-		Namespace:      cfg.TemporalNamespace,
+	conn := cfg.Temporal
+	if conn.IsZero() {
+		conn = temporalconn.Plain(cfg.TemporalAddress, cfg.TemporalNamespace)
+	}
+	conn = conn.WithTarget(cfg.TemporalAddress, cfg.TemporalNamespace)
+	// Dial bounds the connection and names the cause of a failure (TLS, credentials,
+	// namespace) with a stable code: the worker exits with it instead of retrying.
+	tc, err := temporalconn.Dial(ctx, conn, client.Options{
 		Logger:         NewTemporalLogger(logger.With("component", "temporal")),
 		MetricsHandler: temporalMetrics(reg),
 		DataConverter:  dc,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect Temporal at %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
+		return nil, nil, err
 	}
+	logger.Info("Temporal connected", "temporal", conn)
 	return tc, tc.Close, nil
 }
 
@@ -346,7 +359,7 @@ func newActivities(cfg Config, opts Options, st *store.Store, pool *pgxpool.Pool
 // newWorker is the Temporal worker of the workflows and acts; a fatal worker error goes
 // to fatal.
 func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal chan<- error) worker.Worker {
-	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+	opts := worker.Options{
 		// Every polled bot runs one long activity; sends, hand-offs and store activities
 		// need slots besides.
 		MaxConcurrentActivityExecutionSize: cfg.MaxAccounts + activitySlotsBesidePolls,
@@ -359,7 +372,16 @@ func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal 
 			default:
 			}
 		},
-	})
+	}
+	if cfg.Versioned() {
+		// A Worker Deployment Version: each workflow type declares its versioning
+		// behaviour at registration (workflows.Register).
+		opts.DeploymentOptions = worker.DeploymentOptions{
+			UseVersioning: true,
+			Version:       worker.WorkerDeploymentVersion{DeploymentName: cfg.DeploymentName, BuildID: cfg.BuildID},
+		}
+	}
+	w := worker.New(tc, cfg.TaskQueue, opts)
 	workflows.Register(w)
 	w.RegisterActivity(acts)
 	return w
