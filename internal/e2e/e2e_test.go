@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 	testkit.WaitingParallel(8)
 	code := devserver.Main(m)
 	removeWorkerBinary()
+	removeStarterBinary()
+	_ = os.Remove(emptyConfigFile)
 	os.Exit(code)
 }
 
