@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -49,11 +50,72 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// intList is a comma-separated list of positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	parts := make([]string, len(*l))
+	for i, n := range *l {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out []int
+	for _, p := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a positive integer", p)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
+
+// wordList is a comma-separated list of words.
+type wordList []string
+
+func (l *wordList) String() string { return strings.Join(*l, ",") }
+
+func (l *wordList) Set(v string) error {
+	*l = nil
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// saturating reports whether args ask for the saturation run (its defaults then apply
+// to every flag not given).
+func saturating(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		switch strings.TrimLeft(a, "-") {
+		case "saturate", "saturate=true", "saturate=1":
+			return true
+		}
+	}
+	return false
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg := loadtest.DefaultConfig()
+	if saturating(args) {
+		cfg = loadtest.SaturationConfig()
+	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	workerEnv := envFlags{}
+	for k, v := range cfg.WorkerEnv {
+		workerEnv[k] = v
+	}
+	steps, systems := intList(cfg.SatSteps), wordList(cfg.SatSystems)
 	fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "simulated bots, all served by the one worker")
 	fs.IntVar(&cfg.Active, "active", cfg.Active, "bots (a random subset) that receive the messages")
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "user messages injected in the load phase")
@@ -75,6 +137,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the choice of active bots (0: random)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for the worker binary and its log (default: a temporary one, kept on failure)")
 	fs.BoolVar(&cfg.KeepWorkDir, "keep", false, "keep the work directory")
+	fs.BoolVar(&cfg.Saturate, "saturate", cfg.Saturate, "saturation run: a closed loop, step by step, for ilinkflow, the engine's and the store's ceilings (its defaults: -bots 128 -idle 0 -answer-within 30s -worker-env ILINKFLOW_SEND_GAP=10ms)")
+	fs.Var(&steps, "steps", "saturation: bots in the closed loop, step by step")
+	fs.DurationVar(&cfg.SatStepFor, "step", cfg.SatStepFor, "saturation: length of a step")
+	fs.DurationVar(&cfg.SatP99, "p99", cfg.SatP99, "saturation: the p99 bound (inject to reply) a step must stay within")
+	fs.Var(&systems, "systems", "saturation: the systems to drive ("+strings.Join(loadtest.Systems, ",")+")")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
@@ -102,6 +169,7 @@ flags:
 	if len(workerEnv) > 0 {
 		cfg.WorkerEnv = workerEnv
 	}
+	cfg.SatSteps, cfg.SatSystems = steps, systems
 	if !*quiet {
 		cfg.Log = stderr
 	}

@@ -178,3 +178,36 @@ func TestPickWaitsForTheReplyAndTheThinkTime(t *testing.T) {
 		t.Fatalf("a bot whose message went unanswered past the deadline was not freed: %+v", busy)
 	}
 }
+
+// The saturation of a series is its fastest step within the bound; a lost or doubled
+// message anywhere fails the run, and the ratios divide the saturations.
+func TestSaturationIsTheFastestStepWithinTheBoundAndALossFailsTheRun(t *testing.T) {
+	s := &SatReport{Series: []SatSeries{
+		{System: SystemILinkflow, Steps: []SatStep{
+			{Bots: 2, PerSecond: 10, WithinBound: true},
+			{Bots: 4, PerSecond: 18, WithinBound: true},
+			{Bots: 8, PerSecond: 25, WithinBound: false}, // faster, but past the p99 bound
+		}},
+		{System: SystemEngine, Steps: []SatStep{{Bots: 2, PerSecond: 30, WithinBound: true}, {Bots: 4, PerSecond: 36, WithinBound: true}}},
+		{System: SystemStore, Steps: []SatStep{{Bots: 2, PerSecond: 90, WithinBound: true}}},
+	}}
+	s.finish()
+	if got := s.Series[0].Saturation; got == nil || got.Bots != 4 {
+		t.Fatalf("ilinkflow saturation %+v, want the 4-bot step", got)
+	}
+	if s.EngineRatio != 18.0/36 || s.StoreRatio != 18.0/90 {
+		t.Fatalf("ratios %v, %v; want %v, %v", s.EngineRatio, s.StoreRatio, 18.0/36, 18.0/90)
+	}
+	rep := &Report{Saturation: s}
+	if err := rep.Verdict(); err != nil {
+		t.Fatalf("nothing lost: %v", err)
+	}
+	s.Series[1].Steps[1].Lost = 1
+	if err := rep.Verdict(); !errors.Is(err, ErrRuleBroken) {
+		t.Fatalf("a lost engine message: verdict %v, want ErrRuleBroken", err)
+	}
+	s.Series[1].Steps[1].Lost, s.Series[2].Steps[0].Doubled = 0, 1
+	if err := rep.Verdict(); !errors.Is(err, ErrRuleBroken) {
+		t.Fatalf("a doubled store message: verdict %v, want ErrRuleBroken", err)
+	}
+}

@@ -34,8 +34,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -105,6 +108,15 @@ type Config struct {
 	// Seed makes the choice of active bots repeatable (0: random).
 	Seed uint64
 
+	// Saturate runs the saturation series (see saturate.go) instead of the idle and load
+	// phases: SatSteps bots in a closed loop, step after step of SatStepFor each, until the
+	// p99 latency passes SatP99 or a message is lost or doubled, for each of SatSystems.
+	Saturate   bool
+	SatSteps   []int
+	SatStepFor time.Duration
+	SatP99     time.Duration
+	SatSystems []string
+
 	// WorkDir holds the built worker and its log; empty uses a temporary directory that
 	// is removed at the end unless the run failed or KeepWorkDir is set.
 	WorkDir     string
@@ -133,7 +145,25 @@ func DefaultConfig() Config {
 		AnswerWithin:    2 * time.Minute,
 		Settle:          5 * time.Second,
 		Sample:          time.Second,
+		SatSteps:        DefaultSaturationSteps,
+		SatStepFor:      15 * time.Second,
+		SatP99:          2 * time.Second,
+		SatSystems:      Systems,
 	}
+}
+
+// SaturationConfig is the default saturation run: DefaultConfig with Saturate set, as
+// many bots as the largest step, the worker's send gap lowered to 10 ms (so that the
+// gateway, not iLink's pacing of a bot's replies, is measured), no idle window and a
+// 30-second answer bound.
+func SaturationConfig() Config {
+	c := DefaultConfig()
+	c.Saturate = true
+	c.Bots = slices.Max(c.SatSteps)
+	c.Active, c.Messages, c.Idle = 0, 0, 0
+	c.AnswerWithin = 30 * time.Second
+	c.WorkerEnv = map[string]string{"ILINKFLOW_SEND_GAP": "10ms"}
+	return c
 }
 
 // Validate reports settings that cannot run.
@@ -163,6 +193,27 @@ func (c Config) Validate() error {
 	}
 	if c.DatabaseURL == "" {
 		bad("no database URL")
+	}
+	if c.Saturate {
+		if len(c.SatSteps) == 0 {
+			bad("saturation needs at least one step")
+		}
+		for _, n := range c.SatSteps {
+			if n < 1 || n > c.Bots {
+				bad("a saturation step of %d bots is outside 1..bots (%d)", n, c.Bots)
+			}
+		}
+		if c.SatStepFor <= 0 || c.SatP99 <= 0 {
+			bad("the step length and the p99 bound must be positive")
+		}
+		if len(c.SatSystems) == 0 {
+			bad("saturation needs at least one system")
+		}
+		for _, s := range c.SatSystems {
+			if !slices.Contains(Systems, s) {
+				bad("unknown system %q (want %s)", s, strings.Join(Systems, ", "))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -199,6 +250,8 @@ type run struct {
 	workCfg  gateway.Config // the configuration the worker runs with (for estimates)
 	workDir  string
 	failed   bool
+	satSeq   atomic.Int64 // numbers the saturation run's messages
+	dbURL    string       // the run's database: DatabaseURL, or one of its own
 }
 
 // Run runs the scale test and returns its report. The report is returned also when the
@@ -270,6 +323,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	if err := r.waitReady(ctx); err != nil {
 		return err
+	}
+	if r.cfg.Saturate {
+		return r.saturate(ctx)
 	}
 	win, err := r.idle(ctx)
 	if err != nil {
@@ -347,7 +403,14 @@ func (r *run) setupTemporal(ctx context.Context) error {
 // setupDatabase creates the run's schema, migrates it and opens the run's own pool.
 func (r *run) setupDatabase(ctx context.Context) error {
 	schema := "loadtest_" + r.suffix
-	admin, err := pgxpool.New(ctx, r.cfg.DatabaseURL)
+	r.dbURL = r.cfg.DatabaseURL
+	if r.cfg.Saturate {
+		// A database of its own, so that its transaction count is the run's alone.
+		if err := r.createDatabase(ctx, schema); err != nil {
+			return err
+		}
+	}
+	admin, err := pgxpool.New(ctx, r.dbURL)
 	if err != nil {
 		return fmt.Errorf("connect PostgreSQL: %w", err)
 	}
@@ -362,11 +425,11 @@ func (r *run) setupDatabase(ctx context.Context) error {
 		admin.Close()
 	})
 	r.appName = "ilinkflow-loadtest-worker-" + r.suffix
-	own, err := withParams(r.cfg.DatabaseURL, map[string]string{"search_path": schema, "application_name": "ilinkflow-loadtest-" + r.suffix})
+	own, err := withParams(r.dbURL, map[string]string{"search_path": schema, "application_name": "ilinkflow-loadtest-" + r.suffix})
 	if err != nil {
 		return err
 	}
-	if r.workerDB, err = withParams(r.cfg.DatabaseURL, map[string]string{"search_path": schema, "application_name": r.appName}); err != nil {
+	if r.workerDB, err = withParams(r.dbURL, map[string]string{"search_path": schema, "application_name": r.appName}); err != nil {
 		return err
 	}
 	pc, err := pgxpool.ParseConfig(own)
@@ -397,6 +460,32 @@ func (r *run) setupDatabase(ctx context.Context) error {
 	}
 	r.pool, r.store = pool, st
 	r.rep.Schema = schema
+	return nil
+}
+
+// createDatabase creates a database named name on the server of DatabaseURL (dropped at
+// the end) and points r.dbURL at it.
+func (r *run) createDatabase(ctx context.Context, name string) error {
+	admin, err := pgxpool.New(ctx, r.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect PostgreSQL: %w", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	r.onCleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			r.log.Warn("drop database", "database", name, "error", err)
+		}
+		admin.Close()
+	})
+	url, err := withParams(r.cfg.DatabaseURL, map[string]string{"dbname": name})
+	if err != nil {
+		return err
+	}
+	r.dbURL = url
+	r.rep.Database = name
 	return nil
 }
 
@@ -481,25 +570,31 @@ func (r *run) enrollOne(ctx context.Context, i int) (bot, error) {
 	if err != nil {
 		return bot{}, err
 	}
+	return r.enrollInStore(ctx, r.store, "qo_loadtest_"+r.suffix+"_"+strconv.Itoa(i+1), sb.BotID, sb.Owner, sb.BaseURL, sb.Token)
+}
+
+// enrollInStore enrolls a bot in st as a confirmed QR enrollment leaves it: a login
+// offer, its scan, then ConfirmEnrollment (the account at generation 1 with its sealed
+// bot token, the audit row, the offer deleted).
+func (r *run) enrollInStore(ctx context.Context, st *store.Store, offer, botID, owner, baseURL, token string) (bot, error) {
 	now := time.Now()
-	offer := "qo_loadtest_" + r.suffix + "_" + strconv.Itoa(i+1)
-	if _, err := r.store.CreateLoginOffer(ctx, now, offer, "loadtest", now.Add(10*time.Minute)); err != nil {
+	if _, err := st.CreateLoginOffer(ctx, now, offer, "loadtest", now.Add(10*time.Minute)); err != nil {
 		return bot{}, err
 	}
-	if err := r.store.MarkOfferScanned(ctx, now, offer); err != nil {
+	if err := st.MarkOfferScanned(ctx, now, offer); err != nil {
 		return bot{}, err
 	}
-	res, err := r.store.ConfirmEnrollment(ctx, now, store.ConfirmInput{
+	res, err := st.ConfirmEnrollment(ctx, now, store.ConfirmInput{
 		OfferID: offer, AccountGeneration: 1, MaxAccounts: r.maxAccounts(),
-		ProviderAccountID: sb.BotID, OwnerPeerID: sb.Owner, BaseURL: sb.BaseURL, BotToken: sealing.NewSecret(sb.Token),
+		ProviderAccountID: botID, OwnerPeerID: owner, BaseURL: baseURL, BotToken: sealing.NewSecret(token),
 	})
 	if err != nil {
 		return bot{}, err
 	}
 	if !res.Registered || res.Account.Status != vocab.AccountActive {
-		return bot{}, fmt.Errorf("enrollment of %s ended %+v", sb.BotID, res)
+		return bot{}, fmt.Errorf("enrollment of %s ended %+v", botID, res)
 	}
-	return bot{id: sb.BotID, owner: sb.Owner, accountKey: res.Account.AccountKey}, nil
+	return bot{id: botID, owner: owner, accountKey: res.Account.AccountKey}, nil
 }
 
 // waitReady waits until every bot holds a long poll at the simulator.

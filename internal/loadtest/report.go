@@ -19,6 +19,8 @@ type Report struct {
 	Temporal  string `json:"temporal"`
 	Namespace string `json:"namespace"`
 	Schema    string `json:"schema"`
+	// Database is the database the run created for itself (saturation runs; "" otherwise).
+	Database  string `json:"database,omitempty"`
 	WorkerPID int    `json:"worker_pid"`
 	WorkerLog string `json:"worker_log"`
 	WorkDir   string `json:"work_dir"`
@@ -73,6 +75,8 @@ type Report struct {
 	IdleBilledPerBotHour float64 `json:"idle_billed_per_bot_hour"`
 
 	Load LoadResult `json:"load"`
+	// Saturation is the saturation run's result (nil when not asked for).
+	Saturation *SatReport `json:"saturation,omitempty"`
 
 	WorkerExit string   `json:"worker_exit"`
 	Problems   []string `json:"problems,omitempty"`
@@ -120,6 +124,15 @@ func (r *Report) Verdict() error {
 	}
 	if r.Load.NotInjected > 0 {
 		broke = append(broke, fmt.Sprintf("%d messages not injected", r.Load.NotInjected))
+	}
+	if r.Saturation != nil {
+		lost, doubled := r.Saturation.lostOrDoubled()
+		if lost > 0 {
+			broke = append(broke, fmt.Sprintf("%d saturation messages lost (no reply)", lost))
+		}
+		if doubled > 0 {
+			broke = append(broke, fmt.Sprintf("%d saturation messages answered more than once", doubled))
+		}
 	}
 	if r.PGConnBound > 0 && r.PGConnsMax > r.PGConnBound {
 		broke = append(broke, fmt.Sprintf("the worker used %d PostgreSQL connections, over its bound of %d", r.PGConnsMax, r.PGConnBound))
@@ -232,8 +245,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
 	fmt.Fprintf(tw, "ilinkflow scale test: %d bots on one worker process (pid %d)\n", r.Bots, r.WorkerPID)
+	schema := r.Schema
+	if r.Database != "" {
+		schema = r.Database + "." + schema
+	}
 	fmt.Fprintf(tw, "temporal %s, namespace %s; PostgreSQL schema %s; simulator long-poll hold %v\n",
-		r.Temporal, r.Namespace, r.Schema, dur(r.LongPollHoldMS))
+		r.Temporal, r.Namespace, schema, dur(r.LongPollHoldMS))
 	fmt.Fprintf(tw, "worker: poll lease ttl %v, heartbeat every %v, poll session %v, send gap %v, pool bound %d (%s)\n\n",
 		dur(r.PollLeaseTTLMS), dur(r.HeartbeatEveryMS), dur(r.PollSessionMS), dur(r.SendGapMS), r.PGConnBound, r.PGConnBoundSource)
 	fmt.Fprintln(tw, "figure\tvalue")
@@ -271,7 +288,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			row("  idle actions by kind", "%s", strings.Join(sortedKinds(r.IdleCost.ByKind), ", "))
 		}
 	}
-	if r.Load.Injected == 0 && r.Load.NotInjected == 0 {
+	if r.Saturation != nil {
+		row("idle and load phases", "not run: a saturation run")
+	} else if r.Load.Injected == 0 && r.Load.NotInjected == 0 {
 		row("load phase", "not reached or no messages")
 	} else {
 		l := r.Load
@@ -287,6 +306,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if r.Saturation != nil {
+		if err := r.Saturation.writeText(w); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "\ncounted as billed actions: %s\n", strings.Join(CountedActions, "; "))
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "note: %s\n", p)
@@ -297,6 +321,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "FAILED: %v\n", err)
 	} else {
 		fmt.Fprintln(w, "PASSED: every message answered exactly once")
+		if r.Saturation != nil && r.Saturation.series(SystemILinkflow) != nil && r.Saturation.series(SystemILinkflow).Saturation == nil {
+			fmt.Fprintln(w, "note: no ilinkflow step stayed within the p99 bound: lower the first step")
+		}
 	}
 	return nil
 }

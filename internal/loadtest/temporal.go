@@ -189,6 +189,25 @@ func costIn(h []*historypb.HistoryEvent, from, to time.Time) Cost {
 // countTemporal reads the history of every workflow run of the namespace and counts the
 // events and actions of the idle and load windows.
 func (r *run) countTemporal(ctx context.Context, idle, load window) error {
+	var idleC, loadC Cost
+	err := r.readHistories(ctx, func(events []*historyEvent) {
+		idleC.merge(costIn(events, idle.from, idle.to))
+		loadC.merge(costIn(events, load.from, load.to))
+	})
+	if err != nil {
+		return err
+	}
+	r.rep.setIdleCost(idleC, idle, r)
+	r.rep.setLoadCost(loadC, load)
+	return nil
+}
+
+// historyEvent is one event of a workflow history.
+type historyEvent = historypb.HistoryEvent
+
+// readHistories reads the history of every workflow run of the namespace and hands each
+// to use (one call at a time).
+func (r *run) readHistories(ctx context.Context, use func([]*historyEvent)) error {
 	began := time.Now()
 	type exec struct{ id, run string }
 	var execs []exec
@@ -207,7 +226,6 @@ func (r *run) countTemporal(ctx context.Context, idle, load window) error {
 	}
 	var (
 		mu             sync.Mutex
-		idleC, loadC   Cost
 		firstErr       error
 		wg             sync.WaitGroup
 		jobs           = make(chan exec)
@@ -236,8 +254,7 @@ func (r *run) countTemporal(ctx context.Context, idle, load window) error {
 					}
 					cancel()
 				} else {
-					idleC.merge(costIn(events, idle.from, idle.to))
-					loadC.merge(costIn(events, load.from, load.to))
+					use(events)
 				}
 				mu.Unlock()
 			}
@@ -251,8 +268,6 @@ func (r *run) countTemporal(ctx context.Context, idle, load window) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	r.rep.setIdleCost(idleC, idle, r)
-	r.rep.setLoadCost(loadC, load)
 	r.log.Info("histories read", "runs", len(execs), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }

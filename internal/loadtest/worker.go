@@ -291,6 +291,10 @@ type workerMetrics struct {
 	heartbeats float64
 	// queries are QueryWorkflow requests the worker made.
 	queries float64
+	// roundTrips are the PostgreSQL round trips of the worker's pool
+	// (ilinkflow_db_round_trips_total, every kind); roundTripsOK when it was served.
+	roundTrips   float64
+	roundTripsOK bool
 }
 
 // scrape reads the worker's /metrics (false when it cannot).
@@ -329,6 +333,11 @@ func parseMetrics(body []byte) (workerMetrics, bool) {
 		}
 		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
 		if err != nil {
+			continue
+		}
+		if name == "ilinkflow_db_round_trips_total" {
+			m.roundTrips += v
+			m.roundTripsOK = true
 			continue
 		}
 		op := labelValue(labels, "operation")
