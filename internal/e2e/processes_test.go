@@ -91,6 +91,9 @@ func removeWorkerBinary() {
 type procRigOptions struct {
 	Restartable bool // a private dev server with a database file, restartable with its state
 	DBProxy     bool // the workers' PostgreSQL through a proxy the test can cut
+	// DevArgs, when set, gives the rig a private dev server with these extra arguments
+	// (dynamic configuration a test needs and the shared server must not have).
+	DevArgs []string
 }
 
 func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *procRig {
@@ -101,9 +104,12 @@ func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *
 func newProcRigWith(t *testing.T, longPollHold time.Duration, limits store.Limits, opts procRigOptions) *procRig {
 	t.Helper()
 	var dev *devserver.Server // first: in -short mode the test skips here
-	if opts.Restartable {
-		dev = devserver.StartPrivate(t, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
-	} else {
+	switch {
+	case opts.Restartable:
+		dev = devserver.StartPrivate(t, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db"), ExtraArgs: opts.DevArgs})
+	case opts.DevArgs != nil:
+		dev = devserver.StartPrivate(t, devserver.Options{ExtraArgs: opts.DevArgs})
+	default:
 		dev = devserver.Start(t)
 	}
 	bin := workerBinary(t)
