@@ -27,7 +27,10 @@
 //
 //	keys, err := sealing.LoadKeyring(nil) // ILINKFLOW_SEALING_KEYS, as the gateway's
 //	dc, err := agent.DataConverter(keys)
-//	c, err := client.Dial(client.Options{HostPort: ..., DataConverter: dc})
+//	// The connection as the gateway reads it: a profile of the Temporal client config
+//	// file, then TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*.
+//	conn, err := temporalconn.Load(nil, temporalconn.Overrides{})
+//	c, err := temporalconn.Dial(ctx, conn, client.Options{DataConverter: dc})
 //
 // A refusal (window expired, quota exhausted, throttled, message already finished, bad
 // input) is an error whose Code is the store code; it was never sent and wrote nothing. A

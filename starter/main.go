@@ -32,9 +32,10 @@ commands:
   remove    disable an account: cancel its windows and stop its poller
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
 
-Commands share the worker's settings: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-ILINKFLOW_TASK_QUEUE, DATABASE_URL (or the matching flags). Exit status: 0 success,
-1 failure, 2 usage mistake.
+Commands share the worker's settings: the Temporal connection as the temporal CLI
+reads it (a profile of TEMPORAL_CONFIG_FILE, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+TEMPORAL_API_KEY, TEMPORAL_TLS_*), ILINKFLOW_TASK_QUEUE, DATABASE_URL (or the matching
+flags). Exit status: 0 success, 1 failure, 2 usage mistake.
 
 Run "starter <command> --help" for the flags of a command and an example.
 `
