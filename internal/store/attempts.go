@@ -142,17 +142,20 @@ func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInpu
 }
 
 // reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing). When the
-// last reservation through the window and session left a hint, the reservation is decided
-// on it and written in one round trip (reservePredicted); otherwise, or when the hint did
-// not hold, it is one transaction whose locks and reads share a round trip, and whose
-// writes travel with COMMIT.
+// last reservation through the window and session left a hint (PredictedSend on), the
+// reservation is decided on it and written in one round trip (reservePredicted);
+// otherwise, or when the hint did not hold, it is one transaction whose locks and reads
+// share a round trip, and whose writes travel with COMMIT.
 func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
 	r, err := s.newReservation(now, in, record, pacing)
 	if err != nil {
 		return PreparedSend{}, err
 	}
 	how := SendReadFirst
-	hint := s.sendHints.predict(in)
+	var hint *sendHint
+	if s.spec.Has(PredictedSend) {
+		hint = s.sendHints.predict(in)
+	}
 	if hint != nil {
 		held, err := s.reservePredicted(ctx, r, hint)
 		if err != nil || held {
@@ -413,7 +416,7 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 		Status: status, ErrorCode: string(r.refused), ErrorMessage: message, FailType: failType,
 		RequestID: r.requestID, Now: now,
 	}})
-	if hinted(r.in) && r.refused == "" && !r.predicted {
+	if hinted(r.in) && r.refused == "" && !r.predicted && r.s.spec.Has(PredictedSend) {
 		out.state = q.SendState(ctx, []dbq.SendStateParams{{SessionID: sess.SessionID, ReplyWindowID: w.ReplyWindowID,
 			TouchesAccount: r.startNow}})
 	}
@@ -726,9 +729,10 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > vocab.MaxErrorMessageBytes {
 		return SendOutcome{}, fail(vocab.CodeInvalidInput, "completion fields are too long")
 	}
-	if c.FailType != vocab.FailTransport {
+	if c.FailType != vocab.FailTransport && s.spec.Has(CompletionBatcher) {
 		// The common case: the attempt is sending and moves on, in a transaction shared
-		// with the completions that arrive meanwhile (batcher).
+		// with the completions that arrive meanwhile (batcher). Without the batcher it
+		// moves on in the transaction below, alone.
 		if row, moved := s.completeBatched(ctx, now, c); moved {
 			out := SendOutcome{Window: windowFrom(row.ReplyWindow)}
 			var err error

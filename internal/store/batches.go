@@ -150,11 +150,15 @@ type queuedReservation struct {
 	err  error
 }
 
-// reserveBatched commits r, decided on hint, in a batch. held reports that the hint held
-// and the reservation was written (err: what it failed with after that); otherwise
-// nothing of it was written.
+// reserveBatched commits r, decided on hint, in a batch (alone, in a transaction of its
+// own, with ReservationBatcher off). held reports that the hint held and the reservation
+// was written (err: what it failed with after that); otherwise nothing of it was written.
 func (s *Store) reserveBatched(ctx context.Context, r *reservation, hint *sendHint) (held bool, err error) {
 	qr := &queuedReservation{r: r, hint: hint}
+	if !s.spec.Has(ReservationBatcher) {
+		s.reserveBatch(ctx, []*queuedReservation{qr})
+		return qr.held, qr.err
+	}
 	// One reservation per account in a batch (a second one of the account would be
 	// decided on the state the first changes): the others wait for the next batch.
 	seen := map[string]bool{}

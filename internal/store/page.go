@@ -287,7 +287,7 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 	if next == nil {
 		next = s.carryHint(in, out.Generation)
 	}
-	if next == nil {
+	if next == nil || !s.spec.Has(PredictedPage) {
 		s.pageHints.Delete(in.AccountKey)
 	} else {
 		s.pageHints.Store(in.AccountKey, next)
@@ -309,8 +309,12 @@ type pageHint struct {
 // predictPage returns the state the page can be decided on without reading it first: the
 // state the account's last page commit in this process left, when the page follows that
 // commit (it was fetched with the cursor the commit moved to, and moves it on) and every
-// message is from the account's owner. Nil when the page must be read first.
+// message is from the account's owner. Nil when the page must be read first (always with
+// PredictedPage off).
 func (s *Store) predictPage(in PageInput) *pageHint {
+	if !s.spec.Has(PredictedPage) {
+		return nil
+	}
 	v, ok := s.pageHints.Load(in.AccountKey)
 	if !ok || len(in.Entries) == 0 || in.NextCursor == in.ExpectedCursor {
 		return nil

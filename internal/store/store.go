@@ -30,6 +30,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	keys   *sealing.Keyring
 	limits Limits
+	// spec is the set of speculative paths the store takes (Options.Speculation).
+	spec Speculation
 	// installation caches the installation's row once read (Installation).
 	installation atomic.Pointer[wfapi.Installation]
 	// pageHints holds, by account key, the state the account's last page commit left
@@ -44,8 +46,14 @@ type Store struct {
 	reservations batcher[*queuedReservation]
 }
 
-// New returns a store over pool that seals secrets with keys.
+// New returns a store over pool that seals secrets with keys, with DefaultOptions.
 func New(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits) (*Store, error) {
+	return NewWithOptions(pool, keys, limits, DefaultOptions())
+}
+
+// NewWithOptions is New with options: opts.Speculation says which speculative paths the
+// store takes (an invalid set fails with ErrInvalidSpeculation).
+func NewWithOptions(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits, opts Options) (*Store, error) {
 	if pool == nil || keys == nil {
 		return nil, errors.New("store: pool and key ring are required")
 	}
@@ -53,11 +61,17 @@ func New(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits) (*Store, erro
 		limits.MaxMergedSummaryBytes < 256 || limits.MaxTextBytes <= 0 || limits.MaxClockSkew < 0 {
 		return nil, fmt.Errorf("store: invalid limits %+v", limits)
 	}
-	return &Store{pool: pool, keys: keys, limits: limits}, nil
+	if err := opts.Speculation.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, keys: keys, limits: limits, spec: opts.Speculation}, nil
 }
 
 // Limits returns the limits the store enforces.
 func (s *Store) Limits() Limits { return s.limits }
+
+// Speculation returns the speculative paths the store takes.
+func (s *Store) Speculation() Speculation { return s.spec }
 
 // inTx runs fn in one transaction and commits it when fn returns nil. Any error rolls the
 // whole transaction back and is returned as a store error. The transaction is a pipeline
