@@ -295,7 +295,7 @@ func openStore(ctx context.Context, cfg Config, opts Options, reg *metrics.Regis
 		return nil, nil, nil, err
 	}
 	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
-	st, err := store.New(pool, cfg.Keyring, cfg.Limits)
+	st, err := store.NewWithOptions(pool, cfg.Keyring, cfg.Limits, store.Options{Speculation: cfg.StoreSpeculation})
 	if err != nil {
 		closePool()
 		return nil, nil, nil, err
