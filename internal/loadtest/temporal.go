@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
+	"github.com/ilinkflow/ilinkflow/temporalconn"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -35,14 +37,21 @@ func openNamespace(ctx context.Context, addr, given, fresh string, logger *slog.
 	sdkLog := tlog.NewStructuredLogger(logger)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	// TLS, a client certificate or an API key come from the same settings the worker
+	// reads (temporalconn), with the address and namespace of the run.
+	conn, err := temporalconn.Load(os.Getenv, temporalconn.Overrides{Address: addr, Namespace: fresh})
+	if err != nil {
+		return "", nil, nil, err
+	}
 	if given != "" {
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: given, Logger: sdkLog})
+		c, err := temporalconn.Dial(ctx, conn.WithTarget(addr, given), client.Options{Logger: sdkLog})
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("connect Temporal at %s: %w", addr, err)
 		}
 		return given, c, nil, nil
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: fresh, Logger: sdkLog})
+	// The fresh namespace does not exist yet: no namespace check on this dial.
+	c, err := client.DialContext(ctx, conn.ClientOptions(client.Options{Logger: sdkLog}))
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("connect Temporal at %s: %w", addr, err)
 	}

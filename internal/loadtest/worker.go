@@ -157,6 +157,14 @@ func (r *run) workerEnv() map[string]string {
 	if r.cfg.DBMaxConns > 0 {
 		set[EnvDBMaxConns] = strconv.Itoa(r.cfg.DBMaxConns)
 	}
+	// How to reach Temporal (TLS, client certificate, API key, profile) passes through;
+	// the address and namespace are the run's.
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "TEMPORAL_") && k != "TEMPORAL_ADDRESS" && k != "TEMPORAL_NAMESPACE" {
+			set[k] = v
+		}
+	}
 	for k, v := range r.cfg.WorkerEnv {
 		set[k] = v
 	}
