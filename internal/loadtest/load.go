@@ -209,8 +209,21 @@ func (r *run) injectOne(ctx context.Context, st *loadState, b *loadBot, n int) e
 // ends, matching each accepted reply to its message by context token. A final read
 // after ctx ends catches what came last.
 func (r *run) watchReplies(ctx context.Context, st *loadState, from int) error {
-	after := from
-	tick := time.NewTicker(20 * time.Millisecond)
+	return r.followSendLog(ctx, from, 20*time.Millisecond, func(sent []ilinksim.SentMessage) {
+		st.mu.Lock()
+		for _, s := range sent {
+			st.record(s)
+		}
+		st.mu.Unlock()
+		st.notify()
+	})
+}
+
+// followSendLog reads the simulator's send log every period, from the entry after index
+// after, until ctx ends, then once more; take gets each read's new entries (none: not
+// called).
+func (r *run) followSendLog(ctx context.Context, after int, period time.Duration, take func([]ilinksim.SentMessage)) error {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	read := func(rctx context.Context) error {
 		sent, err := r.ctl.SentAfter(rctx, "", after)
@@ -220,13 +233,10 @@ func (r *run) watchReplies(ctx context.Context, st *loadState, from int) error {
 		if len(sent) == 0 {
 			return nil
 		}
-		st.mu.Lock()
 		for _, s := range sent {
 			after = max(after, s.Index)
-			st.record(s)
 		}
-		st.mu.Unlock()
-		st.notify()
+		take(sent)
 		return nil
 	}
 	for {

@@ -592,33 +592,13 @@ func (s *ilinkflowSystem) doubled() int { return int(s.twice.Load()) }
 
 // watch reads the simulator's send log every 10 ms until ctx ends, then once more.
 func (s *ilinkflowSystem) watch(ctx context.Context, after int) error {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	read := func(rctx context.Context) error {
-		sent, err := s.r.ctl.SentAfter(rctx, "", after)
-		if err != nil {
-			return err
-		}
+	return s.r.followSendLog(ctx, after, 10*time.Millisecond, func(sent []ilinksim.SentMessage) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, e := range sent {
-			after = max(after, e.Index)
 			s.record(e)
 		}
-		return nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return read(fctx)
-		case <-tick.C:
-		}
-		if err := read(ctx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("read the simulator's send log: %w", err)
-		}
-	}
+	})
 }
 
 // record takes one sendmessage call into account (s.mu held).
