@@ -125,6 +125,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LongPollHold, "longpoll-hold", cfg.LongPollHold, "simulator's hold of an empty getupdates (protocol default 35s)")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (default $DATABASE_URL); a fresh schema is created and dropped")
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", cfg.TemporalAddress, "Temporal frontend host:port (default $TEMPORAL_ADDRESS; empty: start the dev server)")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "task-queue partitions of the dev server the run starts (0: the server's default, 4)")
 	fs.StringVar(&cfg.TemporalNamespace, "namespace", "", "existing Temporal namespace without earlier runs (default: register a fresh one)")
 	fs.StringVar(&cfg.WorkerBin, "worker-bin", "", "worker binary to run (default: go build ./worker)")
 	fs.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "bound the worker's PostgreSQL pool (ILINKFLOW_DB_MAX_CONNS; 0: not passed, the worker's default)")

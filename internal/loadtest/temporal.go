@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,9 +27,16 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// startDevServer starts the dev server with the pinned temporal CLI.
-func startDevServer(ctx context.Context, logger *slog.Logger) (*devserver.Server, error) {
-	return devserver.New(ctx, devserver.Options{Namespace: "ilinkflow-loadtest", Logger: logger})
+// startDevServer starts the dev server with the pinned temporal CLI, its task queues
+// served through partitions partitions (0: the server's default, four).
+func startDevServer(ctx context.Context, logger *slog.Logger, partitions int) (*devserver.Server, error) {
+	var args []string
+	if partitions > 0 {
+		n := strconv.Itoa(partitions)
+		args = []string{"--dynamic-config-value", "matching.numTaskqueueReadPartitions=" + n,
+			"--dynamic-config-value", "matching.numTaskqueueWritePartitions=" + n}
+	}
+	return devserver.New(ctx, devserver.Options{Namespace: "ilinkflow-loadtest", Logger: logger, ExtraArgs: args})
 }
 
 // openNamespace returns a client of the given namespace, or registers a fresh one named
