@@ -32,22 +32,12 @@ func TestManyBotsOnOneWorkerAnswerEveryMessageOnce(t *testing.T) {
 	// Replies of one bot are paced by --send-gap (2 s by default); the rule here is one
 	// reply per message, not the pacing, so the gap is short.
 	cfg.WorkerEnv = map[string]string{"ILINKFLOW_SEND_GAP": "10ms"}
-	cfg.DatabaseURL = dbtest.URL()
-	cfg.TemporalAddress = dev.HostPort
-	cfg.ReadyWithin = 40 * time.Second
 	cfg.AnswerWithin = 20 * time.Second
 	cfg.LoadWithin = 40 * time.Second
 	cfg.Settle = 2 * time.Second
 	cfg.Sample = 250 * time.Millisecond
-	cfg.WorkDir = t.TempDir()
-	cfg.Log = &testLog{t: t}
-
-	bin, err := loadtest.BuildWorker(t.Context(), cfg.WorkDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.WorkerBin = bin
-	if ok, err := loadtest.WorkerHasSetting(t.Context(), bin, "db-max-conns"); err != nil {
+	inSuite(t, dev, &cfg)
+	if ok, err := loadtest.WorkerHasSetting(t.Context(), cfg.WorkerBin, "db-max-conns"); err != nil {
 		t.Fatal(err)
 	} else if ok {
 		cfg.DBMaxConns = 4
@@ -80,6 +70,22 @@ func TestManyBotsOnOneWorkerAnswerEveryMessageOnce(t *testing.T) {
 	}
 }
 
+// inSuite points cfg at the test's PostgreSQL and dev server, gives it a work directory,
+// the test log and a worker built from this module.
+func inSuite(t *testing.T, dev *devserver.Server, cfg *loadtest.Config) {
+	t.Helper()
+	cfg.DatabaseURL = dbtest.URL()
+	cfg.TemporalAddress = dev.HostPort
+	cfg.ReadyWithin = 40 * time.Second
+	cfg.WorkDir = t.TempDir()
+	cfg.Log = &testLog{t: t}
+	bin, err := loadtest.BuildWorker(t.Context(), cfg.WorkDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WorkerBin = bin
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
@@ -107,16 +113,7 @@ func TestSaturationReportAddsUpAndLosesNothing(t *testing.T) {
 	cfg.Bots, cfg.SatSteps = 2, []int{1, 2}
 	cfg.SatStepFor = 2 * time.Second
 	cfg.SatP99 = time.Minute // a busy machine is slow; the speed is not what is checked
-	cfg.DatabaseURL = dbtest.URL()
-	cfg.TemporalAddress = dev.HostPort
-	cfg.ReadyWithin = 40 * time.Second
-	cfg.WorkDir = t.TempDir()
-	cfg.Log = &testLog{t: t}
-	bin, err := loadtest.BuildWorker(t.Context(), cfg.WorkDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.WorkerBin = bin
+	inSuite(t, dev, &cfg)
 
 	rep, err := loadtest.Run(t.Context(), cfg)
 	if rep != nil {
