@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/internal/version"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -31,6 +32,7 @@ commands:
   resume    resume a paused account
   remove    disable an account: cancel its windows and stop its poller
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
+  version   print the version, commit and build date (also --version)
 
 Commands share the worker's settings: the Temporal connection as the temporal CLI
 reads it (a profile of TEMPORAL_CONFIG_FILE, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -69,6 +71,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	switch args[0] {
+	case "version", "--version", "-version":
+		if len(args) > 1 {
+			return usagef("%s: unexpected argument %q", args[0], args[1])
+		}
+		fmt.Fprintln(stdout, version.Line("starter"))
+		return nil
 	case "migrate":
 		return migrate(ctx, args[1:], stdout, stderr, getenv)
 	case "keygen":
