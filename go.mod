@@ -56,7 +56,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
 	go.uber.org/multierr v1.11.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
