@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
@@ -96,13 +97,25 @@ type Config struct {
 	// DeferredBefore, when set, defers messages sent before it (backlog at first start).
 	DeferredBefore *time.Time
 
+	// Migrate applies the pending schema migrations at start (the default). False: the
+	// worker only checks the schema and refuses to start when it lacks a migration (a
+	// migration job or "starter migrate" applies them).
+	Migrate bool
+	// MigrateLockTimeout and MigrateStatementTimeout are the lock_timeout and
+	// statement_timeout of each migration's transaction (package db).
+	MigrateLockTimeout      time.Duration
+	MigrateStatementTimeout time.Duration
+
 	// LogLevel is the minimum level logged; LogFormat is "text" or "json".
 	LogLevel  slog.Level
 	LogFormat string
 
-	// HTTPAddr is where the reply API (/v1/reply, /v1/done), /metrics and /healthz are
-	// served; empty disables the HTTP server (see gateway/http.go).
+	// HTTPAddr is where the agent-facing reply API (/v1/) is served, and, when AdminAddr
+	// is empty, the admin endpoints too; empty disables it (see gateway/http.go).
 	HTTPAddr string
+	// AdminAddr is where the admin endpoints are served: /metrics, /livez, /readyz,
+	// /healthz, /codec/ and /ui/. Empty: they are served on HTTPAddr.
+	AdminAddr string
 	// HealthWindow is how long an active account may go without a successful getupdates
 	// round trip before /healthz fails (default 3 long-poll periods).
 	HealthWindow time.Duration
@@ -160,33 +173,36 @@ const DefaultDBMaxConns = 16
 // key has no default.
 func DefaultConfig() Config {
 	return Config{
-		TemporalAddress:   "127.0.0.1:7233",
-		TemporalNamespace: "default",
-		TaskQueue:         wfapi.DefaultTaskQueue,
-		DatabaseURL:       DefaultDatabaseURL,
-		ILinkBaseURL:      ilink.DefaultBaseURL,
-		ILinkCDNBaseURL:   ilink.DefaultCDNBaseURL,
-		Limits:            store.DefaultLimits(),
-		StoreSpeculation:  store.SpeculationAll,
-		SendGap:           vocab.DefaultSendGap,
-		ThrottlePenalty:   vocab.DefaultThrottlePenalty,
-		StalePause:        vocab.DefaultStalePause,
-		PollLeaseTTL:      30 * time.Second,
-		DBMaxConns:        DefaultDBMaxConns,
-		PollSession:       activities.DefaultPollSession,
-		MaxAccounts:       activities.DefaultMaxAccounts,
-		SessionTTL:        0,
-		Heartbeat:         10 * time.Second,
-		ShutdownGrace:     30 * time.Second,
-		LogLevel:          slog.LevelInfo,
-		LogFormat:         "text",
-		HTTPAddr:          DefaultHTTPAddr,
-		HealthWindow:      DefaultHealthWindow,
-		APIStoreTimeout:   replyapi.DefaultStoreTimeout,
-		APIMaxUploads:     replyapi.DefaultMaxUploads,
-		Handler:           handoff.KindNone,
-		WebhookTimeout:    handoff.DefaultTimeout,
-		ReofferAfter:      wfapi.DefaultReofferAfter,
+		TemporalAddress:         "127.0.0.1:7233",
+		TemporalNamespace:       "default",
+		TaskQueue:               wfapi.DefaultTaskQueue,
+		DatabaseURL:             DefaultDatabaseURL,
+		ILinkBaseURL:            ilink.DefaultBaseURL,
+		ILinkCDNBaseURL:         ilink.DefaultCDNBaseURL,
+		Limits:                  store.DefaultLimits(),
+		StoreSpeculation:        store.SpeculationAll,
+		SendGap:                 vocab.DefaultSendGap,
+		ThrottlePenalty:         vocab.DefaultThrottlePenalty,
+		StalePause:              vocab.DefaultStalePause,
+		PollLeaseTTL:            30 * time.Second,
+		DBMaxConns:              DefaultDBMaxConns,
+		PollSession:             activities.DefaultPollSession,
+		MaxAccounts:             activities.DefaultMaxAccounts,
+		SessionTTL:              0,
+		Heartbeat:               10 * time.Second,
+		ShutdownGrace:           30 * time.Second,
+		Migrate:                 true,
+		MigrateLockTimeout:      db.DefaultLockTimeout,
+		MigrateStatementTimeout: db.DefaultStatementTimeout,
+		LogLevel:                slog.LevelInfo,
+		LogFormat:               "text",
+		HTTPAddr:                DefaultHTTPAddr,
+		HealthWindow:            DefaultHealthWindow,
+		APIStoreTimeout:         replyapi.DefaultStoreTimeout,
+		APIMaxUploads:           replyapi.DefaultMaxUploads,
+		Handler:                 handoff.KindNone,
+		WebhookTimeout:          handoff.DefaultTimeout,
+		ReofferAfter:            wfapi.DefaultReofferAfter,
 	}
 }
 
@@ -199,6 +215,8 @@ type setting struct {
 	set func(c *Config, v string) error
 	// secret values are never echoed in errors.
 	secret bool
+	// boolean flags may be given without a value (--migrate means --migrate=true).
+	boolean bool
 }
 
 var settings = []setting{
@@ -342,6 +360,23 @@ var settings = []setting{
 			c.DeferredBefore = &t
 			return nil
 		}},
+	{flag: "migrate", env: "ILINKFLOW_MIGRATE", boolean: true,
+		help: "apply pending schema migrations at start; false: refuse to start on a schema that lacks one (run starter migrate first)",
+		def:  func(c Config) string { return strconv.FormatBool(c.Migrate) },
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.Migrate = b
+			return nil
+		}},
+	{flag: "migrate-lock-timeout", env: EnvMigrateLockTimeout, help: "lock_timeout of each migration: how long it may wait for a table lock (queueing writes behind it) before it fails",
+		def: func(c Config) string { return shortDuration(c.MigrateLockTimeout) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.MigrateLockTimeout }, false)},
+	{flag: "migrate-statement-timeout", env: EnvMigrateStatementTimeout, help: "statement_timeout of each migration statement",
+		def: func(c Config) string { return shortDuration(c.MigrateStatementTimeout) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.MigrateStatementTimeout }, false)},
 	{flag: "log-level", env: "ILINKFLOW_LOG_LEVEL", help: "debug, info, warn or error",
 		def: func(c Config) string { return strings.ToLower(c.LogLevel.String()) },
 		set: func(c *Config, v string) error {
@@ -359,9 +394,12 @@ var settings = []setting{
 			c.LogFormat = v
 			return nil
 		}},
-	{flag: "http-addr", env: "ILINKFLOW_HTTP_ADDR", help: "host:port of the reply API, /metrics and /healthz (\"\" or off: disabled)",
+	{flag: "http-addr", env: "ILINKFLOW_HTTP_ADDR", help: "host:port of the agent-facing reply API, and of the admin endpoints when --admin-addr is unset (\"\" or off: disabled)",
 		def: func(c Config) string { return c.HTTPAddr },
 		set: setHTTPAddr},
+	{flag: "admin-addr", env: EnvAdminAddr, help: "host:port of /metrics, /livez, /readyz, /healthz, /codec/ and /ui/ (unset: they are on --http-addr)",
+		def: func(c Config) string { return c.AdminAddr },
+		set: setAdminAddr},
 	{flag: "health-window", env: "ILINKFLOW_HEALTH_WINDOW", help: "how long an active account may go without a successful poll before /healthz fails",
 		def: func(c Config) string { return shortDuration(c.HealthWindow) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.HealthWindow }, false)},
@@ -424,6 +462,14 @@ const (
 	EnvBuildID        = "TEMPORAL_WORKER_BUILD_ID"
 )
 
+// Environment variables of the admin listener and of the migration settings, which
+// "starter migrate" reads too.
+const (
+	EnvAdminAddr               = "ILINKFLOW_ADMIN_ADDR"
+	EnvMigrateLockTimeout      = "ILINKFLOW_MIGRATE_LOCK_TIMEOUT"
+	EnvMigrateStatementTimeout = "ILINKFLOW_MIGRATE_STATEMENT_TIMEOUT"
+)
+
 // EnvWebhookSecret names the environment variable of the webhook signing secret. It has
 // no flag: a command line is visible to every local user.
 const EnvWebhookSecret = "ILINKFLOW_WEBHOOK_SECRET"
@@ -435,6 +481,25 @@ const EnvCodecToken = "ILINKFLOW_CODEC_TOKEN"
 // keysFileFlag names the flag that overrides ILINKFLOW_SEALING_KEYS_FILE. The key spec
 // itself has no flag: a command line is visible to every local user.
 const keysFileFlag = "sealing-keys-file"
+
+// flagValue is a setting's command-line value: the raw text, parsed later with the
+// environment's; a boolean one may be given without a value.
+type flagValue struct {
+	p       *string
+	boolean bool
+}
+
+func (f *flagValue) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f *flagValue) Set(v string) error { *f.p = v; return nil }
+
+// IsBoolFlag lets a boolean setting be given as --name alone (flag.boolFlag).
+func (f *flagValue) IsBoolFlag() bool { return f.boolean }
 
 func durationSetter(field func(*Config) *time.Duration, allowZero bool) func(*Config, string) error {
 	return func(c *Config, v string) error {
@@ -486,7 +551,9 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 	cfg := DefaultConfig()
 	values := make(map[string]*string, len(settings))
 	for _, s := range settings {
-		values[s.flag] = fs.String(s.flag, "", s.help)
+		v := new(string)
+		fs.Var(&flagValue{p: v, boolean: s.boolean}, s.flag, s.help)
+		values[s.flag] = v
 	}
 	keysFile := fs.String(keysFileFlag, "", "file of sealing keys")
 	if err := fs.Parse(args); err != nil {
@@ -513,7 +580,7 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 			continue // DefaultConfig holds it
 		}
 		raw = strings.TrimSpace(raw)
-		if raw == "" && s.flag != "defer-before" && s.flag != "http-addr" {
+		if raw == "" && s.flag != "defer-before" && s.flag != "http-addr" && s.flag != "admin-addr" {
 			errs = append(errs, fmt.Errorf("%s is empty", source))
 			continue
 		}
@@ -623,6 +690,7 @@ func (c Config) validate(needKeys bool) error {
 		{"poll lease ttl", c.PollLeaseTTL, false},
 		{"session TTL", c.SessionTTL, true}, {"heartbeat", c.Heartbeat, false},
 		{"shutdown grace", c.ShutdownGrace, true},
+		{"migration lock timeout", c.MigrateLockTimeout, true}, {"migration statement timeout", c.MigrateStatementTimeout, true},
 	} {
 		if d.v < 0 || (d.v == 0 && !d.zero) {
 			bad("%s %v must be positive", d.name, d.v)
@@ -725,7 +793,11 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("session_ttl", c.SessionTTL),
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
+		slog.Bool("migrate", c.Migrate),
+		slog.Duration("migrate_lock_timeout", c.MigrateLockTimeout),
+		slog.Duration("migrate_statement_timeout", c.MigrateStatementTimeout),
 		slog.String("http_addr", c.HTTPAddr),
+		slog.String("admin_addr", c.AdminAddr),
 		slog.Duration("health_window", c.HealthWindow),
 		slog.Duration("api_store_timeout", c.APIStoreTimeout),
 		slog.Int("api_max_uploads", c.APIMaxUploads),

@@ -64,6 +64,13 @@ func (c Config) validateHTTP() error {
 			errs = append(errs, fmt.Errorf("HTTP address %q: %v", c.HTTPAddr, err))
 		}
 	}
+	if c.AdminAddr != "" {
+		if err := checkHTTPAddr(c.AdminAddr); err != nil {
+			errs = append(errs, fmt.Errorf("admin address %q: %v", c.AdminAddr, err))
+		} else if c.AdminAddr == c.HTTPAddr && !strings.HasSuffix(c.AdminAddr, ":0") {
+			errs = append(errs, fmt.Errorf("admin address %q is the HTTP address: give it another port, or leave it unset to serve both on one", c.AdminAddr))
+		}
+	}
 	if c.HealthWindow <= 0 {
 		errs = append(errs, fmt.Errorf("health window %v must be positive", c.HealthWindow))
 	}
@@ -81,9 +88,33 @@ func (c Config) validateHTTP() error {
 	return errors.Join(errs...)
 }
 
-// httpEnabled reports whether Run serves HTTP.
+// httpEnabled reports whether Run serves HTTP (the reply API, the admin endpoints or both).
 func httpEnabled(cfg Config, opts Options) bool {
+	return cfg.HTTPAddr != "" || opts.HTTPListener != nil || adminSeparate(cfg, opts)
+}
+
+// apiEnabled reports whether Run serves the reply API.
+func apiEnabled(cfg Config, opts Options) bool {
 	return cfg.HTTPAddr != "" || opts.HTTPListener != nil
+}
+
+// adminSeparate reports whether the admin endpoints have a listener of their own.
+func adminSeparate(cfg Config, opts Options) bool {
+	return cfg.AdminAddr != "" || opts.AdminListener != nil
+}
+
+// setAdminAddr parses --admin-addr: host:port (port 0 picks a free one), or "" (the admin
+// endpoints are served on --http-addr).
+func setAdminAddr(c *Config, v string) error {
+	if v == "" {
+		c.AdminAddr = ""
+		return nil
+	}
+	if err := checkHTTPAddr(v); err != nil {
+		return errors.New("want host:port, e.g. 127.0.0.1:9090")
+	}
+	c.AdminAddr = v
+	return nil
 }
 
 // newRegistry returns the metrics registry of a run: the injected one, a new one when
@@ -110,8 +141,9 @@ func temporalMetrics(reg *metrics.Registry) client.MetricsHandler {
 	return reg.TemporalHandler()
 }
 
-// httpServer is the worker's HTTP server: the reply API, /metrics and /healthz.
+// httpServer is one of the worker's HTTP servers.
 type httpServer struct {
+	name  string
 	srv   *http.Server
 	grace time.Duration
 	log   *slog.Logger
@@ -119,13 +151,23 @@ type httpServer struct {
 	done  chan struct{}
 }
 
+// httpServers are the worker's HTTP servers: the reply API on HTTPAddr and the admin
+// endpoints on AdminAddr, or one server with both when there is no admin address.
+type httpServers struct {
+	api   *httpServer // nil when the reply API is off
+	admin *httpServer // nil when the admin endpoints are served by api
+	gate  *apiGate    // the reply API's requests (nil when it is off)
+	grace time.Duration
+	log   *slog.Logger
+}
+
 // UIPath is where the enrollment web front end is served when ILINKFLOW_UI_TOKEN is set.
 const UIPath = "/ui"
 
-// startHTTP starts the HTTP server when enabled (nil otherwise); fatal receives a serve
+// startHTTP starts the HTTP servers when enabled (nil otherwise); fatal receives a serve
 // failure.
 func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg *metrics.Registry, media replyapi.Media, typing replyapi.Typing,
-	logger *slog.Logger, fatal func(error)) (*httpServer, error) {
+	ready *readiness, logger *slog.Logger, fatal func(error)) (*httpServers, error) {
 	if !httpEnabled(cfg, opts) {
 		return nil, nil
 	}
@@ -133,78 +175,160 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 	if err := reg.WatchStore(st, metrics.StoreOptions{}); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", replyapi.New(replyapi.Config{
-		Store:         st,
-		Temporal:      tc,
-		Metrics:       reg.Product(),
-		Logger:        logger.With("component", "replyapi"),
-		MaxTextBytes:  cfg.Limits.MaxTextBytes,
-		Media:         media,
-		Typing:        typing,
-		MaxMediaBytes: cfg.Limits.MediaCap(),
-		StoreTimeout:  cfg.APIStoreTimeout,
-		MaxUploads:    cfg.APIMaxUploads,
-	}))
-	mux.Handle("/metrics", reg.Handler())
-	mux.Handle("/healthz", &metrics.Health{Source: st, Window: cfg.HealthWindow, Logger: log})
+	adminMux := http.NewServeMux()
+	adminMux.Handle("/metrics", reg.Handler())
+	adminMux.HandleFunc(LivezPath, livez)
+	adminMux.Handle(ReadyzPath, ready)
+	adminMux.Handle(HealthzPath, &metrics.Health{Source: st, Window: cfg.HealthWindow, Logger: log})
 	codec, err := codecHandler(cfg)
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle(CodecPath, codec)
+	adminMux.Handle(CodecPath, codec)
+	adminRoutes := "/metrics " + LivezPath + " " + ReadyzPath + " " + HealthzPath
+	if !cfg.CodecToken.IsZero() {
+		adminRoutes += " " + CodecPath
+	}
 	if !cfg.UIToken.IsZero() {
 		ui, err := webui.New(webui.Config{Temporal: tc, TaskQueue: cfg.TaskQueue, Store: st, OperatorToken: cfg.UIToken,
 			Secure: cfg.UISecureCookie, Prefix: UIPath, Logger: logger.With("component", "webui")})
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
-		mux.Handle(UIPath+"/", ui)
+		adminMux.Handle(UIPath+"/", ui)
+		adminRoutes += " " + UIPath + "/"
 	}
 
-	ln := opts.HTTPListener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
+	s := &httpServers{grace: cfg.ShutdownGrace, log: log}
+	var apiMux *http.ServeMux
+	if apiEnabled(cfg, opts) {
+		s.gate = &apiGate{next: replyapi.New(replyapi.Config{
+			Store:         st,
+			Temporal:      tc,
+			Metrics:       reg.Product(),
+			Logger:        logger.With("component", "replyapi"),
+			MaxTextBytes:  cfg.Limits.MaxTextBytes,
+			Media:         media,
+			Typing:        typing,
+			MaxMediaBytes: cfg.Limits.MediaCap(),
+			StoreTimeout:  cfg.APIStoreTimeout,
+			MaxUploads:    cfg.APIMaxUploads,
+		})}
+		apiMux = http.NewServeMux()
+		apiMux.Handle("/v1/", s.gate)
+	}
+	apiRoutes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing"
+	switch {
+	case apiMux == nil:
+		// Admin endpoints only.
+	case adminSeparate(cfg, opts):
+	default:
+		apiMux.Handle("/", adminMux) // one listener serves both
+		apiRoutes += " " + adminRoutes
+	}
+
+	// Listen on both before serving either, so that a bad address fails the start whole.
+	var apiLn, adminLn net.Listener
+	if apiMux != nil {
+		if apiLn, err = listen(opts.HTTPListener, cfg.HTTPAddr, "HTTP"); err != nil {
+			return nil, err
 		}
 	}
+	if adminSeparate(cfg, opts) {
+		if adminLn, err = listen(opts.AdminListener, cfg.AdminAddr, "the admin endpoints"); err != nil {
+			if apiLn != nil {
+				_ = apiLn.Close()
+			}
+			return nil, err
+		}
+	}
+	if apiLn != nil {
+		s.api = serve("HTTP", apiLn, apiMux, cfg.ShutdownGrace, log, fatal)
+		log.Info("serving HTTP", "addr", apiLn.Addr().String(), "routes", apiRoutes)
+		if opts.HTTPStarted != nil {
+			opts.HTTPStarted(apiLn.Addr())
+		}
+	}
+	if adminLn != nil {
+		s.admin = serve("admin HTTP", adminLn, adminMux, cfg.ShutdownGrace, log, fatal)
+		log.Info("serving admin HTTP", "addr", adminLn.Addr().String(), "routes", adminRoutes)
+		if opts.AdminStarted != nil {
+			opts.AdminStarted(adminLn.Addr())
+		}
+	}
+	return s, nil
+}
+
+// listen returns ln when set, else a listener on addr.
+func listen(ln net.Listener, addr, what string) (net.Listener, error) {
+	if ln != nil {
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for %s on %s: %w", what, addr, err)
+	}
+	return ln, nil
+}
+
+// serve serves h on ln until shut down.
+func serve(name string, ln net.Listener, h http.Handler, grace time.Duration, log *slog.Logger, fatal func(error)) *httpServer {
 	s := &httpServer{
+		name: name,
 		srv: &http.Server{
-			Handler:           mux,
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      replyapi.DefaultReplyTimeout + 30*time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
-		grace: cfg.ShutdownGrace,
+		grace: grace,
 		log:   log,
 		done:  make(chan struct{}),
 	}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fatal(fmt.Errorf("HTTP server: %w", err))
+			fatal(fmt.Errorf("%s server: %w", name, err))
 		}
 	}()
-	routes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing /metrics /healthz"
-	if !cfg.CodecToken.IsZero() {
-		routes += " " + CodecPath
-	}
-	if !cfg.UIToken.IsZero() {
-		routes += " " + UIPath + "/"
-	}
-	log.Info("serving HTTP", "addr", ln.Addr().String(), "routes", routes)
-	if opts.HTTPStarted != nil {
-		opts.HTTPStarted(ln.Addr())
-	}
-	return s, nil
+	return s
 }
 
-// shutdown stops accepting requests and lets in-flight ones (replies waiting for their
-// send) finish for up to the shutdown grace, then closes what is left. It runs before the
-// worker stops, so that a reply in flight still has a worker to run its send. Safe on
-// nil and more than once.
+// drainAPI refuses new reply API requests (503 draining) and lets those in flight
+// (replies waiting for their send) finish for up to the shutdown grace; then a reply API
+// server of its own closes. It runs before the worker stops, so that a reply in flight
+// still has a worker to run its send. The admin endpoints keep serving. Safe on nil.
+func (s *httpServers) drainAPI() {
+	if s == nil {
+		return
+	}
+	if s.gate != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.grace)
+		left := s.gate.drain(ctx)
+		cancel()
+		if left > 0 {
+			s.log.Warn("reply API requests still in flight at the end of the grace", "requests", left)
+		}
+	}
+	if s.admin != nil {
+		s.api.shutdown()
+	}
+}
+
+// shutdown closes every server (after drainAPI: nothing of the reply API is left in
+// flight). Safe on nil and more than once.
+func (s *httpServers) shutdown() {
+	if s == nil {
+		return
+	}
+	s.api.shutdown()
+	s.admin.shutdown()
+}
+
+// shutdown stops accepting requests and lets in-flight ones finish for up to the
+// shutdown grace, then closes what is left. Safe on nil and more than once.
 func (s *httpServer) shutdown() {
 	if s == nil {
 		return
@@ -213,10 +337,10 @@ func (s *httpServer) shutdown() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.grace)
 		defer cancel()
 		if err := s.srv.Shutdown(ctx); err != nil {
-			s.log.Warn("HTTP requests still in flight at the end of the grace; closing them", "error", err)
+			s.log.Warn("HTTP requests still in flight at the end of the grace; closing them", "server", s.name, "error", err)
 			_ = s.srv.Close()
 		}
 		<-s.done
-		s.log.Info("HTTP server stopped")
+		s.log.Info("HTTP server stopped", "server", s.name)
 	})
 }

@@ -56,11 +56,20 @@ type Options struct {
 	// Ready, when set, is called once the worker runs and the start-up reconcile is done.
 	Ready func(ReconcileReport)
 
-	// HTTPListener, when set, serves the reply API, /metrics and /healthz instead of
-	// listening on cfg.HTTPAddr; Run closes it once it serves. HTTPStarted, when set, is
-	// called with the bound address once the server serves (cfg.HTTPAddr may use port 0).
+	// HTTPListener, when set, serves the reply API (and the admin endpoints when there is
+	// no admin listener) instead of listening on cfg.HTTPAddr; Run closes it once it
+	// serves. HTTPStarted, when set, is called with the bound address once the server
+	// serves (cfg.HTTPAddr may use port 0).
 	HTTPListener net.Listener
 	HTTPStarted  func(net.Addr)
+	// AdminListener and AdminStarted are the same for the admin endpoints (/metrics,
+	// /livez, /readyz, /healthz, /codec/, /ui/) instead of cfg.AdminAddr.
+	AdminListener net.Listener
+	AdminStarted  func(net.Addr)
+	// Draining, when set, is called once the worker starts draining (its context ended):
+	// /readyz answers 503 and new reply API requests are refused, and nothing is stopped
+	// yet. Run waits for it to return.
+	Draining func()
 	// Metrics, when set, is the registry Run records into and serves. A caller that
 	// injects Temporal dials its client with Metrics.TemporalHandler() as
 	// client.Options.MetricsHandler to get the SDK's metrics too.
@@ -125,6 +134,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		return err
 	}
 
+	ready := newReadiness(pool, tc, logger.With("component", "readiness"))
 	handler, err := newHandler(cfg, opts, tc, logger)
 	if err != nil {
 		return err
@@ -141,6 +151,18 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			stopped = true
 			logger.Info("worker stopping", "grace", cfg.ShutdownGrace)
 			w.Stop()
+			// Polls that ended released their leases and their pollers scheduled the
+			// next poll on another worker; a poll still running past the grace hands
+			// its lease over here.
+			hctx, cancel := context.WithTimeout(context.Background(), handOverWithin)
+			n, err := acts.HandOverLeases(hctx)
+			if n > 0 {
+				logger.Info("poll leases handed over", "leases", n)
+			}
+			if err != nil {
+				logger.Warn("handing poll leases over failed; they expire", "error", err)
+			}
+			cancel()
 		}
 	}
 	defer stop()
@@ -152,7 +174,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		logger.Info("worker started", "task_queue", cfg.TaskQueue)
 	}
 	media := &activities.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
-	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, acts.Typer, logger, func(err error) {
+	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, acts.Typer, ready, logger, func(err error) {
 		select {
 		case fatal <- err:
 		default:
@@ -176,22 +198,37 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	supCtx, stopSup := context.WithCancel(ctx)
 	defer stopSup()
 	go activities.NewLeaseSupervisor(acts).Run(supCtx)
+	ready.started.Store(true)
 	if opts.Ready != nil {
 		opts.Ready(rep)
 	}
 
 	select {
 	case <-ctx.Done():
-		httpSrv.shutdown()
+		// The drain: not ready at once (a load balancer stops sending), the reply API
+		// finishes what it has, then the worker stops taking tasks and hands its poll
+		// leases over; the admin endpoints answer until the end.
+		ready.draining.Store(true)
+		logger.Info("worker draining: not ready; finishing reply API requests, then stopping and handing poll leases over")
+		stopSup()
+		if opts.Draining != nil {
+			opts.Draining()
+		}
+		httpSrv.drainAPI()
 		stop()
+		httpSrv.shutdown()
 		logger.Info("worker stopped")
 		return nil
 	case err := <-fatal:
+		ready.draining.Store(true)
 		httpSrv.shutdown()
 		stop()
 		return fmt.Errorf("worker: %w", err)
 	}
 }
+
+// handOverWithin bounds the hand-over of the poll leases left at the end of a stop.
+const handOverWithin = 10 * time.Second
 
 // activitySlotsBesidePolls is how many activities a worker runs at once besides one poll
 // per bot (sends, hand-offs, store activities).
@@ -289,18 +326,36 @@ func openStore(ctx context.Context, cfg Config, opts Options, reg *metrics.Regis
 			return nil, nil, nil, fmt.Errorf("connect PostgreSQL at %s:%d: %w", pc.ConnConfig.Host, pc.ConnConfig.Port, err)
 		}
 	}
-	mig, err := db.Migrate(ctx, pool, logger.With("component", "migrate"))
-	if err != nil {
+	if err := prepareSchema(ctx, cfg, pool, logger); err != nil {
 		closePool()
 		return nil, nil, nil, err
 	}
-	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
 	st, err := store.NewWithOptions(pool, cfg.Keyring, cfg.Limits, store.Options{Speculation: cfg.StoreSpeculation})
 	if err != nil {
 		closePool()
 		return nil, nil, nil, err
 	}
 	return pool, st, closePool, nil
+}
+
+// prepareSchema applies the pending migrations, or with cfg.Migrate off checks that none
+// is pending (a schema that lacks one is an error naming "starter migrate").
+func prepareSchema(ctx context.Context, cfg Config, pool *pgxpool.Pool, logger *slog.Logger) error {
+	if !cfg.Migrate {
+		st, err := db.Check(ctx, pool)
+		if err != nil {
+			return err
+		}
+		logger.Info("schema ready", "version", st.Version, "migrate", false)
+		return nil
+	}
+	mig, err := db.MigrateWith(ctx, pool, db.Options{Logger: logger.With("component", "migrate"),
+		LockTimeout: cfg.MigrateLockTimeout, StatementTimeout: cfg.MigrateStatementTimeout})
+	if err != nil {
+		return err
+	}
+	logger.Info("schema ready", "version", mig.Version, "applied", len(mig.Applied))
+	return nil
 }
 
 // dialTemporal connects to Temporal with the payload codec (or takes the injected
