@@ -7,13 +7,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/version"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -105,27 +103,6 @@ func databaseURL(getenv func(string) string) string {
 		}
 	}
 	return vocab.DefaultDatabaseURL
-}
-
-func migrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("migrate", help{"migrate [--database-url URL]",
-		"Applies the embedded PostgreSQL schema migrations (idempotent, safe to run concurrently).",
-		"DATABASE_URL=postgres://postgres@127.0.0.1:5432/ilinkflow starter migrate"}, withDB, stderr, getenv)
-	if help, err := parse(fs, args, stdout); help || err != nil {
-		return err
-	}
-	pool, err := connectDB(ctx, c.databaseURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	res, err := db.Migrate(ctx, pool, logger)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "schema at version %d (%d migration(s) applied)\n", res.Version, len(res.Applied))
-	return nil
 }
 
 func keygen(args []string, stdout, stderr io.Writer) error {
