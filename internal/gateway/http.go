@@ -296,6 +296,13 @@ func serve(name string, ln net.Listener, h http.Handler, grace time.Duration, lo
 	return s
 }
 
+// refuseAPI makes the reply API refuse new requests (503 draining). Safe on nil.
+func (s *httpServers) refuseAPI() {
+	if s != nil {
+		s.gate.refuse()
+	}
+}
+
 // drainAPI refuses new reply API requests (503 draining) and lets those in flight
 // (replies waiting for their send) finish for up to the shutdown grace; then a reply API
 // server of its own closes. It runs before the worker stops, so that a reply in flight

@@ -208,6 +208,16 @@ func (g *apiGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
+// refuse refuses new requests from now on.
+func (g *apiGate) refuse() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.draining = true
+	g.mu.Unlock()
+}
+
 // drain refuses new requests from now on and waits until none is in flight or ctx ends;
 // it reports how many were still in flight then.
 func (g *apiGate) drain(ctx context.Context) int {

@@ -209,6 +209,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		// finishes what it has, then the worker stops taking tasks and hands its poll
 		// leases over; the admin endpoints answer until the end.
 		ready.draining.Store(true)
+		httpSrv.refuseAPI()
 		logger.Info("worker draining: not ready; finishing reply API requests, then stopping and handing poll leases over")
 		stopSup()
 		if opts.Draining != nil {
