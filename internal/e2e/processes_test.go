@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -94,6 +95,9 @@ type procRigOptions struct {
 	// DevArgs, when set, gives the rig a private dev server with these extra arguments
 	// (dynamic configuration a test needs and the shared server must not have).
 	DevArgs []string
+	// Wrap, when set, wraps the simulator's handler (outside the tap), e.g. to watch the
+	// long polls of each bot.
+	Wrap func(http.Handler) http.Handler
 }
 
 func newProcRig(t *testing.T, longPollHold time.Duration, limits store.Limits) *procRig {
@@ -139,7 +143,11 @@ func newProcRigWith(t *testing.T, longPollHold time.Duration, limits store.Limit
 	simCfg.ThrottleBurst = 0
 	simCfg.LongPollHold = longPollHold
 	tap := &crashTap{next: ilinksim.New(simCfg).Handler(), last: map[int]crashPage{}}
-	srv := httptest.NewServer(tap)
+	var h http.Handler = tap
+	if opts.Wrap != nil {
+		h = opts.Wrap(tap)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ctl := ilinksim.NewControl(srv.URL, srv.Client())
 	keySpec, ring := testkit.KeySpec, testkit.Keyring
