@@ -218,6 +218,10 @@ func TestTheChartsContainersRunAndEveryProbePathIsServed(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
+			if code == http.StatusNotFound {
+				// The admin listener serves all its routes from its start: 404 is final.
+				t.Fatalf("%s %s: 404, the admin listener does not serve it: %s", probe, url, body)
+			}
 			return code == http.StatusOK, fmt.Errorf("%s: %d %s", url, code, body)
 		})
 	}

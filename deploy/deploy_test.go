@@ -371,6 +371,9 @@ func (o object) name() string { s, _ := dig(o, "metadata", "name").(string); ret
 // dig follows map keys through a decoded YAML document.
 func dig(v any, keys ...string) any {
 	for _, k := range keys {
+		if o, ok := v.(object); ok {
+			v = map[string]any(o)
+		}
 		m, ok := v.(map[string]any)
 		if !ok {
 			return nil
@@ -409,7 +412,8 @@ func tryRender(t *testing.T, values ...string) ([]object, error) {
 	var objs []object
 	dec := yaml.NewDecoder(bytes.NewReader(out))
 	for {
-		var o object
+		// Into a plain map: yaml.v3 gives nested maps the type of the outer one.
+		var o map[string]any
 		err := dec.Decode(&o)
 		if errors.Is(err, io.EOF) {
 			break
@@ -418,7 +422,7 @@ func tryRender(t *testing.T, values ...string) ([]object, error) {
 			t.Fatalf("helm template output: %v", err)
 		}
 		if o != nil {
-			objs = append(objs, o)
+			objs = append(objs, object(o))
 		}
 	}
 	return objs, nil
@@ -489,6 +493,9 @@ func TestTheChartSetsOnlyVariablesTheWorkerAndStarterRead(t *testing.T) {
 				t.Fatalf("want the worker and the migration containers, got %d", len(cs))
 			}
 			for _, c := range cs {
+				if _, ok := c.env["DATABASE_URL"]; !ok {
+					t.Errorf("%s: no DATABASE_URL among %v: the test does not see the container's environment", c.workload, sortedKeys(c.env))
+				}
 				for _, n := range sortedKeys(c.env) {
 					if !read[n] {
 						t.Errorf("%s sets %s, which neither the worker nor the starter reads", c.workload, n)
@@ -609,7 +616,11 @@ func TestTheMigrationJobRunsStarterMigrateBeforeInstallAndUpgrade(t *testing.T) 
 			if hook, _ := dig(job, "metadata", "annotations", "helm.sh/hook").(string); hook != "pre-install,pre-upgrade" {
 				t.Errorf("the Job's hook is %q, want pre-install,pre-upgrade", hook)
 			}
-			c, _ := list(dig(job, "spec", "template", "spec", "containers"))[0].(map[string]any)
+			cs := list(dig(job, "spec", "template", "spec", "containers"))
+			if len(cs) != 1 {
+				t.Fatalf("the Job has %d containers, want 1", len(cs))
+			}
+			c, _ := cs[0].(map[string]any)
 			cmd := append(list(c["command"]), list(c["args"])...)
 			if len(cmd) < 2 || !strings.HasSuffix(toString(cmd[0]), "/starter") || cmd[1] != "migrate" {
 				t.Errorf("the Job runs %v, want starter migrate", cmd)
