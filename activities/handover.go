@@ -16,7 +16,9 @@ import (
 // it (the poll-lost signal a lease supervisor sends for a dead worker), so that its bot is
 // polled again at once instead of after the lease ttl. It returns how many leases it
 // handed over, and an error naming those it could not (they expire as a dead worker's).
-func (a *Activities) HandOverLeases(ctx context.Context) (int, error) {
+//
+// It is a function, not a method: every method of Activities is registered as an activity.
+func HandOverLeases(ctx context.Context, a *Activities) (int, error) {
 	k := a.keeper()
 	k.mu.Lock()
 	held := make([]*pollLease, 0, len(k.held))

@@ -51,7 +51,7 @@ func TestAStoppingWorkerHandsAHeldPollLeaseOverToThePoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := h.acts.HandOverLeases(ctx)
+	n, err := HandOverLeases(ctx, h.acts)
 	if err != nil || n != 1 {
 		t.Fatalf("hand-over: %d leases, %v; want 1", n, err)
 	}
@@ -68,7 +68,7 @@ func TestAStoppingWorkerHandsAHeldPollLeaseOverToThePoller(t *testing.T) {
 	if got.Epoch != 9 || got.Attempt != 3 {
 		t.Fatalf("the poller was told %+v, want epoch 9 attempt 3", got)
 	}
-	if n, err := h.acts.HandOverLeases(ctx); err != nil || n != 0 {
+	if n, err := HandOverLeases(ctx, h.acts); err != nil || n != 0 {
 		t.Fatalf("a second hand-over: %d, %v; want nothing left", n, err)
 	}
 }

@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			// next poll on another worker; a poll still running past the grace hands
 			// its lease over here.
 			hctx, cancel := context.WithTimeout(context.Background(), handOverWithin)
-			n, err := acts.HandOverLeases(hctx)
+			n, err := activities.HandOverLeases(hctx, acts)
 			if n > 0 {
 				logger.Info("poll leases handed over", "leases", n)
 			}
