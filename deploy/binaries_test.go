@@ -156,8 +156,8 @@ func TestTheChartsContainersRunAndEveryProbePathIsServed(t *testing.T) {
 	environment := func(c container) map[string]string {
 		env := map[string]string{}
 		for k, v := range c.env {
-			if v == "" {
-				v = secrets[k] // from the Secret
+			if s, ok := secrets[k]; ok {
+				v = s // this test's database and key instead of the values file's
 			}
 			if l, ok := local[k]; ok {
 				v = l

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
@@ -441,7 +442,7 @@ func find(objs []object, kind, name string) object {
 type container struct {
 	workload string
 	spec     map[string]any
-	env      map[string]string // name -> literal value, or "" for one from a Secret
+	env      map[string]string // name -> value ("" from a Secret the chart does not render)
 }
 
 // containers returns every container of the Deployments and Jobs, with their env resolved
@@ -476,6 +477,14 @@ func containers(t *testing.T, objs []object) []container {
 			for _, e := range list(spec["env"]) {
 				name, _ := dig(e, "name").(string)
 				value, _ := dig(e, "value").(string)
+				if ref := dig(e, "valueFrom", "secretKeyRef"); ref != nil {
+					// The chart's own Secret gives the value; an operator's gives "".
+					secretName, _ := dig(ref, "name").(string)
+					key, _ := dig(ref, "key").(string)
+					if sec := find(objs, "Secret", secretName); sec != nil {
+						value, _ = dig(sec, "stringData", key).(string)
+					}
+				}
 				ct.env[name] = value
 			}
 			out = append(out, ct)
@@ -624,6 +633,50 @@ func TestTheMigrationJobRunsStarterMigrateBeforeInstallAndUpgrade(t *testing.T) 
 			cmd := append(list(c["command"]), list(c["args"])...)
 			if len(cmd) < 2 || !strings.HasSuffix(toString(cmd[0]), "/starter") || cmd[1] != "migrate" {
 				t.Errorf("the Job runs %v, want starter migrate", cmd)
+			}
+		})
+	}
+}
+
+func TestTheChartsSettingsAreValidWorkerSettings(t *testing.T) {
+	// The chart mounts the Temporal client certificate and CA under /etc/ilinkflow; here
+	// they are files of a test CA.
+	dir := t.TempDir()
+	ca := testkit.NewCA(t, "temporal-test-ca")
+	certPath, keyPath := ca.Client(t, "ilinkflow").WriteFiles(t, dir, "client")
+	caPath := ca.WriteCert(t, dir, "ca")
+	mounted := map[string]string{
+		"/etc/ilinkflow/temporal-client/tls.crt": certPath,
+		"/etc/ilinkflow/temporal-client/tls.key": keyPath,
+		"/etc/ilinkflow/temporal-ca/ca.crt":      caPath,
+	}
+	for _, vf := range valuesFiles {
+		t.Run(filepath.Base(vf), func(t *testing.T) {
+			for _, c := range containers(t, render(t, vf)) {
+				if !strings.HasPrefix(c.workload, "Deployment/") {
+					continue
+				}
+				getenv := func(k string) string {
+					v := c.env[k]
+					if p, ok := mounted[v]; ok {
+						return p
+					}
+					if strings.HasPrefix(v, "/etc/ilinkflow/") {
+						t.Errorf("%s=%s: a mounted file this test does not stand in for", k, v)
+					}
+					return v
+				}
+				var args []string
+				for _, a := range list(c.spec["args"]) {
+					args = append(args, toString(a))
+				}
+				cfg, err := gateway.ConfigFromEnv(getenv, args)
+				if err != nil {
+					t.Fatalf("%s: the worker refuses the chart's settings: %v", c.workload, err)
+				}
+				if cfg.Migrate || cfg.AdminAddr == "" || cfg.HTTPAddr == cfg.AdminAddr {
+					t.Errorf("%s: migrate=%v http=%q admin=%q, want no migration and two listeners", c.workload, cfg.Migrate, cfg.HTTPAddr, cfg.AdminAddr)
+				}
 			}
 		})
 	}
