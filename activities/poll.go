@@ -169,18 +169,16 @@ func (a *Activities) pollTarget(ctx context.Context, in actapi.PollInput) (acct 
 }
 
 // pollContext returns the context of the long polls: the in-flight long poll ends when the
-// activity is cancelled, the worker stops or the lease is lost (a page in that instant is
-// lost like one in flight when a process dies).
+// activity is cancelled or the lease is lost (a page in that instant is lost like one in
+// flight when a process dies). A graceful worker stop does not cut it: iLink hands a page
+// out once, so a long poll cut as it answers would lose its page; the poll lets it end (it
+// is held at most iLink's long-poll timeout, 35 s), commits what it brought and starts no
+// other. Only a long poll still held when the stop's grace ends is cut: the SDK cancels
+// the activity then.
 func pollContext(ctx context.Context, l *pollLease) (context.Context, context.CancelFunc) {
 	pollCtx, cancelPoll := context.WithCancel(ctx)
-	var stopCh <-chan struct{}
-	if activity.IsActivity(ctx) {
-		stopCh = activity.GetWorkerStopChannel(ctx)
-	}
 	go func() {
 		select {
-		case <-stopCh:
-			cancelPoll()
 		case <-l.lost:
 			cancelPoll()
 		case <-pollCtx.Done():

@@ -92,7 +92,8 @@ type Config struct {
 	SessionTTL time.Duration
 	// Heartbeat is the heartbeat period of long-running activities.
 	Heartbeat time.Duration
-	// ShutdownGrace is how long a stopping worker lets in-flight activities (sends) finish.
+	// ShutdownGrace is how long a stopping worker lets in-flight activities (sends, the long
+	// polls in flight) finish.
 	ShutdownGrace time.Duration
 	// DeferredBefore, when set, defers messages sent before it (backlog at first start).
 	DeferredBefore *time.Time
@@ -156,6 +157,11 @@ type Config struct {
 	UISecureCookie bool
 }
 
+// DefaultShutdownGrace is how long a stopping worker waits for its activities: above
+// iLink's long-poll timeout (35 s), so that a graceful stop lets every long poll in flight
+// end by itself instead of cutting it (a page iLink hands out as it is cut is lost).
+const DefaultShutdownGrace = 40 * time.Second
+
 // MaxHeartbeat bounds the heartbeat period: the workflows give long-running activities a
 // heartbeat timeout of twice this, after which a crashed worker's activity is retried.
 const MaxHeartbeat = 10 * time.Second
@@ -190,7 +196,7 @@ func DefaultConfig() Config {
 		MaxAccounts:             activities.DefaultMaxAccounts,
 		SessionTTL:              0,
 		Heartbeat:               10 * time.Second,
-		ShutdownGrace:           30 * time.Second,
+		ShutdownGrace:           DefaultShutdownGrace,
 		Migrate:                 true,
 		MigrateLockTimeout:      db.DefaultLockTimeout,
 		MigrateStatementTimeout: db.DefaultStatementTimeout,
@@ -338,7 +344,7 @@ var settings = []setting{
 	{flag: "heartbeat", env: "ILINKFLOW_HEARTBEAT", help: "heartbeat period of long-running activities",
 		def: func(c Config) string { return shortDuration(c.Heartbeat) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.Heartbeat }, false)},
-	{flag: "shutdown-grace", env: "ILINKFLOW_SHUTDOWN_GRACE", help: "how long a stopping worker lets in-flight sends finish",
+	{flag: "shutdown-grace", env: "ILINKFLOW_SHUTDOWN_GRACE", help: "how long a stopping worker lets in-flight sends and long polls finish (keep it above iLink's 35s long poll)",
 		def: func(c Config) string { return shortDuration(c.ShutdownGrace) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.ShutdownGrace }, true)},
 	{flag: "defer-before", env: "ILINKFLOW_DEFER_BEFORE", help: "RFC 3339 instant: messages sent before it are stored but not dispatched",
