@@ -340,7 +340,7 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	}
 	p.cursor = res.Cursor
 	p.res.Pages++
-	p.a.Metrics.Page(p.in.AccountKey, res.Commit)
+	p.a.Metrics.Page()
 	p.a.Metrics.Messages(metrics.MessageInserted, res.Inserted)
 	p.a.Metrics.Messages(metrics.MessageDuplicate, res.Duplicates)
 	p.a.Metrics.Messages(metrics.MessageAbsorbed, res.Absorbed)
@@ -518,7 +518,7 @@ func (p *poller) quarantinePage(ctx context.Context, received time.Time, page *i
 		p.cursor = page.Cursor
 	}
 	p.res.Pages++
-	p.a.Metrics.Page(p.in.AccountKey, "")
+	p.a.Metrics.Page()
 	return false, nil
 }
 

@@ -60,7 +60,6 @@ func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.Send
 	if err != nil {
 		return a.refusal("reserve reply", err)
 	}
-	a.Metrics.Reservation(prep.Commit)
 	att := prep.Attempt
 	log := a.log().With("account", att.AccountKey, "attempt", att.AttemptID, "reply_window_id", att.ReplyWindowID)
 	switch {

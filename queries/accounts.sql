@@ -5,11 +5,6 @@ SELECT * FROM accounts WHERE account_key = $1;
 -- A batch query: the store pipelines it with the statements that follow the lock.
 SELECT * FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
 
--- name: LockAccountKey :batchone
--- LockAccount for a transaction that reads what it decides on in a later statement (a
--- predicted page or send): the lock alone, nothing of the row but its key.
-SELECT account_key FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
-
 -- name: ListAccounts :many
 SELECT * FROM accounts ORDER BY created_at, account_key;
 
@@ -67,7 +62,6 @@ UPDATE accounts
 SET cursor = sqlc.arg(next_cursor)::text, cursor_updated_at = sqlc.arg(now)::timestamptz, last_poll_at = clock_timestamp()
 WHERE account_key = sqlc.arg(account_key) AND generation >= sqlc.arg(generation)
   AND cursor = sqlc.arg(expected_cursor)
-  AND ilk_page_writes() -- no move when a predicted page did not hold (migration 00008)
 RETURNING *;
 
 -- name: RecordPoll :execrows
@@ -95,7 +89,6 @@ ORDER BY a.account_key;
 -- start left it.
 UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz
 WHERE account_key = sqlc.arg(account_key)
-  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING *;
 
 -- name: BlockSends :execrows

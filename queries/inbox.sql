@@ -27,7 +27,6 @@ WITH entry AS (
            nextval('inbound_messages_inbox_seq_seq') AS inbox_seq,
            nextval('reply_windows_reply_window_id_seq') AS reply_window_id
     FROM unnest(sqlc.arg(message_keys)::text[]) WITH ORDINALITY AS page(message_key, position)
-    WHERE ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     ORDER BY page.position
 ), message AS (
     INSERT INTO inbound_messages (
@@ -86,7 +85,6 @@ WITH absorbed AS (
     UPDATE inbound_messages
     SET status = 'absorbed', deferred = false, payload = NULL, updated_at = sqlc.arg(now)
     WHERE message_key = ANY(sqlc.arg(message_keys)::text[]) AND status IN ('received', 'processing')
-      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     RETURNING 1
 )
 SELECT count(*) FROM absorbed;
@@ -114,8 +112,7 @@ WHERE account_key = $1 GROUP BY status ORDER BY status;
 INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
 SELECT sqlc.arg(message_key), unnest(sqlc.arg(positions)::integer[]), sqlc.arg(account_key), sqlc.arg(peer_id),
        unnest(sqlc.arg(key_generations)::integer[]), unnest(sqlc.arg(nonces)::bytea[]),
-       unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now)
-WHERE ilk_page_writes(); -- nothing when a predicted page did not hold (migration 00008)
+       unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now);
 
 -- name: ReceivedBacklogImages :batchmany
 -- The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
@@ -126,30 +123,8 @@ WHERE backlog.account_key = sqlc.arg(account_key) AND backlog.peer_id = sqlc.arg
   AND image.position < 500 -- images only: a file, voice or video locator (500 and up) is never merged
 ORDER BY backlog.inbox_seq DESC, image.position;
 
--- name: ExpectPredictedPage :batchone
--- Checks the state a page commit was predicted from (store.CommitPage, migration 00008),
--- once the account and the conversation's open window are locked: the account's cursor,
--- generation and owner are the predicted ones, the open window is the predicted one (or
--- there is none), nothing is unanswered and no message of the page is stored. Records the
--- verdict for ilk_page_writes() in the transaction and returns it. The keys are probed one
--- by one, as PageKnownMessages probes them.
-SELECT set_config('ilinkflow.page_writes', CASE WHEN
-    EXISTS (SELECT 1 FROM accounts AS account
-            WHERE account.account_key = sqlc.arg(account_key)::text AND account.cursor = sqlc.arg(expected_cursor)::text
-              AND account.generation = sqlc.arg(generation)::integer AND account.owner_peer_id = sqlc.arg(peer_id)::text)
-    AND (SELECT open.reply_window_id FROM reply_windows AS open
-         WHERE open.account_key = sqlc.arg(account_key)::text AND open.peer_id = sqlc.arg(peer_id)::text AND open.state = 'open')
-        IS NOT DISTINCT FROM sqlc.narg(open_window_id)::bigint
-    AND NOT EXISTS (SELECT 1 FROM unanswered_messages AS backlog
-                    WHERE backlog.account_key = sqlc.arg(account_key)::text AND backlog.peer_id = sqlc.arg(peer_id)::text)
-    AND NOT EXISTS (SELECT 1 FROM unnest(ARRAY(SELECT unnest(sqlc.arg(message_keys)::text[]))) AS page(message_key)
-                    JOIN LATERAL (SELECT 1 FROM inbound_messages AS stored
-                                  WHERE stored.message_key = page.message_key OFFSET 0) AS found ON true)
-    THEN 'predicted' ELSE 'mispredicted' END, true) = 'predicted' AS holds;
-
 -- name: DeleteImagesOfMessages :batchexec
-DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[])
-    AND ilk_page_writes(); -- nothing when a predicted page did not hold (migration 00008)
+DELETE FROM inbound_images WHERE message_key = ANY(sqlc.arg(message_keys)::text[]);
 
 -- name: GetInboundImage :one
 SELECT * FROM inbound_images WHERE message_key = $1 AND position = $2;

@@ -4,22 +4,11 @@ SELECT * FROM reply_windows WHERE reply_window_id = $1;
 -- name: LockReplyWindow :batchone
 SELECT * FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
 
--- name: LockReplyWindowID :batchone
--- LockReplyWindow for a predicted send, whose check (SendState) reads the window after it.
-SELECT reply_window_id FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
-
 -- name: GetReplyWindowBySource :one
 SELECT * FROM reply_windows WHERE source_message_key = $1;
 
 -- name: LockOpenWindow :batchone
 SELECT * FROM reply_windows
-WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
-FOR NO KEY UPDATE;
-
--- name: LockOpenWindowID :batchone
--- LockOpenWindow for a predicted page, whose check (ExpectPredictedPage) reads the window
--- after it.
-SELECT reply_window_id FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
 FOR NO KEY UPDATE;
 
@@ -49,7 +38,6 @@ WITH retired AS (
     UPDATE reply_windows
     SET state = sqlc.arg(state)::text, retired_reason = sqlc.arg(reason), reserved = 0, updated_at = sqlc.arg(now)
     WHERE reply_window_id = ANY(ARRAY(SELECT unnest(sqlc.arg(reply_window_ids)::bigint[]))) AND state = 'open'
-      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     RETURNING reply_window_id
 ), failed AS (
     UPDATE send_attempts
@@ -70,7 +58,6 @@ SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at =
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
   AND next_send_index = sqlc.arg(expected_index)
   AND reserved + transmitted < max_sends
-  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING *;
 
 -- name: ReserveStartedWindowSend :batchone
@@ -83,7 +70,6 @@ WITH owner AS (
 ), touched AS (
     UPDATE accounts SET last_send_at = sqlc.arg(now)::timestamptz
     WHERE accounts.account_key = (SELECT owner.account_key FROM owner)
-      AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
     RETURNING accounts.account_key, accounts.last_send_at
 )
 UPDATE reply_windows AS w

@@ -24,7 +24,6 @@ WITH absorbed AS (
     UPDATE inbound_messages
     SET status = 'absorbed', deferred = false, payload = NULL, updated_at = $1
     WHERE message_key = ANY($2::text[]) AND status IN ('received', 'processing')
-      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     RETURNING 1
 )
 SELECT count(*) FROM absorbed
@@ -233,7 +232,6 @@ UPDATE accounts
 SET cursor = $1::text, cursor_updated_at = $2::timestamptz, last_poll_at = clock_timestamp()
 WHERE account_key = $3 AND generation >= $4
   AND cursor = $5
-  AND ilk_page_writes() -- no move when a predicted page did not hold (migration 00008)
 RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
 `
 
@@ -348,8 +346,9 @@ type CompleteSendingAttemptRow struct {
 }
 
 // SetAttemptStatus for a sending attempt that moves on (store.CompleteSend), returning its
-// window too, so that a completion is one statement. Nothing when the attempt is not
-// sending.
+// window too, so that a completion is one statement (a transaction of its own, unless a
+// transport failure gives the send back to the quota with it). Nothing when the attempt is
+// not sending.
 func (q *Queries) CompleteSendingAttempt(ctx context.Context, arg []CompleteSendingAttemptParams) *CompleteSendingAttemptBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -433,7 +432,6 @@ func (b *CompleteSendingAttemptBatchResults) Close() error {
 
 const deleteImagesOfMessages = `-- name: DeleteImagesOfMessages :batchexec
 DELETE FROM inbound_images WHERE message_key = ANY($1::text[])
-    AND ilk_page_writes()
 `
 
 type DeleteImagesOfMessagesBatchResults struct {
@@ -471,83 +469,6 @@ func (b *DeleteImagesOfMessagesBatchResults) Exec(f func(int, error)) {
 }
 
 func (b *DeleteImagesOfMessagesBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const expectPredictedPage = `-- name: ExpectPredictedPage :batchone
-SELECT set_config('ilinkflow.page_writes', CASE WHEN
-    EXISTS (SELECT 1 FROM accounts AS account
-            WHERE account.account_key = $1::text AND account.cursor = $2::text
-              AND account.generation = $3::integer AND account.owner_peer_id = $4::text)
-    AND (SELECT open.reply_window_id FROM reply_windows AS open
-         WHERE open.account_key = $1::text AND open.peer_id = $4::text AND open.state = 'open')
-        IS NOT DISTINCT FROM $5::bigint
-    AND NOT EXISTS (SELECT 1 FROM unanswered_messages AS backlog
-                    WHERE backlog.account_key = $1::text AND backlog.peer_id = $4::text)
-    AND NOT EXISTS (SELECT 1 FROM unnest(ARRAY(SELECT unnest($6::text[]))) AS page(message_key)
-                    JOIN LATERAL (SELECT 1 FROM inbound_messages AS stored
-                                  WHERE stored.message_key = page.message_key OFFSET 0) AS found ON true)
-    THEN 'predicted' ELSE 'mispredicted' END, true) = 'predicted' AS holds
-`
-
-type ExpectPredictedPageBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type ExpectPredictedPageParams struct {
-	AccountKey     string
-	ExpectedCursor string
-	Generation     int32
-	PeerID         string
-	OpenWindowID   *int64
-	MessageKeys    []string
-}
-
-// Checks the state a page commit was predicted from (store.CommitPage, migration 00008),
-// once the account and the conversation's open window are locked: the account's cursor,
-// generation and owner are the predicted ones, the open window is the predicted one (or
-// there is none), nothing is unanswered and no message of the page is stored. Records the
-// verdict for ilk_page_writes() in the transaction and returns it. The keys are probed one
-// by one, as PageKnownMessages probes them.
-func (q *Queries) ExpectPredictedPage(ctx context.Context, arg []ExpectPredictedPageParams) *ExpectPredictedPageBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.AccountKey,
-			a.ExpectedCursor,
-			a.Generation,
-			a.PeerID,
-			a.OpenWindowID,
-			a.MessageKeys,
-		}
-		batch.Queue(expectPredictedPage, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &ExpectPredictedPageBatchResults{br, len(arg), false}
-}
-
-func (b *ExpectPredictedPageBatchResults) QueryRow(f func(int, bool, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var holds bool
-		if b.closed {
-			if f != nil {
-				f(t, holds, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(&holds)
-		if f != nil {
-			f(t, holds, err)
-		}
-	}
-}
-
-func (b *ExpectPredictedPageBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -724,7 +645,6 @@ INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_gen
 SELECT $1, unnest($2::integer[]), $3, $4,
        unnest($5::integer[]), unnest($6::bytea[]),
        unnest($7::bytea[]), $8
-WHERE ilk_page_writes()
 `
 
 type InsertInboundImagesBatchResults struct {
@@ -799,7 +719,6 @@ WITH entry AS (
            nextval('inbound_messages_inbox_seq_seq') AS inbox_seq,
            nextval('reply_windows_reply_window_id_seq') AS reply_window_id
     FROM unnest($10::text[]) WITH ORDINALITY AS page(message_key, position)
-    WHERE ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     ORDER BY page.position
 ), message AS (
     INSERT INTO inbound_messages (
@@ -955,8 +874,7 @@ SELECT
     $9::text, $10::text, $11, $12, $13::text,
     $14::text, $15, $16, $17::text, $18::text,
     $19, $19
-WHERE ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
-  AND ($14::text = 'failed'
+WHERE ($14::text = 'failed'
        OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
                   WHERE reserved_window.reply_window_id = $6
                     AND reserved_window.next_send_index = $8::integer + 1))
@@ -1134,53 +1052,6 @@ func (b *LockAccountBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const lockAccountKey = `-- name: LockAccountKey :batchone
-SELECT account_key FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
-`
-
-type LockAccountKeyBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-// LockAccount for a transaction that reads what it decides on in a later statement (a
-// predicted page or send): the lock alone, nothing of the row but its key.
-func (q *Queries) LockAccountKey(ctx context.Context, accountKey []string) *LockAccountKeyBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range accountKey {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(lockAccountKey, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &LockAccountKeyBatchResults{br, len(accountKey), false}
-}
-
-func (b *LockAccountKeyBatchResults) QueryRow(f func(int, string, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var account_key string
-		if b.closed {
-			if f != nil {
-				f(t, account_key, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(&account_key)
-		if f != nil {
-			f(t, account_key, err)
-		}
-	}
-}
-
-func (b *LockAccountKeyBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
 const lockAccountOfWindow = `-- name: LockAccountOfWindow :batchone
 SELECT accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until FROM accounts
 WHERE accounts.account_key = (
@@ -1320,61 +1191,6 @@ func (b *LockOpenWindowBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const lockOpenWindowID = `-- name: LockOpenWindowID :batchone
-SELECT reply_window_id FROM reply_windows
-WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
-FOR NO KEY UPDATE
-`
-
-type LockOpenWindowIDBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type LockOpenWindowIDParams struct {
-	AccountKey string
-	PeerID     string
-}
-
-// LockOpenWindow for a predicted page, whose check (ExpectPredictedPage) reads the window
-// after it.
-func (q *Queries) LockOpenWindowID(ctx context.Context, arg []LockOpenWindowIDParams) *LockOpenWindowIDBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.AccountKey,
-			a.PeerID,
-		}
-		batch.Queue(lockOpenWindowID, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &LockOpenWindowIDBatchResults{br, len(arg), false}
-}
-
-func (b *LockOpenWindowIDBatchResults) QueryRow(f func(int, int64, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var reply_window_id int64
-		if b.closed {
-			if f != nil {
-				f(t, reply_window_id, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(&reply_window_id)
-		if f != nil {
-			f(t, reply_window_id, err)
-		}
-	}
-}
-
-func (b *LockOpenWindowIDBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
 const lockReplyWindow = `-- name: LockReplyWindow :batchone
 SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
 `
@@ -1435,52 +1251,6 @@ func (b *LockReplyWindowBatchResults) QueryRow(f func(int, ReplyWindow, error)) 
 }
 
 func (b *LockReplyWindowBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const lockReplyWindowID = `-- name: LockReplyWindowID :batchone
-SELECT reply_window_id FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
-`
-
-type LockReplyWindowIDBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-// LockReplyWindow for a predicted send, whose check (SendState) reads the window after it.
-func (q *Queries) LockReplyWindowID(ctx context.Context, replyWindowID []int64) *LockReplyWindowIDBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range replyWindowID {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(lockReplyWindowID, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &LockReplyWindowIDBatchResults{br, len(replyWindowID), false}
-}
-
-func (b *LockReplyWindowIDBatchResults) QueryRow(f func(int, int64, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var reply_window_id int64
-		if b.closed {
-			if f != nil {
-				f(t, reply_window_id, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(&reply_window_id)
-		if f != nil {
-			f(t, reply_window_id, err)
-		}
-	}
-}
-
-func (b *LockReplyWindowIDBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -1723,7 +1493,6 @@ func (b *ReceivedBacklogBatchResults) Close() error {
 }
 
 const receivedBacklogImages = `-- name: ReceivedBacklogImages :batchmany
-
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
 FROM unanswered_messages AS backlog
 JOIN inbound_images AS image ON image.message_key = backlog.message_key
@@ -1751,7 +1520,6 @@ type ReceivedBacklogImagesRow struct {
 	Ciphertext    []byte
 }
 
-// nothing when a predicted page did not hold (migration 00008)
 // The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
 func (q *Queries) ReceivedBacklogImages(ctx context.Context, arg []ReceivedBacklogImagesParams) *ReceivedBacklogImagesBatchResults {
 	batch := &pgx.Batch{}
@@ -1889,7 +1657,6 @@ WITH owner AS (
 ), touched AS (
     UPDATE accounts SET last_send_at = $1::timestamptz
     WHERE accounts.account_key = (SELECT owner.account_key FROM owner)
-      AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
     RETURNING accounts.account_key, accounts.last_send_at
 )
 UPDATE reply_windows AS w
@@ -2006,7 +1773,6 @@ SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at =
 WHERE reply_window_id = $2 AND state = 'open'
   AND next_send_index = $3
   AND reserved + transmitted < max_sends
-  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
 `
 
@@ -2083,7 +1849,6 @@ WITH retired AS (
     UPDATE reply_windows
     SET state = $1::text, retired_reason = $2, reserved = 0, updated_at = $3
     WHERE reply_window_id = ANY(ARRAY(SELECT unnest($4::bigint[]))) AND state = 'open'
-      AND ilk_page_writes() -- nothing when a predicted page did not hold (migration 00008)
     RETURNING reply_window_id
 ), failed AS (
     UPDATE send_attempts
@@ -2251,112 +2016,6 @@ func (b *SendContextBatchResults) QueryRow(f func(int, SendContextRow, error)) {
 }
 
 func (b *SendContextBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const sendState = `-- name: SendState :batchone
-SELECT COALESCE(format('%s/%s/%s', tx.own, CASE WHEN $1::boolean THEN tx.own::text
-                                                   ELSE state.account_version END, state.others), '')::text AS version,
-       set_config('ilinkflow.send_writes', CASE
-           WHEN $2::text IS NULL THEN 'predicted'
-           WHEN format('%s/%s/%s', state.window_version, state.account_version, state.others) = $2::text
-                AND state.next_index = $3::integer
-                AND NOT state.peer_sending AND NOT state.requested THEN 'predicted'
-           ELSE 'mispredicted' END, true) = 'predicted' AS holds
-FROM (SELECT xid(pg_current_xact_id_if_assigned()) AS own) AS tx
-LEFT JOIN LATERAL (
-    SELECT w.xmin::text AS window_version,
-           (SELECT account.xmin FROM accounts AS account WHERE account.account_key = w.account_key)::text AS account_version,
-           format('%s/%s/%s/%s',
-               (SELECT session.xmin FROM agent_sessions AS session
-                WHERE session.session_id = $4 AND session.reply_window_id = w.reply_window_id),
-               (SELECT message.xmin FROM inbound_messages AS message WHERE message.message_key = w.source_message_key),
-               (SELECT window_secret.xmin FROM reply_window_secrets AS window_secret
-                WHERE window_secret.reply_window_id = w.reply_window_id),
-               (SELECT account_secret.xmin FROM account_secrets AS account_secret
-                WHERE account_secret.account_key = w.account_key)) AS others,
-           (SELECT COALESCE(MAX(attempt.send_index) + 1, 0) FROM send_attempts AS attempt
-            WHERE attempt.source_message_key = w.source_message_key) AS next_index,
-           EXISTS (SELECT 1 FROM send_attempts AS sending
-                   WHERE sending.account_key = w.account_key AND sending.peer_id = w.peer_id
-                     AND sending.status = 'sending') AS peer_sending,
-           EXISTS (SELECT 1 FROM send_attempts AS earlier
-                   WHERE earlier.source_message_key = w.source_message_key
-                     AND earlier.request_id = $5::text) AS requested
-    FROM reply_windows AS w
-    WHERE w.reply_window_id = $6 AND tx.own IS NOT NULL
-) AS state ON true
-`
-
-type SendStateBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-type SendStateParams struct {
-	TouchesAccount    bool
-	Expected          *string
-	ExpectedNextIndex int32
-	SessionID         uuid.UUID
-	RequestID         *string
-	ReplyWindowID     int64
-}
-
-type SendStateRow struct {
-	Version string
-	Holds   bool
-}
-
-// The state a send through a window and one of its sessions is decided on (store.ReserveAndStart,
-// migration 00009). Its version is the row versions (xmin) of the window, its account, the
-// session, the session's message and the two sealed secrets. Returned (version) is the
-// version the reservation under way leaves: the window (which every reservation writes)
-// and, when the send starts at once (touches_account), the account are the transaction's
-// own; read after the writes, that is the version they left. With expected set, read once
-// the account and the window are locked and before the writes, it also checks the state the
-// reservation was decided on: the version before the writes is the expected one, the
-// message's next send index is the expected one, no send to the peer is in flight and the
-// request id made no attempt yet; the verdict is recorded for ilk_send_writes() in the
-// transaction and returned (holds). Without expected, holds is true. Always one row: a
-// missing window has no version.
-func (q *Queries) SendState(ctx context.Context, arg []SendStateParams) *SendStateBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range arg {
-		vals := []interface{}{
-			a.TouchesAccount,
-			a.Expected,
-			a.ExpectedNextIndex,
-			a.SessionID,
-			a.RequestID,
-			a.ReplyWindowID,
-		}
-		batch.Queue(sendState, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &SendStateBatchResults{br, len(arg), false}
-}
-
-func (b *SendStateBatchResults) QueryRow(f func(int, SendStateRow, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var i SendStateRow
-		if b.closed {
-			if f != nil {
-				f(t, i, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(&i.Version, &i.Holds)
-		if f != nil {
-			f(t, i, err)
-		}
-	}
-}
-
-func (b *SendStateBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -2659,7 +2318,6 @@ func (b *StartWindowSendBatchResults) Close() error {
 const touchLastSend = `-- name: TouchLastSend :batchone
 UPDATE accounts SET last_send_at = $1::timestamptz
 WHERE account_key = $2
-  AND ilk_send_writes() -- nothing when a predicted send did not hold (migration 00009)
 RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
 `
 

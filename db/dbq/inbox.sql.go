@@ -41,11 +41,9 @@ func (q *Queries) CountInboxByStatus(ctx context.Context, accountKey string) ([]
 }
 
 const getInboundImage = `-- name: GetInboundImage :one
-
 SELECT message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at FROM inbound_images WHERE message_key = $1 AND position = $2
 `
 
-// nothing when a predicted page did not hold (migration 00008)
 func (q *Queries) GetInboundImage(ctx context.Context, messageKey string, position int32) (InboundImage, error) {
 	row := q.db.QueryRow(ctx, getInboundImage, messageKey, position)
 	var i InboundImage

@@ -67,10 +67,6 @@ type Config struct {
 	// Limits are iLink's observed limits and the gateway's bounds (window lifetime, reply
 	// quota, text size, ...).
 	Limits store.Limits
-	// StoreSpeculation is the set of the store's speculative paths that are on (all by
-	// default); a path that is off leaves its work to the store's plain path, so that a
-	// side-by-side run can measure what each one gives (docs/store-performance.md).
-	StoreSpeculation store.Speculation
 	// SendGap is the minimum gap between two sends of one bot.
 	SendGap time.Duration
 	// ThrottlePenalty is how long a bot's sends stop after an unexplained ret -2.
@@ -186,7 +182,6 @@ func DefaultConfig() Config {
 		ILinkBaseURL:            ilink.DefaultBaseURL,
 		ILinkCDNBaseURL:         ilink.DefaultCDNBaseURL,
 		Limits:                  store.DefaultLimits(),
-		StoreSpeculation:        store.SpeculationAll,
 		SendGap:                 vocab.DefaultSendGap,
 		ThrottlePenalty:         vocab.DefaultThrottlePenalty,
 		StalePause:              vocab.DefaultStalePause,
@@ -322,13 +317,6 @@ var settings = []setting{
 		set: func(c *Config, v string) error {
 			n, err := parseInt(v, 2, 1000)
 			c.DBMaxConns = int(n)
-			return err
-		}},
-	{flag: "store-speculation", env: "ILINKFLOW_STORE_SPECULATION", help: "the store's speculative paths that are on: all, none, or a comma list of predicted-page, predicted-send, reservation-batcher (needs predicted-send), completion-batcher",
-		def: func(c Config) string { return c.StoreSpeculation.String() },
-		set: func(c *Config, v string) error {
-			sp, err := store.ParseSpeculation(v)
-			c.StoreSpeculation = sp
 			return err
 		}},
 	{flag: "max-accounts", env: "ILINKFLOW_MAX_ACCOUNTS", help: "maximum number of active accounts",
@@ -714,9 +702,6 @@ func (c Config) validate(needKeys bool) error {
 	if c.DBMaxConns != 0 && (c.DBMaxConns < 2 || c.DBMaxConns > 1000) {
 		bad("database connections %d must be between 2 and 1000", c.DBMaxConns)
 	}
-	if err := c.StoreSpeculation.Validate(); err != nil {
-		errs = append(errs, err)
-	}
 	if c.MaxAccounts < 1 {
 		bad("max accounts must be at least 1")
 	}
@@ -794,7 +779,6 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("poll_session", c.PollSession),
 		slog.Duration("poll_lease_ttl", c.PollLeaseTTL),
 		slog.Int("db_max_conns", c.DBMaxConns),
-		slog.String("store_speculation", c.StoreSpeculation.String()),
 		slog.Int("max_accounts", c.MaxAccounts),
 		slog.Duration("session_ttl", c.SessionTTL),
 		slog.Duration("heartbeat", c.Heartbeat),

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
-	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -314,64 +313,4 @@ func TestValidateAHandBuiltConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "max sends") || !strings.Contains(err.Error(), "task queue") {
 		t.Fatalf("bad limits and queue: %v", err)
 	}
-}
-
-// The store's speculative paths are switched by one setting naming the paths that are on:
-// all by default, none, or a list; a path the store cannot take without another is
-// refused, as is a name that is not a path, and the flag wins over the environment.
-func TestConfigStoreSpeculationNamesThePathsThatAreOn(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		env  string
-		args []string
-		want store.Speculation
-	}{
-		{"", nil, store.SpeculationAll},
-		{"all", nil, store.SpeculationAll},
-		{"none", nil, store.SpeculationNone},
-		{"predicted-page,completion-batcher", nil, store.PredictedPage | store.CompletionBatcher},
-		{" predicted-send , reservation-batcher ", nil, store.PredictedSend | store.ReservationBatcher},
-		{"none", []string{"--store-speculation", "predicted-page"}, store.PredictedPage},
-	} {
-		cfg, err := gateway.ConfigFromEnv(envOf(withKeys(map[string]string{"ILINKFLOW_STORE_SPECULATION": c.env})), c.args)
-		if err != nil {
-			t.Fatalf("%q %v: %v", c.env, c.args, err)
-		}
-		if cfg.StoreSpeculation != c.want {
-			t.Fatalf("%q %v: %v, want %v", c.env, c.args, cfg.StoreSpeculation, c.want)
-		}
-		if err := cfg.Validate(); err != nil {
-			t.Fatalf("%q %v does not validate: %v", c.env, c.args, err)
-		}
-	}
-	for v, want := range map[string]string{
-		"reservation-batcher":              "reservation-batcher needs predicted-send",
-		"predicted-page,completion-batchr": `"completion-batchr" is not a path`,
-		"all,none":                         `"all" is not a path`,
-	} {
-		_, err := gateway.ConfigFromEnv(envOf(withKeys(map[string]string{"ILINKFLOW_STORE_SPECULATION": v})), nil)
-		if err == nil || !strings.Contains(err.Error(), "ILINKFLOW_STORE_SPECULATION") || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want one naming the variable and %q", v, err, want)
-		}
-	}
-	cfg := gateway.DefaultConfig()
-	cfg.Keyring = testKeyring(t)
-	cfg.StoreSpeculation = store.ReservationBatcher
-	if err := cfg.Validate(); !errors.Is(err, store.ErrInvalidSpeculation) {
-		t.Fatalf("a hand-built config with the reservation batcher alone: %v", err)
-	}
-	var b strings.Builder
-	gateway.Usage(&b)
-	if !strings.Contains(b.String(), "--store-speculation (ILINKFLOW_STORE_SPECULATION, default all)") {
-		t.Errorf("usage does not list --store-speculation with its default:\n%s", b.String())
-	}
-}
-
-func testKeyring(t *testing.T) *sealing.Keyring {
-	t.Helper()
-	keys, err := sealing.ParseKeyring(keySpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keys
 }

@@ -331,7 +331,7 @@ func openStore(ctx context.Context, cfg Config, opts Options, reg *metrics.Regis
 		closePool()
 		return nil, nil, nil, err
 	}
-	st, err := store.NewWithOptions(pool, cfg.Keyring, cfg.Limits, store.Options{Speculation: cfg.StoreSpeculation})
+	st, err := store.New(pool, cfg.Keyring, cfg.Limits)
 	if err != nil {
 		closePool()
 		return nil, nil, nil, err

@@ -105,12 +105,9 @@ type SatSeries struct {
 
 // SatReport is the saturation run's result.
 type SatReport struct {
-	StepSeconds float64 `json:"step_seconds"`
-	// StoreSpeculation names the store's speculative paths that were on (the worker's
-	// ILINKFLOW_STORE_SPECULATION; the store ceiling runs the same).
-	StoreSpeculation string      `json:"store_speculation"`
-	P99BoundMS       float64     `json:"p99_bound_ms"`
-	Series           []SatSeries `json:"series"`
+	StepSeconds float64     `json:"step_seconds"`
+	P99BoundMS  float64     `json:"p99_bound_ms"`
+	Series      []SatSeries `json:"series"`
 	// EngineRatio is ilinkflow's saturation throughput / the engine ceiling's; StoreRatio
 	// the same against the store ceiling (0: a side missing).
 	EngineRatio float64 `json:"ilinkflow_over_engine"`
@@ -227,10 +224,7 @@ func pgCPU(a, b reading) float64 {
 // systems see the same machine (other work on it comes and goes). A system's series stops
 // at its first step past the p99 bound, with a message lost or doubled, or failed.
 func (r *run) saturate(ctx context.Context) error {
-	rep := &SatReport{StepSeconds: r.cfg.SatStepFor.Seconds(), P99BoundMS: ms(r.cfg.SatP99), StoreSpeculation: "all"}
-	if v, ok := r.cfg.WorkerEnv["ILINKFLOW_STORE_SPECULATION"]; ok {
-		rep.StoreSpeculation = v
-	}
+	rep := &SatReport{StepSeconds: r.cfg.SatStepFor.Seconds(), P99BoundMS: ms(r.cfg.SatP99)}
 	r.rep.Saturation = rep
 	type driven struct {
 		sys   satSystem
@@ -624,8 +618,8 @@ func (s *ilinkflowSystem) record(e ilinksim.SentMessage) {
 // writeText writes the saturation table: one row per step, then the saturation of each
 // system and the two ratios.
 func (s *SatReport) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "\nsaturation: a closed loop (each bot's next message as soon as its reply arrived), steps of %v, p99 bound %v; store speculation: %s\n",
-		time.Duration(s.StepSeconds*float64(time.Second)), dur(s.P99BoundMS), s.StoreSpeculation)
+	fmt.Fprintf(w, "\nsaturation: a closed loop (each bot's next message as soon as its reply arrived), steps of %v, p99 bound %v\n",
+		time.Duration(s.StepSeconds*float64(time.Second)), dur(s.P99BoundMS))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\tbots\tanswered\tmsg/s\tp50 ms\tp99 ms\tmax ms\tlost\tdoubled\tCPU ms/msg: worker\ttemporal\tpostgres\tdriver\tactions/msg\tPG xacts/msg\tPG round trips/msg\t")
 	for _, se := range s.Series {
@@ -720,14 +714,7 @@ func (r *run) newStoreCeiling(ctx context.Context) (satSystem, *procMeter, error
 	if err != nil {
 		return fail(err)
 	}
-	// The store's speculative paths as the worker runs them (ILINKFLOW_STORE_SPECULATION).
-	spec := store.SpeculationAll
-	if v, ok := r.cfg.WorkerEnv["ILINKFLOW_STORE_SPECULATION"]; ok {
-		if spec, err = store.ParseSpeculation(v); err != nil {
-			return fail(err)
-		}
-	}
-	st, err := store.NewWithOptions(pool, ring, store.DefaultLimits(), store.Options{Speculation: spec})
+	st, err := store.New(pool, ring, store.DefaultLimits())
 	if err != nil {
 		return fail(err)
 	}

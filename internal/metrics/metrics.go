@@ -12,7 +12,6 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -46,15 +45,12 @@ const (
 // state, throttle breakers open, seconds since the last good poll) are collected
 // separately (see [Registry.WatchStore]). The zero of *Product (nil) records nothing.
 type Product struct {
-	polls   *prometheus.CounterVec
-	pages   prometheus.Counter
-	commits *prometheus.CounterVec
-	// reservations counts send reservations by how the store committed them.
-	reservations *prometheus.CounterVec
-	messages     *prometheus.CounterVec
-	sends        *prometheus.CounterVec
-	replies      *prometheus.CounterVec
-	leases       *prometheus.CounterVec
+	polls    *prometheus.CounterVec
+	pages    prometheus.Counter
+	messages *prometheus.CounterVec
+	sends    *prometheus.CounterVec
+	replies  *prometheus.CounterVec
+	leases   *prometheus.CounterVec
 }
 
 // NewProduct creates the product counters and registers them with reg. Every known
@@ -69,16 +65,6 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_pages_total",
 			Help: "getupdates pages committed to the store (new messages or a moved cursor).",
 		}),
-		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ilinkflow_page_commits_total",
-			Help: "Committed pages by how the store committed them: predicted (one round trip, decided on the state " +
-				"the account's last commit in this worker left), read_first (two), mispredicted (that state had changed: three).",
-		}, []string{"commit"}),
-		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ilinkflow_send_reservations_total",
-			Help: "Send reservations by how the store committed them: predicted (one round trip, decided on the state " +
-				"the window's last reservation in this worker left), read_first (two), mispredicted (that state had changed: three).",
-		}, []string{"commit"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_messages_total",
 			Help: "Inbound messages by outcome: inserted, duplicate, absorbed, deferred, deliverable, quarantined " +
@@ -98,19 +84,13 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.commits, p.reservations, p.messages, p.sends, p.replies, p.leases} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.leases} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	p.polls.WithLabelValues(PollOK)
 	p.polls.WithLabelValues(PollStaleToken)
-	for _, c := range []string{store.PagePredicted, store.PageReadFirst, store.PageMispredicted} {
-		p.commits.WithLabelValues(c)
-	}
-	for _, c := range []string{store.SendPredicted, store.SendReadFirst, store.SendMispredicted} {
-		p.reservations.WithLabelValues(c)
-	}
 	for _, o := range []string{MessageInserted, MessageDuplicate, MessageAbsorbed, MessageDeferred, MessageDeliverable, MessageQuarantined} {
 		p.messages.WithLabelValues(o)
 	}
@@ -135,25 +115,12 @@ func (p *Product) Poll(accountKey, outcome string) {
 	p.polls.WithLabelValues(outcome).Inc()
 }
 
-// Page records one committed page and how the store committed it (store.PageResult's
-// Commit; none when empty).
-func (p *Product) Page(accountKey, commit string) {
+// Page records one committed page.
+func (p *Product) Page() {
 	if p == nil {
 		return
 	}
 	p.pages.Inc()
-	if commit != "" {
-		p.commits.WithLabelValues(commit).Inc()
-	}
-}
-
-// Reservation records one send reservation and how the store committed it
-// (store.PreparedSend's Commit; none when empty).
-func (p *Product) Reservation(commit string) {
-	if p == nil || commit == "" {
-		return
-	}
-	p.reservations.WithLabelValues(commit).Inc()
 }
 
 // Messages records n inbound messages with an outcome: inserted, duplicate, absorbed,

@@ -67,7 +67,7 @@ func TestNilProductRecordsNothing(t *testing.T) {
 	t.Parallel()
 	var p *metrics.Product
 	p.Poll("a", metrics.PollOK)
-	p.Page("a", store.PagePredicted)
+	p.Page()
 	p.Messages(metrics.MessageInserted, 3)
 	p.Send(metrics.SendSent)
 	p.ReplyRequest("reply", "ok")
@@ -126,9 +126,7 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 	p.Poll("ilk_fresh", metrics.PollOK)
 	p.Poll("ilk_fresh", metrics.PollOK)
 	p.Poll("ilk_fresh", "http_status")
-	p.Page("ilk_fresh", store.PagePredicted)
-	p.Reservation(store.SendPredicted)
-	p.Reservation("")
+	p.Page()
 	p.Messages(metrics.MessageInserted, 3)
 	p.Messages(metrics.MessageAbsorbed, 2)
 	p.Messages(metrics.MessageDuplicate, 0)
@@ -151,10 +149,6 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 		`ilinkflow_polls_total{outcome="ok"} 2`,
 		`ilinkflow_polls_total{outcome="http_status"} 1`,
 		`ilinkflow_pages_total 1`,
-		`ilinkflow_page_commits_total{commit="predicted"} 1`,
-		`ilinkflow_page_commits_total{commit="mispredicted"} 0`,
-		`ilinkflow_send_reservations_total{commit="predicted"} 1`,
-		`ilinkflow_send_reservations_total{commit="read_first"} 0`,
 		`ilinkflow_messages_total{outcome="inserted"} 3`,
 		`ilinkflow_messages_total{outcome="absorbed"} 2`,
 		`ilinkflow_messages_total{outcome="duplicate"} 0`,
@@ -189,7 +183,7 @@ func TestStoreFailureLeavesTheRestOfTheScrape(t *testing.T) {
 	if err := reg.WatchStore(&fakeSource{err: errors.New("down")}, metrics.StoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reg.Product().Page("a", store.PageReadFirst)
+	reg.Product().Page()
 	if _, err := reg.Gatherer().Gather(); err == nil {
 		t.Fatal("gathering with the store down reports no error")
 	}

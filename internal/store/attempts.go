@@ -117,9 +117,6 @@ type PreparedSend struct {
 	NotBefore    time.Time
 	BlockedUntil *time.Time
 	InFlight     bool
-	// Commit is how the reservation was committed: SendReadFirst, SendPredicted or
-	// SendMispredicted.
-	Commit string
 }
 
 // SendStart is what transmitting a started attempt needs, read in the transaction that
@@ -141,36 +138,14 @@ func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInpu
 	return s.reserve(ctx, now, in, false, &pacing)
 }
 
-// reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing). When the
-// last reservation through the window and session left a hint (PredictedSend on), the
-// reservation is decided on it and written in one round trip (reservePredicted);
-// otherwise, or when the hint did not hold, it is one transaction whose locks and reads
-// share a round trip, and whose writes travel with COMMIT.
+// reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing): one
+// transaction whose locks and reads share a round trip, and whose writes travel with
+// COMMIT.
 func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
 	r, err := s.newReservation(now, in, record, pacing)
 	if err != nil {
 		return PreparedSend{}, err
 	}
-	how := SendReadFirst
-	var hint *sendHint
-	if s.spec.Has(PredictedSend) {
-		hint = s.sendHints.predict(in)
-	}
-	if hint != nil {
-		held, err := s.reservePredicted(ctx, r, hint)
-		if err != nil || held {
-			s.sendHints.keep(hint, r.keptHint(err))
-			return r.out, err
-		}
-		// Nothing was written: the send is reserved the usual way.
-		if r.out.Commit == SendMispredicted { // (not when the hint's decision was a refusal)
-			how = SendMispredicted
-		}
-		if r, err = s.newReservation(now, in, record, pacing); err != nil {
-			return PreparedSend{}, err
-		}
-	}
-	r.out.Commit = how
 	err = s.inPipeline(ctx, "reserve reply", func(p *pipeline, q *dbq.Queries) error {
 		prior, sendCtx, err := r.lockSession(ctx, q)
 		if err != nil {
@@ -189,18 +164,7 @@ func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, recor
 		p.commitQueued()
 		return r.readWrites(writes)
 	})
-	if hint != nil || r.hint != nil {
-		s.sendHints.keep(hint, r.keptHint(err))
-	}
 	return r.out, err
-}
-
-// keptHint is the hint the reservation leaves for its window's next send (nil after err).
-func (r *reservation) keptHint(err error) *sendHint {
-	if err != nil {
-		return nil
-	}
-	return r.hint
 }
 
 // reservation is one reserve under way: its checked input, what its transaction read
@@ -224,14 +188,6 @@ type reservation struct {
 	refused vocab.Code
 	// startNow: the attempt starts in the reserving transaction (ReserveAndStart).
 	startNow bool
-	// version is the version of the state the reservation leaves (SendState), read with
-	// its writes or, for a predicted one, with the check of its prediction; hint is that
-	// state, for the window's next send (sendHint).
-	version *string
-	hint    *sendHint
-	// predicted: the reservation is decided on a hint (reservePredicted), whose check
-	// reads the version it leaves.
-	predicted bool
 
 	out PreparedSend
 }
@@ -384,9 +340,6 @@ type reservationWrites struct {
 	counted  *dbq.ReserveWindowSendBatchResults
 	started  *dbq.ReserveStartedWindowSendBatchResults
 	inserted *dbq.InsertSendAttemptBatchResults
-	// state is the version of the state the reservation leaves (SendState), read for the
-	// window's next send when the reservation went through a named window.
-	state *dbq.SendStateBatchResults
 }
 
 // queueWrites queues the reservation's writes, to travel in one round trip: the window's
@@ -416,10 +369,6 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 		Status: status, ErrorCode: string(r.refused), ErrorMessage: message, FailType: failType,
 		RequestID: r.requestID, Now: now,
 	}})
-	if hinted(r.in) && r.refused == "" && !r.predicted && r.s.spec.Has(PredictedSend) {
-		out.state = q.SendState(ctx, []dbq.SendStateParams{{SessionID: sess.SessionID, ReplyWindowID: w.ReplyWindowID,
-			TouchesAccount: r.startNow}})
-	}
 	return out
 }
 
@@ -446,18 +395,6 @@ func (r *reservation) readWrites(writes reservationWrites) error {
 	a, err := batchRow[dbq.SendAttempt](writes.inserted)
 	if err != nil {
 		return err
-	}
-	if writes.state != nil {
-		state, err := batchRow[dbq.SendStateRow](writes.state)
-		if err != nil {
-			return err
-		}
-		r.version = &state.Version
-	}
-	if r.version != nil && *r.version != "" {
-		reads := r.reads
-		reads.nextIndex, reads.peerSending = r.index+1, false
-		r.hint = &sendHint{version: *r.version, session: r.sessRow, window: w, account: acct, reads: reads}
 	}
 	if r.out.Attempt, err = attemptFrom(a); err != nil {
 		return err
@@ -497,10 +434,9 @@ func pacedStart(now time.Time, a dbq.Account, pacing *SendPacing) (notBefore tim
 }
 
 // sendContext is what reserving and starting a send reads besides its locks (one
-// statement, queued with them), or, for a predicted send, what its hint holds (known).
+// statement, queued with them).
 type sendContext struct {
-	row   func() (dbq.SendContextRow, error)
-	known *startRead
+	row func() (dbq.SendContextRow, error)
 }
 
 type startRead struct {
@@ -517,9 +453,6 @@ func queueSendContext(ctx context.Context, q *dbq.Queries, windowID int64) sendC
 }
 
 func (c sendContext) read() (startRead, error) {
-	if c.known != nil {
-		return *c.known, nil
-	}
 	r, err := c.row()
 	if err != nil {
 		return startRead{}, err
@@ -729,25 +662,28 @@ func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (
 	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > vocab.MaxErrorMessageBytes {
 		return SendOutcome{}, fail(vocab.CodeInvalidInput, "completion fields are too long")
 	}
-	if c.FailType != vocab.FailTransport && s.spec.Has(CompletionBatcher) {
-		// The common case: the attempt is sending and moves on, in a transaction shared
-		// with the completions that arrive meanwhile (batcher). Without the batcher it
-		// moves on in the transaction below, alone.
-		if row, moved := s.completeBatched(ctx, now, c); moved {
+	arg := dbq.CompleteSendingAttemptParams{AttemptID: c.AttemptID, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
+		ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now}
+	if c.FailType != vocab.FailTransport {
+		// The common case: the attempt is sending and moves on, in one statement that is a
+		// transaction of its own.
+		row, err := batchRow[dbq.CompleteSendingAttemptRow](dbq.New(s.pool).CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{arg}))
+		if err == nil {
 			out := SendOutcome{Window: windowFrom(row.ReplyWindow)}
-			var err error
 			out.Attempt, err = attemptFrom(row.SendAttempt)
 			return out, err
 		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return SendOutcome{}, wrapDB("complete attempt", err)
+		}
 	}
+	// A transport failure gives the send back to the quota in the same transaction; an
+	// attempt that was not sending is a retry (the same outcome) or a conflict.
 	var out SendOutcome
 	err := s.inPipeline(ctx, "complete attempt", func(p *pipeline, q *dbq.Queries) error {
 		// In one statement and one round trip when the attempt is sending and moves on,
 		// its window coming back with it.
-		set := q.CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{{
-			AttemptID: c.AttemptID, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
-			ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now,
-		}})
+		set := q.CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{arg})
 		if c.FailType != vocab.FailTransport {
 			// Nothing is decided after the update: COMMIT travels with it (an attempt that
 			// is not sending is not updated, and the retry check below only reads).

@@ -38,7 +38,7 @@ func newEnv(t testing.TB) *env {
 func newEnvWith(t testing.TB, limits store.Limits) *env {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	s, err := store.NewWithOptions(pool, testKeys, limits, store.Options{Speculation: speculationOf(t)})
+	s, err := store.New(pool, testKeys, limits)
 	if err != nil {
 		t.Fatal(err)
 	}

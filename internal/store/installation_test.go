@@ -83,8 +83,8 @@ func TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The page commit's statements were prepared in two batches (the predicted commit's,
-	// and the reads of the usual one): each batch fails once, then the page is stored.
+	// The page commit's statements were prepared before the change: the batch that runs
+	// them fails once, then the page is stored.
 	page := []store.PageEntry{b.msg("after the migration", t0.Add(1))}
 	for attempt := 1; ; attempt++ {
 		res, err := e.tryCommit(b, t0.Add(1), page...)

@@ -77,20 +77,7 @@ type PageResult struct {
 	Opened         *OpenedWindow
 	// RetiredWindowIDs are windows that existed before this page and were superseded.
 	RetiredWindowIDs []int64
-	// Commit is how the page was committed: PageReadFirst, PagePredicted or
-	// PageMispredicted.
-	Commit string
 }
-
-// How a page was committed (PageResult.Commit).
-const (
-	// PageReadFirst: decided on what a first round trip read (two round trips).
-	PageReadFirst = "read_first"
-	// PagePredicted: decided on the state the account's last commit left, in one round trip.
-	PagePredicted = "predicted"
-	// PageMispredicted: that state had changed; read first after it (three round trips).
-	PageMispredicted = "mispredicted"
-)
 
 // Delivery names the deliverable message of a page and its window.
 type Delivery struct {
@@ -240,37 +227,21 @@ type pageRead struct {
 //
 // Whatever the page's size it costs two round trips: the cursor's compare-and-set
 // (which locks the account) with everything the page is decided on, then the writes
-// (set-based) with COMMIT. A page that follows the account's last commit in this process
-// costs one: it is decided on the state that commit left (predictPage), and its writes
-// travel with the locks and the statement that checks that state, COMMIT included. When
-// the state changed meanwhile, that transaction writes nothing and the page is committed
-// the usual way (two more round trips).
+// (set-based) with COMMIT.
 func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (PageResult, error) {
 	now = now.Truncate(time.Microsecond)
 	if err := s.validatePage(now, in); err != nil {
 		return PageResult{}, err
 	}
 	var out PageResult
-	var next *pageHint
-	commit := func(hint *pageHint) (held bool, err error) {
-		err = s.inPipeline(ctx, "commit page", func(p *pipeline, q *dbq.Queries) error {
-			var err error
-			out, next, held, err = s.commitPage(ctx, p, q, now, in, hint)
+	err := s.inPipeline(ctx, "commit page", func(p *pipeline, q *dbq.Queries) error {
+		rd, err := readPage(ctx, q, now, in)
+		if err != nil {
 			return err
-		})
-		return held, err
-	}
-	hint := s.predictPage(in)
-	held, err := commit(hint)
-	how := PageReadFirst
-	switch {
-	case hint == nil || err != nil:
-	case held:
-		how = PagePredicted
-	default: // nothing was written
-		how = PageMispredicted
-		_, err = commit(nil)
-	}
+		}
+		out, err = s.decideAndWrite(ctx, p, q, now, in, rd)
+		return err
+	})
 	if errors.Is(err, errCursorMoveFailed) {
 		err = s.read(ctx, "commit page", func(q *dbq.Queries) error {
 			return cursorFailure(ctx, q, in.AccountKey, in.Generation, in.ExpectedCursor)
@@ -280,151 +251,22 @@ func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (Pa
 		}
 	}
 	if err != nil {
-		s.pageHints.Delete(in.AccountKey)
 		return PageResult{}, err
-	}
-	out.Commit = how
-	if next == nil {
-		next = s.carryHint(in, out.Generation)
-	}
-	if next == nil || !s.spec.Has(PredictedPage) {
-		s.pageHints.Delete(in.AccountKey)
-	} else {
-		s.pageHints.Store(in.AccountKey, next)
 	}
 	return out, nil
 }
 
-// pageHint is the state an account's page commit left, on which CommitPage decides the
-// account's next page without reading it first.
-type pageHint struct {
-	cursor     string // the cursor the commit moved to
-	generation int32
-	owner      string
-	// open is the conversation's open window after the commit (nil if none); only its id
-	// and the fields placeWindows orders windows by are set.
-	open *dbq.ReplyWindow
-}
-
-// predictPage returns the state the page can be decided on without reading it first: the
-// state the account's last page commit in this process left, when the page follows that
-// commit (it was fetched with the cursor the commit moved to, and moves it on) and every
-// message is from the account's owner. Nil when the page must be read first (always with
-// PredictedPage off).
-func (s *Store) predictPage(in PageInput) *pageHint {
-	if !s.spec.Has(PredictedPage) {
-		return nil
-	}
-	v, ok := s.pageHints.Load(in.AccountKey)
-	if !ok || len(in.Entries) == 0 || in.NextCursor == in.ExpectedCursor {
-		return nil
-	}
-	hint := v.(*pageHint)
-	if hint.cursor != in.ExpectedCursor || in.Generation > hint.generation {
-		return nil
-	}
-	for i := range in.Entries {
-		if in.Entries[i].PeerID != hint.owner {
-			return nil
-		}
-	}
-	return hint
-}
-
-// carryHint is the state a page without messages leaves: the last commit's, with the
-// cursor moved on (nil when there is none, or the page did not follow it).
-func (s *Store) carryHint(in PageInput, generation int32) *pageHint {
-	v, ok := s.pageHints.Load(in.AccountKey)
-	if !ok || v.(*pageHint).cursor != in.ExpectedCursor {
-		return nil
-	}
-	next := *v.(*pageHint)
-	next.cursor, next.generation = in.NextCursor, generation
-	return &next
-}
-
-// commitPage commits the page in the pipeline's transaction, decided on what it reads
-// first, or on hint when one is given (commitPredicted). held is false when the hint did
-// not hold: then the transaction wrote nothing.
-func (s *Store) commitPage(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, hint *pageHint) (_ PageResult, _ *pageHint, held bool, _ error) {
-	if hint != nil {
-		return s.commitPredicted(ctx, p, q, now, in, hint)
-	}
-	rd, err := readPage(ctx, q, now, in)
-	if err != nil {
-		return PageResult{}, nil, true, err
-	}
-	res, next, err := s.decideAndWrite(ctx, p, q, now, in, rd, nil)
-	return res, next, true, err
-}
-
-// commitPredicted decides the page on the state hint predicts, and queues its writes, with
-// COMMIT, behind the account's lock, the open window's, the check of the prediction
-// (ExpectPredictedPage) and the cursor's compare-and-set: one round trip. Every statement
-// that writes does so only when the check held (ilk_page_writes, migration 00008).
-func (s *Store) commitPredicted(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, hint *pageHint) (PageResult, *pageHint, bool, error) {
-	keys := make([]string, len(in.Entries))
-	for i := range in.Entries {
-		keys[i] = MessageKey(in.AccountKey, in.Entries[i].ProviderMessageID)
-	}
-	var openID *int64
-	if hint.open != nil {
-		openID = &hint.open.ReplyWindowID
-	}
-	locked := q.LockAccountKey(ctx, []string{in.AccountKey})
-	open := q.LockOpenWindowID(ctx, []dbq.LockOpenWindowIDParams{{AccountKey: in.AccountKey, PeerID: hint.owner}})
-	expected := q.ExpectPredictedPage(ctx, []dbq.ExpectPredictedPageParams{{AccountKey: in.AccountKey, ExpectedCursor: in.ExpectedCursor,
-		Generation: hint.generation, PeerID: hint.owner, OpenWindowID: openID, MessageKeys: keys}})
-	moved := queueCursorMove(ctx, q, now, in)
-	predicted := pageRead{account: dbq.Account{AccountKey: in.AccountKey, OwnerPeerID: hint.owner, Generation: hint.generation},
-		open: hint.open}
-	res, next, err := s.decideAndWrite(ctx, p, q, now, in, predicted, func(account *dbq.Account) (bool, error) {
-		if _, err := batchRow[string](locked); errors.Is(err, pgx.ErrNoRows) {
-			return false, nil // the check fails too
-		} else if err != nil {
-			return false, err
-		}
-		if _, err := batchRow[int64](open); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return false, err
-		}
-		if held, err := batchRow[bool](expected); err != nil || !held {
-			return false, err
-		}
-		var err error
-		if *account, err = batchRow[dbq.Account](moved); errors.Is(err, pgx.ErrNoRows) {
-			// Cannot happen: the check held with the account locked.
-			return false, &Error{Code: vocab.CodeInternal, Msg: "predicted page: the cursor did not move", Err: err}
-		}
-		return true, err
-	})
-	if errors.Is(err, errMispredicted) {
-		return PageResult{}, nil, false, nil
-	}
-	return res, next, true, err
-}
-
-// errMispredicted: the state a page was decided on did not hold; nothing was written.
-var errMispredicted = errors.New("store: page state changed since the account's last commit")
-
 // decideAndWrite decides the page on rd (deduplication, windows, merge), queues the writes
-// with COMMIT and reads their results. check, when set, reads the results of what a
-// predicted commit queued before the writes and the account its compare-and-set moved; it
-// reports whether the prediction held (errMispredicted when it did not).
-func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, rd pageRead, check func(*dbq.Account) (bool, error)) (PageResult, *pageHint, error) {
+// with COMMIT and reads their results.
+func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries, now time.Time, in PageInput, rd pageRead) (PageResult, error) {
 	res := PageResult{Cursor: in.NextCursor, AccountStatus: rd.account.Status, Generation: rd.account.Generation}
 	news, err := newEntries(in, rd, &res)
 	if err != nil {
-		return PageResult{}, nil, err
+		return PageResult{}, err
 	}
 	res.Inserted = len(news)
 	if len(news) == 0 {
-		if check != nil { // cannot happen: a predicted page has messages, none stored
-			return PageResult{}, nil, &Error{Code: vocab.CodeInternal, Msg: "predicted page without a new message"}
-		}
-		if len(in.Entries) == 0 { // the open window was not read
-			return res, nil, nil
-		}
-		return res, rd.hint(in.NextCursor, rd.open), nil
+		return res, nil
 	}
 	retireOpen, deliverable := placeWindows(rd.open, news)
 	if !retireOpen {
@@ -432,7 +274,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 	}
 	plan, err := s.planMerge(rd, news, deliverable)
 	if err != nil {
-		return PageResult{}, nil, err
+		return PageResult{}, err
 	}
 
 	// The writes, in one round trip.
@@ -444,7 +286,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 	}
 	insert, err := s.insertParams(now, in.AccountKey, rd.account, news, deliverable, plan)
 	if err != nil {
-		return PageResult{}, nil, err
+		return PageResult{}, err
 	}
 	inserted := q.InsertPageMessages(ctx, []dbq.InsertPageMessagesParams{insert})
 	var images *dbq.InsertInboundImagesBatchResults
@@ -464,25 +306,15 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 	// Every decision is made: COMMIT travels with the writes (only their own failure can
 	// stop it).
 	p.commitQueued()
-	if check != nil {
-		held, err := check(&rd.account)
-		if err != nil {
-			return PageResult{}, nil, err
-		}
-		if !held {
-			return PageResult{}, nil, errMispredicted
-		}
-		res.AccountStatus, res.Generation = rd.account.Status, rd.account.Generation
-	}
 
 	if retire != nil {
 		if _, err := batchRows[int64](retire); err != nil {
-			return PageResult{}, nil, err
+			return PageResult{}, err
 		}
 	}
 	rows, err := batchRows[dbq.InsertPageMessagesRow](inserted)
 	if err != nil {
-		return PageResult{}, nil, err
+		return PageResult{}, err
 	}
 	windowOf := make(map[string]int64, len(rows))
 	for _, r := range rows {
@@ -493,18 +325,18 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 	}
 	if images != nil {
 		if err := batchExec(images); err != nil {
-			return PageResult{}, nil, err
+			return PageResult{}, err
 		}
 	}
 	absorbed := int64(0)
 	if absorb != nil {
 		if absorbed, err = batchRow[int64](absorb); err != nil {
-			return PageResult{}, nil, err
+			return PageResult{}, err
 		}
 	}
 	if dropImages != nil {
 		if err := batchExec(dropImages); err != nil {
-			return PageResult{}, nil, err
+			return PageResult{}, err
 		}
 	}
 	res.Absorbed = len(news) + int(absorbed)
@@ -518,19 +350,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 			res.Deliverable = &Delivery{MessageKey: d.key, ReplyWindowID: d.windowID}
 		}
 	}
-	open := rd.open
-	if deliverable != nil {
-		e := deliverable.entry
-		open = &dbq.ReplyWindow{ReplyWindowID: deliverable.windowID, ProviderSeq: e.ProviderSeq, IssuedAt: e.SentAt,
-			ProviderMessageID: e.ProviderMessageID}
-	}
-	return res, rd.hint(in.NextCursor, open), nil
-}
-
-// hint is the state the page's commit leaves: the cursor it moved to and the
-// conversation's open window after it.
-func (rd pageRead) hint(cursor string, open *dbq.ReplyWindow) *pageHint {
-	return &pageHint{cursor: cursor, generation: rd.account.Generation, owner: rd.account.OwnerPeerID, open: open}
+	return res, nil
 }
 
 const reasonSuperseded = "superseded_by_newer_message"

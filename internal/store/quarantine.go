@@ -129,7 +129,6 @@ func (s *Store) QuarantinePage(ctx context.Context, now time.Time, in Quarantine
 	if err != nil {
 		return QuarantinedPage{}, err
 	}
-	s.pageHints.Delete(in.AccountKey) // the next page is read first
 	return out, nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,30 +29,12 @@ type Store struct {
 	pool   *pgxpool.Pool
 	keys   *sealing.Keyring
 	limits Limits
-	// spec is the set of speculative paths the store takes (Options.Speculation).
-	spec Speculation
 	// installation caches the installation's row once read (Installation).
 	installation atomic.Pointer[wfapi.Installation]
-	// pageHints holds, by account key, the state the account's last page commit left
-	// (*pageHint): CommitPage decides the account's next page on it.
-	pageHints sync.Map
-	// sendHints holds the state the last reservation through each window left, on which
-	// the window's next send is decided (sendHint).
-	sendHints sendHints
-	// completions and reservations commit concurrent completions and predicted
-	// reservations together (batcher).
-	completions  batcher[*queuedCompletion]
-	reservations batcher[*queuedReservation]
 }
 
-// New returns a store over pool that seals secrets with keys, with DefaultOptions.
+// New returns a store over pool that seals secrets with keys and enforces limits.
 func New(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits) (*Store, error) {
-	return NewWithOptions(pool, keys, limits, DefaultOptions())
-}
-
-// NewWithOptions is New with options: opts.Speculation says which speculative paths the
-// store takes (an invalid set fails with ErrInvalidSpeculation).
-func NewWithOptions(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits, opts Options) (*Store, error) {
 	if pool == nil || keys == nil {
 		return nil, errors.New("store: pool and key ring are required")
 	}
@@ -61,17 +42,11 @@ func NewWithOptions(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits, op
 		limits.MaxMergedSummaryBytes < 256 || limits.MaxTextBytes <= 0 || limits.MaxClockSkew < 0 {
 		return nil, fmt.Errorf("store: invalid limits %+v", limits)
 	}
-	if err := opts.Speculation.Validate(); err != nil {
-		return nil, err
-	}
-	return &Store{pool: pool, keys: keys, limits: limits, spec: opts.Speculation}, nil
+	return &Store{pool: pool, keys: keys, limits: limits}, nil
 }
 
 // Limits returns the limits the store enforces.
 func (s *Store) Limits() Limits { return s.limits }
-
-// Speculation returns the speculative paths the store takes.
-func (s *Store) Speculation() Speculation { return s.spec }
 
 // inTx runs fn in one transaction and commits it when fn returns nil. Any error rolls the
 // whole transaction back and is returned as a store error. The transaction is a pipeline
