@@ -110,8 +110,18 @@ func MigrateWith(ctx context.Context, pool *pgxpool.Pool, opts Options) (Result,
 }
 
 // migrateFS is MigrateWith for the migrations in fsys (tests use their own).
-func migrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, opts Options) (Result, error) {
+func migrateFS(ctx context.Context, appPool *pgxpool.Pool, fsys fs.FS, opts Options) (Result, error) {
 	opts = opts.withDefaults()
+	// A pool of its own: the lock's heartbeat and the migrations each hold a connection,
+	// so a run on the caller's pool would wait forever for a second connection of a pool
+	// of one.
+	cfg := appPool.Config()
+	cfg.MinConns, cfg.MaxConns = 0, 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return Result{}, &Error{Code: CodeFailed, Msg: "cannot open the migration connections", Err: err}
+	}
+	defer pool.Close()
 	var schema string
 	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
 		return Result{}, &Error{Code: CodeFailed, Msg: "cannot read the current schema", Err: err}

@@ -68,7 +68,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{- define "ilinkflow.terminationGrace" -}}
 {{- if kindIs "invalid" .Values.worker.terminationGracePeriodSeconds }}
-{{- add (int .Values.worker.shutdownGraceSeconds) 30 }}
+{{- add (mul 2 (int .Values.worker.shutdownGraceSeconds)) 15 }}
 {{- else }}
 {{- int .Values.worker.terminationGracePeriodSeconds }}
 {{- end }}
