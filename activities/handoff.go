@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -58,7 +60,7 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 	// The user sees "typing" while the agent works; a typing failure never fails the
 	// hand-off (keepAlive only logs).
 	a.typer().keepAlive(ctx, w)
-	ans, err := a.Handler.Deliver(ctx, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
+	ans, err := a.deliver(ctx, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
 		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(msg.MessageKey)})
 	if err != nil {
 		var perm *handoff.PermanentError
@@ -74,6 +76,21 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 		out.Replies = append(out.Replies, redact(r, token))
 	}
 	return out, nil
+}
+
+// deliver hands d to the agent handler, in a span of its own when tracing is on.
+func (a *Activities) deliver(ctx context.Context, d handoff.Delivery) (handoff.Answer, error) {
+	ctx, span := tracing.Child(ctx, "handoff", "deliver", trace.SpanKindInternal)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrAccount.String(d.Message.AccountKey), tracing.AttrMessage.String(d.Message.MessageKey))
+	}
+	ans, err := a.Handler.Deliver(ctx, d)
+	failed := ""
+	if err != nil {
+		failed = "failed"
+	}
+	tracing.End(span, failed)
+	return ans, err
 }
 
 // failHandOff marks the message of a permanently failed hand-off failed with the reason

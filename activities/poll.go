@@ -10,12 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -311,6 +313,17 @@ type poller struct {
 // longer be polled, or (without a starter) the commit opened or retired windows.
 func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool, err error) {
 	received := now()
+	if len(page.Messages) > 0 {
+		// With tracing on, a page with messages starts a trace of its own, linked to the
+		// poll's span: its commit, first hand-off and window start, and through Temporal's
+		// headers the window's workflow and its sends (docs/operations.md#tracing).
+		var span trace.Span
+		ctx, span = tracing.Root(ctx, "ilinkflow.page")
+		if span.IsRecording() {
+			span.SetAttributes(tracing.AttrAccount.String(p.in.AccountKey), tracing.AttrMessages.Int(len(page.Messages)))
+		}
+		defer span.End()
+	}
 	entries, leftOut := p.entries(page.Messages, received)
 	if len(leftOut) > 0 {
 		// Kept before the page commits: should the page fail too, the whole page is

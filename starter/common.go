@@ -117,7 +117,11 @@ func dialTemporal(ctx context.Context, c *conn, stderr io.Writer) (client.Client
 		return nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return temporalconn.Dial(ctx, c.tconn, client.Options{Logger: logger, DataConverter: codecConverter()})
+	icpt, err := clientInterceptors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return temporalconn.Dial(ctx, c.tconn, client.Options{Logger: logger, DataConverter: codecConverter(), Interceptors: icpt})
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -168,8 +168,9 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	apiAddr := *httpAddr
 	go func() {
 		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keys, Temporal: tc, Metrics: reg, Logger: cfg.NewLogger(stderr),
-			HTTPStarted: func(a net.Addr) { apiAddr = a.String() },
-			Ready:       func(gateway.ReconcileReport) { close(ready) }})
+			TracerProvider: tracerOf(ctx), // its client (devTemporal) has the tracing interceptor
+			HTTPStarted:    func(a net.Addr) { apiAddr = a.String() },
+			Ready:          func(gateway.ReconcileReport) { close(ready) }})
 	}()
 	defer func() { cancel(); <-done }()
 	select {
@@ -216,11 +217,16 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 
 // devTemporal connects to Temporal, or starts the dev server with its UI.
 func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHandler, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
+	icpt, err := clientInterceptors(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
 	dial := func() (client.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return temporalconn.Dial(dctx, c.tconn, client.Options{
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter(), MetricsHandler: mh})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter(), MetricsHandler: mh,
+			Interceptors: icpt})
 	}
 	tc, err := dial()
 	if err == nil {

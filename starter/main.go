@@ -68,6 +68,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	ctx, stopTracing, err := withTracing(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	switch args[0] {
 	case "version", "--version", "-version":
 		if len(args) > 1 {

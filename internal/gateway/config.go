@@ -19,6 +19,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/temporalconn"
@@ -33,6 +34,9 @@ const DefaultDatabaseURL = vocab.DefaultDatabaseURL
 // Config is the configuration of a worker process. Build it with [ConfigFromEnv] or start
 // from [DefaultConfig]; [Run] validates it.
 type Config struct {
+	// Tracing is the OpenTelemetry export (off unless OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; docs/operations.md#tracing).
+	Tracing tracing.Config
 	// TemporalAddress is the Temporal frontend host:port.
 	TemporalAddress string
 	// TemporalNamespace is the Temporal namespace.
@@ -626,6 +630,9 @@ func ConfigFromEnv(getenv func(string) string, args []string) (Config, error) {
 		return Config{}, fmt.Errorf("sealing keys: %w", err)
 	}
 	cfg.Keyring = keys
+	if cfg.Tracing, err = tracing.ConfigFromEnv(getenv, tracing.ServiceWorker); err != nil {
+		return Config{}, err
+	}
 	if v := strings.TrimSpace(getenv(EnvWebhookSecret)); v != "" {
 		cfg.WebhookSecret = sealing.NewSecret(v)
 	}
@@ -793,6 +800,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("api_max_uploads", c.APIMaxUploads),
 		slog.Bool("codec_endpoint", !c.CodecToken.IsZero()),
 		slog.Bool("web_ui", !c.UIToken.IsZero()),
+		slog.Any("tracing", c.Tracing),
 	)
 }
 

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ilinkflow/ilinkflow/activities"
@@ -28,6 +30,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/temporalconn"
@@ -74,6 +77,11 @@ type Options struct {
 	// injects Temporal dials its client with Metrics.TemporalHandler() as
 	// client.Options.MetricsHandler to get the SDK's metrics too.
 	Metrics *metrics.Registry
+	// TracerProvider, when set, is used instead of the one cfg.Tracing builds (a test's
+	// in-memory recorder); Run does not shut it down. It traces through the Temporal
+	// client Run dials; a caller that injects Temporal adds
+	// tracing.TemporalInterceptor(TracerProvider) to that client's interceptors itself.
+	TracerProvider trace.TracerProvider
 }
 
 // Run runs a worker until ctx is done: it connects PostgreSQL and applies the migrations,
@@ -104,6 +112,12 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		}
 	}()
 
+	tp, stopTracing, err := startTracing(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(logger) // last: the spans of the stop are flushed too
+
 	reg, err := newRegistry(cfg, opts, logger)
 	if err != nil {
 		return err
@@ -118,7 +132,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 	defer closePool()
 
-	tc, closeTemporal, err := dialTemporal(ctx, cfg, opts, reg, logger)
+	tc, closeTemporal, err := dialTemporal(ctx, cfg, opts, reg, tp, logger)
 	if err != nil {
 		return err
 	}
@@ -226,6 +240,29 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		stop()
 		return fmt.Errorf("worker: %w", err)
 	}
+}
+
+// startTracing returns the tracer provider of the run (nil: tracing is off) and the
+// function that flushes and stops one Run built: opts.TracerProvider, else the OTLP
+// exporter cfg.Tracing names, else none.
+func startTracing(ctx context.Context, cfg Config, opts Options) (trace.TracerProvider, func(*slog.Logger), error) {
+	if opts.TracerProvider != nil {
+		return opts.TracerProvider, func(*slog.Logger) {}, nil
+	}
+	sdk, shutdown, err := tracing.Start(ctx, cfg.Tracing)
+	if err != nil {
+		return nil, nil, fmt.Errorf("configuration: %w", err)
+	}
+	if sdk == nil {
+		return nil, func(*slog.Logger) {}, nil
+	}
+	return sdk, func(logger *slog.Logger) {
+		fctx, cancel := context.WithTimeout(context.Background(), tracing.Flush)
+		defer cancel()
+		if err := shutdown(fctx); err != nil {
+			logger.Warn("flushing the last spans failed", "error", err)
+		}
+	}, nil
 }
 
 // handOverWithin bounds the hand-over of the poll leases left at the end of a stop.
@@ -361,9 +398,19 @@ func prepareSchema(ctx context.Context, cfg Config, pool *pgxpool.Pool, logger *
 
 // dialTemporal connects to Temporal with the payload codec (or takes the injected
 // client). The returned function closes a client it dialed.
-func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Registry, logger *slog.Logger) (client.Client, func(), error) {
+func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Registry, tp trace.TracerProvider, logger *slog.Logger) (client.Client, func(), error) {
 	if opts.Temporal != nil {
 		return opts.Temporal, func() {}, nil
+	}
+	var interceptors []interceptor.ClientInterceptor
+	if tp != nil {
+		// The client's calls, and the workflows and activities of the workers built on it,
+		// get spans, and the trace travels in Temporal's headers.
+		ti, err := tracing.TemporalInterceptor(tp)
+		if err != nil {
+			return nil, nil, err
+		}
+		interceptors = append(interceptors, ti)
 	}
 	// Every payload is encrypted in Temporal (docs/payload-codec.md).
 	dc, err := payloadcodec.DataConverter(cfg.Keyring)
@@ -381,6 +428,7 @@ func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Re
 		Logger:         NewTemporalLogger(logger.With("component", "temporal")),
 		MetricsHandler: temporalMetrics(reg),
 		DataConverter:  dc,
+		Interceptors:   interceptors,
 	})
 	if err != nil {
 		return nil, nil, err

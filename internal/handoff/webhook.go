@@ -16,7 +16,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ilinkflow/ilinkflow/internal/jsontext"
+	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/webhook"
@@ -102,7 +106,11 @@ func Body(d Delivery) ([]byte, error) {
 }
 
 // Deliver POSTs the delivery and reads the answer. No error text holds the session token.
-func (h *Webhook) Deliver(ctx context.Context, d Delivery) (Answer, error) {
+func (h *Webhook) Deliver(ctx context.Context, d Delivery) (ans Answer, err error) {
+	// With tracing on, the POST is a span of the hand-off, and its W3C traceparent goes in
+	// the request's headers so the agent can continue the message's trace.
+	ctx, span := tracing.Child(ctx, "handoff", "webhook", trace.SpanKindClient)
+	defer func() { tracing.End(span, failure(err)) }()
 	body, err := Body(d)
 	if err != nil {
 		return Answer{}, &PermanentError{Code: CodeDeliveryInvalid, Reason: "the delivery does not encode as JSON"}
@@ -116,6 +124,7 @@ func (h *Webhook) Deliver(ctx context.Context, d Delivery) (Answer, error) {
 	req.Header.Set("User-Agent", "ilinkflow-webhook/1")
 	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(webhook.HeaderSignature, webhook.Sign(h.secret, ts, body))
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := h.client.Do(req)
 	if err != nil {
 		// Retryable. The url.Error text would repeat the URL (which may hold a key):
@@ -228,4 +237,19 @@ func snippet(raw []byte, secrets ...string) string {
 		return ""
 	}
 	return ": " + s
+}
+
+// failure is the stable code of a failed delivery for its span: a permanent error's code,
+// else "retryable" (an error's text is never recorded).
+func failure(err error) string {
+	var perm *PermanentError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &perm) && perm.Code != "":
+		return perm.Code
+	case errors.As(err, &perm):
+		return "permanent"
+	}
+	return "retryable"
 }

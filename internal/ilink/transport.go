@@ -15,6 +15,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ilinkflow/ilinkflow/internal/tracing"
 )
 
 // Header names, spelled exactly as the official plugin sends them. They are
@@ -72,7 +76,11 @@ type response struct {
 
 // do performs r and classifies every failure into an *Error. Only 2xx
 // responses are returned; the body is read in full up to r.limit bytes.
-func (c *Client) do(ctx context.Context, r request) (*response, error) {
+func (c *Client) do(ctx context.Context, r request) (resp *response, err error) {
+	// A span per exchange when the caller's context records one (tracing on): named after
+	// the endpoint, with the error's stable code; never the URL (a CDN URL authorises).
+	ctx, span := tracing.Child(ctx, "ilink", r.op, trace.SpanKindClient)
+	defer func() { tracing.End(span, string(CodeOf(err))) }()
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Code: CodeNotSent, Op: r.op, Err: err}
 	}
@@ -103,7 +111,7 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 	}
 	c.setHeaders(req.Header, r)
 
-	resp, err := c.http.Do(req)
+	hresp, err := c.http.Do(req)
 	if err != nil {
 		code, stage := CodeNotSent, "before connecting"
 		switch {
@@ -119,26 +127,26 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		return nil, &Error{Code: code, Op: r.op,
 			Err: fmt.Errorf("%s: %w", stage, transportCause(ctx, cctx, err))}
 	}
-	defer resp.Body.Close()
+	defer hresp.Body.Close()
 
 	limit := r.limit
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
 		limit = 64 << 10 // drain a little for connection reuse; the content is not used
 	}
-	data, rerr := readLimited(resp.Body, resp.ContentLength, limit)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, &Error{Code: CodeHTTPStatus, Op: r.op, Status: resp.StatusCode,
-			Errmsg: resp.Header.Get(hdrErrorMessage)}
+	data, rerr := readLimited(hresp.Body, hresp.ContentLength, limit)
+	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		return nil, &Error{Code: CodeHTTPStatus, Op: r.op, Status: hresp.StatusCode,
+			Errmsg: hresp.Header.Get(hdrErrorMessage)}
 	}
 	if rerr != nil {
 		if errors.Is(rerr, errTooLarge) {
-			return nil, &Error{Code: CodeBodyTooLarge, Op: r.op, Status: resp.StatusCode,
+			return nil, &Error{Code: CodeBodyTooLarge, Op: r.op, Status: hresp.StatusCode,
 				Err: fmt.Errorf("%w (%d bytes)", errTooLarge, limit)}
 		}
-		return nil, &Error{Code: CodeOutcomeUnknown, Op: r.op, Status: resp.StatusCode,
+		return nil, &Error{Code: CodeOutcomeUnknown, Op: r.op, Status: hresp.StatusCode,
 			Err: transportCause(ctx, cctx, rerr)}
 	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+	return &response{status: hresp.StatusCode, header: hresp.Header, body: data}, nil
 }
 
 // transportCause strips the URL from a *url.Error (CDN URLs carry

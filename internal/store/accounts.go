@@ -479,7 +479,9 @@ func checkPollable(a dbq.Account, generation int32, expected string) error {
 // RecordPoll records a successful getupdates round trip (account health) without a page.
 // The round trip is recorded on the database's clock, the one its age is read on
 // ([Store.PollAges]); now is checked like every call's.
-func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string, generation int32) error {
+func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string, generation int32) (tracedErr error) {
+	ctx, span := startSpan(ctx, "RecordPoll", accountKey)
+	defer func() { endSpan(span, tracedErr, "", "") }()
 	if err := validNow(now); err != nil {
 		return err
 	}

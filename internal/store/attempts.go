@@ -134,7 +134,9 @@ type SendStart struct {
 // passed and no other send to the peer is in flight. Otherwise the attempt stays pending
 // and PreparedSend says until when; StartSend starts it later. A request id already used
 // returns the attempt it made (neither reserved nor started again).
-func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInput, pacing SendPacing) (PreparedSend, error) {
+func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInput, pacing SendPacing) (traced PreparedSend, tracedErr error) {
+	ctx, span := startSpan(ctx, "ReserveAndStart", "")
+	defer func() { endSpan(span, tracedErr, traced.Window.AccountKey, traced.Window.SourceMessageKey) }()
 	return s.reserve(ctx, now, in, false, &pacing)
 }
 
@@ -555,7 +557,9 @@ func (s *Store) StartReply(ctx context.Context, now time.Time, ref SessionRef, a
 // ReserveAndStart, checked under the account's lock). Otherwise it changes nothing and
 // says why: PreparedSend.BlockedUntil (the breaker), NotBefore (pacing) or InFlight
 // (another send to the peer has not completed).
-func (s *Store) StartSend(ctx context.Context, now time.Time, ref SessionRef, attemptID string, pacing SendPacing) (PreparedSend, error) {
+func (s *Store) StartSend(ctx context.Context, now time.Time, ref SessionRef, attemptID string, pacing SendPacing) (traced PreparedSend, tracedErr error) {
+	ctx, span := startSpan(ctx, "StartSend", "")
+	defer func() { endSpan(span, tracedErr, traced.Window.AccountKey, traced.Window.SourceMessageKey) }()
 	return s.start(ctx, now, ref, attemptID, &pacing)
 }
 
@@ -637,7 +641,9 @@ type SendOutcome struct {
 
 // CompleteSend is CompleteAttempt that also returns the attempt's window (its sends left),
 // read in the same transaction.
-func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (SendOutcome, error) {
+func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (traced SendOutcome, tracedErr error) {
+	ctx, span := startSpan(ctx, "CompleteSend", "")
+	defer func() { endSpan(span, tracedErr, traced.Attempt.AccountKey, traced.Attempt.SourceMessageKey) }()
 	if err := validNow(now); err != nil {
 		return SendOutcome{}, err
 	}
@@ -740,7 +746,9 @@ type Release struct {
 }
 
 // ReleaseSend is ReleaseAttempt that also returns the attempt and its window.
-func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reason string) (Release, error) {
+func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reason string) (traced Release, tracedErr error) {
+	ctx, span := startSpan(ctx, "ReleaseSend", "")
+	defer func() { endSpan(span, tracedErr, "", "") }()
 	if err := validNow(now); err != nil {
 		return Release{}, err
 	}

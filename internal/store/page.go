@@ -228,7 +228,9 @@ type pageRead struct {
 // Whatever the page's size it costs two round trips: the cursor's compare-and-set
 // (which locks the account) with everything the page is decided on, then the writes
 // (set-based) with COMMIT.
-func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (PageResult, error) {
+func (s *Store) CommitPage(ctx context.Context, now time.Time, in PageInput) (traced PageResult, tracedErr error) {
+	ctx, span := startSpan(ctx, "CommitPage", in.AccountKey)
+	defer func() { endSpan(span, tracedErr, "", "") }()
 	now = now.Truncate(time.Microsecond)
 	if err := s.validatePage(now, in); err != nil {
 		return PageResult{}, err

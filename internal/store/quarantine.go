@@ -69,7 +69,9 @@ func quarantineBinding(id, accountKey string) string { return id + "/" + account
 // QuarantinePage stores a page the store could not commit as it is (or the messages of a
 // page it left out), sealed, with its error, and moves the account's cursor past it in the
 // same transaction, so that the bot goes on at once and nothing iLink handed out is lost.
-func (s *Store) QuarantinePage(ctx context.Context, now time.Time, in QuarantineInput) (QuarantinedPage, error) {
+func (s *Store) QuarantinePage(ctx context.Context, now time.Time, in QuarantineInput) (traced QuarantinedPage, tracedErr error) {
+	ctx, span := startSpan(ctx, "QuarantinePage", in.AccountKey)
+	defer func() { endSpan(span, tracedErr, "", "") }()
 	now = now.Truncate(time.Microsecond)
 	if err := validNow(now); err != nil {
 		return QuarantinedPage{}, err

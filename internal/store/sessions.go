@@ -23,7 +23,9 @@ type OpenSessionInput struct {
 // OpenAgentSession opens an agent session bound to one window and its source message, and
 // moves the message to processing. A message already processing may be offered again
 // (an unhandled message is re-offered while its window is open).
-func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSessionInput) (Session, Message, error) {
+func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSessionInput) (traced Session, _ Message, tracedErr error) {
+	ctx, span := startSpan(ctx, "OpenAgentSession", "")
+	defer func() { endSpan(span, tracedErr, traced.AccountKey, traced.SourceMessageKey) }()
 	if err := validNow(now); err != nil {
 		return Session{}, Message{}, err
 	}
@@ -267,7 +269,9 @@ func (s *Store) CloseAgentSession(ctx context.Context, now time.Time, token seal
 // FinishMessage records the agent's verdict on a message it was handed: handled, or
 // failed with a reason. Its sessions close. Finishing twice with the same verdict is a
 // no-op (retries), a different verdict is attempt_conflict.
-func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (Message, error) {
+func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (traced Message, tracedErr error) {
+	ctx, span := startSpan(ctx, "FinishMessage", "")
+	defer func() { endSpan(span, tracedErr, traced.AccountKey, messageKey) }()
 	if err := validNow(now); err != nil {
 		return Message{}, err
 	}
