@@ -180,24 +180,25 @@ const (
 	AttrMessages = attribute.Key("ilinkflow.messages")
 )
 
-// Child starts a span named prefix+"."+name under the recording span in ctx, with that span's own
-// tracer provider. With no recording span in ctx (tracing off, or a call outside any
-// traced operation) it returns ctx and the non-recording span at once: nothing is
-// allocated. Attributes go on with span.SetAttributes behind span.IsRecording().
+// Child starts a span named prefix+"."+name under the span in ctx (which may have ended:
+// the page's span ends before the hand-off it started in a goroutine), with that span's
+// own tracer provider. With no span in ctx (tracing off, or a call outside any traced
+// operation) it returns ctx and the non-recording span at once: nothing is allocated.
+// Attributes go on with span.SetAttributes behind span.IsRecording().
 func Child(ctx context.Context, prefix, name string, kind trace.SpanKind) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
-	if !parent.IsRecording() {
+	if !parent.SpanContext().IsValid() {
 		return ctx, parent
 	}
 	return parent.TracerProvider().Tracer(scope).Start(ctx, prefix+"."+name, trace.WithSpanKind(kind))
 }
 
-// Root starts a span named name as the root of a new trace, linked to the recording span
-// in ctx (e.g. a page's trace, linked to the long poll that fetched it). Like Child it
-// does nothing without a recording span in ctx.
+// Root starts a span named name as the root of a new trace, linked to the span in ctx
+// (a page's trace, linked to the long poll that fetched it). Like Child it does nothing
+// without a span in ctx.
 func Root(ctx context.Context, name string) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
-	if !parent.IsRecording() {
+	if !parent.SpanContext().IsValid() {
 		return ctx, parent
 	}
 	return parent.TracerProvider().Tracer(scope).Start(ctx, name, trace.WithNewRoot(),
