@@ -47,6 +47,7 @@ const pgBouncerPoolSize = 4
 // one database of its own.
 type pgBouncer struct {
 	proc  *proc
+	bin   string // the pgbouncer executable
 	addr  string // host:port PgBouncer listens on
 	user  string
 	alias string // the database name clients connect to
@@ -101,7 +102,11 @@ func newPooledDatabase(t *testing.T) (*pgBouncer, string) {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
-		t.Fatalf("pgbouncer is not installed (%v): apt-get install -y pgbouncer (Debian/Ubuntu), or run the tests with -short", err)
+		// Debian installs it in /usr/sbin, which a user's PATH may lack.
+		if _, serr := os.Stat("/usr/sbin/pgbouncer"); serr != nil {
+			t.Fatalf("pgbouncer is not installed (%v): apt-get install -y pgbouncer (Debian/Ubuntu), or run the tests with -short", err)
+		}
+		bin = "/usr/sbin/pgbouncer"
 	}
 	base, err := pgx.ParseConfig(dbtest.URL())
 	if err != nil {
@@ -183,7 +188,7 @@ func newPooledDatabase(t *testing.T) (*pgBouncer, string) {
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "nobody")
 	}
-	b := &pgBouncer{addr: addr, user: base.User, alias: alias}
+	b := &pgBouncer{addr: addr, user: base.User, alias: alias, bin: bin}
 	b.proc = startProc(t, "pgbouncer", bin, os.Environ(), append(args, filepath.Join(dir, "pgbouncer.ini"))...)
 	b.proc.waitLog(t, "process up", time.Minute)
 	if out := b.proc.out.String(); !strings.Contains(out, "listening on "+addr) {
@@ -192,9 +197,9 @@ func newPooledDatabase(t *testing.T) (*pgBouncer, string) {
 	return b, direct.String()
 }
 
-// pgBouncerVersion is the installed PgBouncer's version line, for the log.
-func pgBouncerVersion() string {
-	out, err := exec.Command("pgbouncer", "--version").Output()
+// version is PgBouncer's version line, for the log.
+func (b *pgBouncer) version() string {
+	out, err := exec.Command(b.bin, "--version").Output()
 	if err != nil {
 		return "unknown"
 	}
@@ -293,16 +298,18 @@ func TestThroughPgBouncerInTransactionModeMigrationsApplyAndEveryMessageIsAnswer
 	began := time.Now()
 	dev := devserver.Start(t)
 	bouncer, direct := newPooledDatabase(t)
-	t.Logf("%s in transaction mode on %s, %d server connections", pgBouncerVersion(), bouncer.addr, pgBouncerPoolSize)
+	t.Logf("%s in transaction mode on %s, %d server connections", bouncer.version(), bouncer.addr, pgBouncerPoolSize)
 	pooled := bouncer.url()
 	ctx := context.Background()
 
 	// Two migration runs at once, both through PgBouncer.
 	latest := latestMigration(t)
 	migrateEnv := crashEnv(map[string]string{"DATABASE_URL": pooled})
+	starter := starterBinary(t)
 	type run struct {
-		out string
-		err error
+		out  string
+		err  error
+		took time.Duration
 	}
 	runs := make([]run, 2)
 	var wg sync.WaitGroup
@@ -313,15 +320,17 @@ func TestThroughPgBouncerInTransactionModeMigrationsApplyAndEveryMessageIsAnswer
 			defer wg.Done()
 			mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(mctx, starterBinary(t), "migrate")
+			cmd := exec.CommandContext(mctx, starter, "migrate")
 			cmd.Env = migrateEnv
+			began := time.Now()
 			out, err := cmd.CombinedOutput()
-			runs[i] = run{string(out), err}
+			runs[i] = run{string(out), err, time.Since(began)}
 		}()
 	}
 	wg.Wait()
 	migrateTook := time.Since(migrateBegan)
 	applied := 0
+	var took []string
 	for i, r := range runs {
 		if r.err != nil {
 			t.Fatalf("starter migrate (run %d of 2) through PgBouncer: %v\n%s", i+1, r.err, r.out)
@@ -332,6 +341,7 @@ func TestThroughPgBouncerInTransactionModeMigrationsApplyAndEveryMessageIsAnswer
 			t.Fatalf("starter migrate (run %d of 2) ended %q, want \"schema at version %d (…)\"\n%s", i+1, line, latest, r.out)
 		}
 		applied += int(n)
+		took = append(took, fmt.Sprintf("%d applied in %v", n, r.took.Round(time.Millisecond)))
 	}
 	directPool, err := pgx.Connect(ctx, direct)
 	if err != nil {
@@ -350,7 +360,8 @@ func TestThroughPgBouncerInTransactionModeMigrationsApplyAndEveryMessageIsAnswer
 		t.Fatalf("after two concurrent runs: %d migration lock row(s) held, schema at %d (want %d), %d migrations applied by the runs and %d recorded",
 			held, top, latest, applied, versions)
 	}
-	t.Logf("two concurrent `starter migrate` runs through PgBouncer: %d migrations applied once, lock free, %v", applied, migrateTook.Round(time.Millisecond))
+	t.Logf("two concurrent `starter migrate` runs through PgBouncer: %d migrations applied once, lock free, %v (%s)",
+		applied, migrateTook.Round(time.Millisecond), strings.Join(took, ", "))
 
 	// A worker that does not migrate, and bots enrolled through `starter enroll`.
 	ns, _ := dev.NewNamespace(t)
