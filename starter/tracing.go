@@ -18,6 +18,9 @@ type tracerKey struct{}
 // through getenv, as the worker reads them): the Temporal clients it dials then trace
 // their calls. The returned function flushes the spans.
 func withTracing(ctx context.Context, getenv func(string) string, stderr io.Writer) (context.Context, func(), error) {
+	if getenv == nil {
+		return ctx, func() {}, nil
+	}
 	cfg, err := tracing.ConfigFromEnv(getenv, tracing.ServiceStarter)
 	if err != nil {
 		return ctx, nil, err

@@ -179,6 +179,7 @@ const DefaultDBMaxConns = 16
 // key has no default.
 func DefaultConfig() Config {
 	return Config{
+		Tracing:                 tracing.Config{ServiceName: tracing.ServiceWorker},
 		TemporalAddress:         "127.0.0.1:7233",
 		TemporalNamespace:       "default",
 		TaskQueue:               wfapi.DefaultTaskQueue,
