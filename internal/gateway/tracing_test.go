@@ -133,13 +133,13 @@ func TestAMessagesTraceRunsFromItsPageCommitToItsReply(t *testing.T) {
 				inTrace[s.Name()] = s
 			}
 		}
+		_, sent := inTrace["ilink.sendmessage"]
+		_, completed := inTrace["store.CompleteSend"]
 		for _, s := range rec.Started() { // the window's workflow runs until the window ends
 			if _, ok := inTrace[s.Name()]; !ok && s.SpanContext().TraceID() == commit.SpanContext().TraceID() {
 				inTrace[s.Name()] = s
 			}
 		}
-		_, sent := inTrace["ilink.sendmessage"]
-		_, completed := inTrace["RunActivity:Send"]
 		return sent && completed, nil
 	})
 	for _, name := range []string{
