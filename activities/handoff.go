@@ -85,11 +85,7 @@ func (a *Activities) deliver(ctx context.Context, d handoff.Delivery) (handoff.A
 		span.SetAttributes(tracing.AttrAccount.String(d.Message.AccountKey), tracing.AttrMessage.String(d.Message.MessageKey))
 	}
 	ans, err := a.Handler.Deliver(ctx, d)
-	failed := ""
-	if err != nil {
-		failed = "failed"
-	}
-	tracing.End(span, failed)
+	tracing.End(span, handoff.FailureCode(err))
 	return ans, err
 }
 

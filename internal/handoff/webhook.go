@@ -110,7 +110,7 @@ func (h *Webhook) Deliver(ctx context.Context, d Delivery) (ans Answer, err erro
 	// With tracing on, the POST is a span of the hand-off, and its W3C traceparent goes in
 	// the request's headers so the agent can continue the message's trace.
 	ctx, span := tracing.Child(ctx, "handoff", "webhook", trace.SpanKindClient)
-	defer func() { tracing.End(span, failure(err)) }()
+	defer func() { tracing.End(span, FailureCode(err)) }()
 	body, err := Body(d)
 	if err != nil {
 		return Answer{}, &PermanentError{Code: CodeDeliveryInvalid, Reason: "the delivery does not encode as JSON"}
@@ -239,9 +239,9 @@ func snippet(raw []byte, secrets ...string) string {
 	return ": " + s
 }
 
-// failure is the stable code of a failed delivery for its span: a permanent error's code,
-// else "retryable" (an error's text is never recorded).
-func failure(err error) string {
+// FailureCode is the stable code of a failed delivery for its span: a permanent error's
+// code, else "permanent" or "retryable" (an error's text is never recorded); "" for nil.
+func FailureCode(err error) string {
 	var perm *PermanentError
 	switch {
 	case err == nil:
