@@ -258,6 +258,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHand
 		"--namespace", c.namespace, "--log-level", "error"}, wfapi.DevServerArgs()...)
 	cmd := exec.Command(cli, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, "", nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}

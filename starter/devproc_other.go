@@ -1,0 +1,15 @@
+//go:build !linux
+
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// ownProcessGroup keeps the Temporal dev server out of the terminal's process group: a
+// Ctrl-C reaches dev alone, which drains its worker (the hand-over of poll leases still
+// talks to the server) and only then stops the server.
+func ownProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
