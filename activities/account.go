@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/wfclient"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // PauseAccount pauses an account (stale-token pause).
@@ -12,10 +14,47 @@ func (a *Activities) PauseAccount(ctx context.Context, in actapi.PauseInput) err
 	return storeErr("pause account", err)
 }
 
-// ResumeAccount makes a paused account active again.
+// ResumeAccount makes a paused account active again (the end of a pause) and tells its
+// open windows' workflows, which offer what the pause refused to the agent again.
+// Idempotent: a retry finds the account active and tells the windows again.
 func (a *Activities) ResumeAccount(ctx context.Context, in actapi.StatusInput) error {
-	_, err := a.Store.ResumeAccount(ctx, nowOr(in.Now), in.AccountKey, in.Generation)
-	return storeErr("resume account", err)
+	now := nowOr(in.Now)
+	cur, err := a.Store.GetAccount(ctx, in.AccountKey)
+	if err != nil {
+		return storeErr("read account", err)
+	}
+	if cur.Status == vocab.AccountPaused && cur.PauseUntil != nil && cur.PauseUntil.After(now) {
+		// Paused again, until later, since the poller's timer was set: that pause stands
+		// (the poll finds the account paused and the poller follows the store).
+		return nil
+	}
+	if _, err := a.Store.ResumeAccount(ctx, now, in.AccountKey, in.Generation); err != nil {
+		return storeErr("resume account", err)
+	}
+	if a.Temporal == nil {
+		return nil
+	}
+	return a.tellResumed(ctx, in.AccountKey)
+}
+
+// tellResumed signals the workflows of the account's open windows that it is active again.
+func (a *Activities) tellResumed(ctx context.Context, accountKey string) error {
+	open, err := a.Store.ListOpenWindows(ctx, accountKey, 0)
+	if err != nil {
+		return storeErr("list open windows", err)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	inst, err := a.Store.Installation(ctx)
+	if err != nil {
+		return storeErr("installation", err)
+	}
+	ids := make([]int64, len(open))
+	for i, w := range open {
+		ids[i] = w.ReplyWindowID
+	}
+	return wfclient.SignalAccountResumed(ctx, a.Temporal, inst, ids)
 }
 
 // MarkNeedsRelogin records a dead bot token; its windows are cancelled.

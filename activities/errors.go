@@ -28,7 +28,10 @@ func storeErr(op string, err error) error {
 		return nil
 	}
 	if store.IsRuleViolation(err) {
-		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), string(store.CodeOf(err)), err)
+		// A refusal by a rule is an answer, not a fault: typed with its code for the
+		// workflow, and benign, so that the SDK does not log it as an activity error.
+		return temporal.NewApplicationErrorWithOptions(op+": "+err.Error(), string(store.CodeOf(err)),
+			temporal.ApplicationErrorOptions{NonRetryable: true, Cause: err, Category: temporal.ApplicationErrorCategoryBenign})
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -28,20 +28,28 @@ func TestAccountStatusActivitiesUseTheWorkflowsTime(t *testing.T) {
 	if acct.Status != vocab.AccountPaused || !acct.PauseUntil.Equal(until) || !acct.UpdatedAt.Equal(wfNow) {
 		t.Fatalf("paused account %+v", acct)
 	}
+	// The pause's end resumes the account only once the pause has ended (by the
+	// workflow's time): before, a later pause stands.
 	if err := runErr(h, h.acts.ResumeAccount, actapi.StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow}); err != nil {
 		t.Fatal(err)
 	}
-	if acct := h.account(); acct.Status != vocab.AccountActive {
+	if acct := h.account(); acct.Status != vocab.AccountPaused {
+		t.Fatalf("account resumed before its pause ended: %+v", acct)
+	}
+	if err := runErr(h, h.acts.ResumeAccount, actapi.StatusInput{AccountKey: h.key, Generation: 1, Now: until}); err != nil {
+		t.Fatal(err)
+	}
+	if acct := h.account(); acct.Status != vocab.AccountActive || !acct.UpdatedAt.Equal(until) {
 		t.Fatalf("resumed account %+v", acct)
 	}
-	out, err := run[actapi.StatusOutput](h, h.acts.MarkNeedsRelogin, actapi.StatusInput{AccountKey: h.key, Generation: 1, Reason: "-14 twice", Now: wfNow})
+	out, err := run[actapi.StatusOutput](h, h.acts.MarkNeedsRelogin, actapi.StatusInput{AccountKey: h.key, Generation: 1, Reason: "-14 twice", Now: until})
 	if err != nil || out.Status != vocab.AccountNeedsRelogin || len(out.CancelledWindowIDs) != 1 {
 		t.Fatalf("needs relogin %+v %v", out, err)
 	}
 	// Rule violations are not retried.
 	err = runErr(h, h.acts.PauseAccount, actapi.PauseInput{AccountKey: h.key, Generation: 1, Until: wfNow.Add(-time.Second), Now: wfNow})
 	wantNonRetryable(t, err, string(vocab.CodeInvalidInput))
-	err = runErr(h, h.acts.ResumeAccount, actapi.StatusInput{AccountKey: h.key, Generation: 1, Now: wfNow})
+	err = runErr(h, h.acts.ResumeAccount, actapi.StatusInput{AccountKey: h.key, Generation: 1, Now: until})
 	wantNonRetryable(t, err, string(vocab.CodeAccountNotActive))
 }
 

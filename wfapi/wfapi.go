@@ -176,6 +176,10 @@ const (
 	UpdateFinish = "finish"
 	// SignalRetired tells a window workflow that its window was retired (no payload).
 	SignalRetired = "retired"
+	// SignalAccountResumed tells a window workflow that its account is active again after
+	// a pause (no payload): work the pause refused (a hand-off, a reply) is offered to
+	// the agent again at once.
+	SignalAccountResumed = "account-resumed"
 	// QueryWindowState answers WindowState.
 	QueryWindowState = "state"
 )

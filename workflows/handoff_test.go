@@ -173,8 +173,9 @@ func TestAnUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	if n := countRows(r, "SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1", w.ReplyWindowID); n != 4 {
 		t.Fatalf("%d sessions, want one per offer", n)
 	}
-	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageProcessing {
-		t.Fatalf("message is %s, want processing (never handled)", m.Status)
+	// Never answered: the expiry leaves it failed with the reason, not processing forever.
+	if m := messageOf(r, w.MessageKey); m.Status != vocab.MessageFailed || !strings.Contains(m.FailureReason, "expired") {
+		t.Fatalf("message is %s (%q), want failed by the expiry", m.Status, m.FailureReason)
 	}
 }
 

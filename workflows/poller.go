@@ -97,9 +97,10 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 }
 
 // followStore makes operator commands last-one-wins: the signals of a pause and a resume
-// carry no order across their channels, so once any arrived the poller reads the stored
-// state (the operator's CLI writes the store before it signals) and acts on it: paused
-// until a time, or active.
+// carry no order across their channels, so once any arrived (or a poll ended because the
+// account was not active) the poller reads the stored state (the operator's CLI writes
+// the store before it signals) and acts on it: paused until a time, active, or stopped
+// for any other status (removed, needs_relogin).
 func (p *poller) followStore(ctx workflow.Context) {
 	if !p.commanded {
 		return
@@ -119,6 +120,8 @@ func (p *poller) followStore(ctx workflow.Context) {
 		p.in.PausedUntil = &until
 	case st.Status == vocab.AccountActive:
 		p.in.PausedUntil = nil
+	case st.Status != vocab.AccountPaused:
+		p.in.Stopped = true
 	}
 }
 
@@ -166,6 +169,14 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 	if !sleepOrSignal(ctx, p.in.PausedUntil.Sub(workflow.Now(ctx)), p.rotate, p.pause, p.resume, p.stop) {
 		return false
 	}
+	return p.endPause(ctx)
+}
+
+// endPause resumes the account in the store when its pause ends (ResumeAccount also tells
+// its open windows, which offer what the pause refused again) and reports whether the
+// poller polls on; a resume the store refuses (the account was removed or rotated
+// meanwhile) stops this poller.
+func (p *poller) endPause(ctx workflow.Context) bool {
 	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ResumeAccount, actapi.StatusInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "pause ended", Now: workflow.Now(ctx),
 	}).Get(ctx, nil)
@@ -181,9 +192,9 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 
 func (p *poller) pollOnce(ctx workflow.Context) error {
 	gen := p.in.Generation
-	res, lost, err := p.runPoll(ctx)
-	if lost {
-		return nil // the loop schedules the replacement at once
+	res, abandoned, err := p.runPoll(ctx)
+	if abandoned {
+		return nil // the loop schedules the replacement at once, or stops
 	}
 	if err != nil {
 		// Retries are exhausted only for rule violations: this generation cannot poll.
@@ -210,12 +221,19 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 	switch {
 	case res.Stopped != "":
 		p.drain()
-		if res.Stopped == string(vocab.CodeGenerationConflict) && p.in.Generation == gen {
+		switch {
+		case p.in.Generation != gen:
+			// A rotation overtook the poll: its generation is polled next.
+		case res.Stopped == string(vocab.CodeGenerationConflict):
 			p.adoptRotation(ctx)
-		}
-		// Not stopped by a rotation that overtook the poll, nor by an operator's pause
-		// (the account is paused in the store; the pause signal says until when).
-		if p.in.Generation == gen && p.in.PausedUntil == nil {
+			if p.in.Generation == gen {
+				p.in.Stopped = true
+			}
+		case res.Stopped == string(vocab.CodeAccountNotActive):
+			// Paused, resumed or removed while the poll ran: the stored state decides
+			// (a pause whose end the poller already carried out leaves it active).
+			p.commanded = true
+		default:
 			p.in.Stopped = true
 		}
 	case res.StaleToken:
@@ -254,10 +272,13 @@ func (p *poller) adoptRotation(ctx workflow.Context) {
 // runPoll runs one PollAccount activity. Its liveness is the poll lease, not a Temporal
 // heartbeat (an idle bot costs one activity per poll session): when a worker's lease
 // supervisor signals that the activity's lease expired (its worker died), the activity is
-// abandoned (lost) and the caller schedules a new one, which takes the lease. Operator
-// signals arriving meanwhile are applied at once, so the state query reflects them; the
-// activity itself learns of a pause or removal from the store.
-func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, lost bool, err error) {
+// abandoned and the caller schedules a new one, which takes the lease. Operator signals
+// arriving meanwhile are applied at once, so the state query reflects them; the activity
+// itself learns of a pause or removal from the store and ends after the long poll it
+// holds (a page iLink hands out is stored, never cut off). A stop (removal) abandons the
+// activity: the poller ends at once. A pause that lands during the poll ends on time
+// even if the poll still runs: the account is resumed at its pause_until.
+func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, abandoned bool, err error) {
 	epoch := workflow.Now(ctx).UnixNano()
 	if epoch <= p.lastEpoch {
 		epoch = p.lastEpoch + 1
@@ -269,8 +290,23 @@ func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, lost bool
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,
 		PagesBefore: p.in.Pages, MessagesBefore: p.in.Messages,
 	})
-	done := false
-	for !done && !lost {
+	done, lost := false, false
+	var pauseEnd workflow.Future
+	var pauseEndAt time.Time
+	cancelPauseEnd := func() {}
+	defer func() { cancelPauseEnd() }()
+	for !done && !lost && !p.in.Stopped {
+		if p.in.PausedUntil == nil || !p.in.PausedUntil.Equal(pauseEndAt) {
+			cancelPauseEnd()
+			pauseEnd, pauseEndAt = nil, time.Time{}
+			if p.in.PausedUntil != nil {
+				pauseEndAt = *p.in.PausedUntil
+				var tctx workflow.Context
+				tctx, cancelPauseEnd = workflow.WithCancel(ctx)
+				pauseEnd = workflow.NewTimer(tctx, max(pauseEndAt.Sub(workflow.Now(ctx)), 0))
+			}
+		}
+		ended := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(fut, func(f workflow.Future) {
 			err = f.Get(ctx, &res)
@@ -286,10 +322,30 @@ func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, lost bool
 		for _, ch := range []workflow.ReceiveChannel{p.rotate, p.pause, p.resume, p.stop} {
 			sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) { p.drain() })
 		}
+		if pauseEnd != nil {
+			sel.AddFuture(pauseEnd, func(workflow.Future) { ended = true })
+		}
 		sel.Select(ctx)
+		if done || lost {
+			break
+		}
+		// Operator commands are last-one-wins: the stored state decides (as at the top
+		// of the poller's loop).
+		p.followStore(ctx)
+		if ended && p.in.PausedUntil != nil && p.in.PausedUntil.Equal(pauseEndAt) {
+			// The pause ends while the poll still runs (it held a long poll when the
+			// pause landed): resume now; the poll goes on for the active account.
+			pauseEnd, pauseEndAt = nil, time.Time{}
+			p.endPause(ctx)
+		}
 	}
-	if lost {
+	switch {
+	case lost:
 		workflow.GetLogger(ctx).Warn("the poll activity's lease expired (its worker died?): replacing it", "account", p.in.AccountKey)
+	case !done:
+		// Stopped: the activity is cancelled and not waited for; it ends after its long
+		// poll, storing what that brings, and is not retried.
+		return res, true, nil
 	}
 	return res, lost, err
 }

@@ -52,6 +52,11 @@ type window struct {
 	finishing int
 	// confirmed is set once a send of this run was confirmed sent (accepted by iLink).
 	confirmed bool
+	// awaitingAccount is set when the account's pause refused the window's work (a
+	// hand-off, a reply): the message is offered again as soon as the account is active.
+	// wake tells the main loop (which may be asleep while an Update's send is refused).
+	awaitingAccount bool
+	wake            workflow.Channel
 
 	// sending runs the window's sends (and finishes) one at a time.
 	sending workflow.Mutex
@@ -62,7 +67,8 @@ type window struct {
 // against it (firstOffer takes the rest of it).
 func newWindow(ctx workflow.Context, in wfapi.WindowInput) *window {
 	w := &window{in: in, state: windowOpen, messageKey: in.MessageKey,
-		sendsUsed: in.SendsUsed, maxSends: in.MaxSends, sending: workflow.NewMutex(ctx)}
+		sendsUsed: in.SendsUsed, maxSends: in.MaxSends, sending: workflow.NewMutex(ctx),
+		wake: workflow.NewBufferedChannel(ctx, 1)}
 	if o := in.Offered; in.Deliverable && o != nil {
 		w.messageKey, w.sessionID = o.MessageKey, o.SessionID
 		if o.Failed {
@@ -84,8 +90,9 @@ func refusal(code vocab.Code, format string, args ...any) error {
 // says so, accepts sends as Updates whose validator refuses what the store would refuse
 // (retired, expired, quota) so a refused send writes nothing and leaves no history, runs
 // each send one at a time, accepts the agent's verdict as the Update finish, offers an
-// unhandled message again every ReofferAfter while the window is open, expires the window
-// on a timer at expires_at, and ends early when retired.
+// unhandled message again every ReofferAfter while the window is open, offers it again at
+// once when its account resumes after a pause that refused its hand-off or a reply,
+// expires the window on a timer at expires_at, and ends early when retired.
 func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	w := newWindow(ctx, in)
 	if err := workflow.SetQueryHandler(ctx, wfapi.QueryWindowState, w.query); err != nil {
@@ -100,6 +107,7 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 		return err
 	}
 	retired := workflow.GetSignalChannel(ctx, wfapi.SignalRetired)
+	resumed := workflow.GetSignalChannel(ctx, wfapi.SignalAccountResumed)
 
 	switch {
 	case in.Deliverable && in.Offered != nil:
@@ -118,10 +126,14 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 				wait, offerAgain = at.Sub(now), true
 			}
 		}
-		fired := sleepOrSignal(ctx, wait, retired)
+		fired := sleepOrSignal(ctx, wait, retired, resumed, w.wake)
 		if retired.ReceiveAsync(nil) {
 			w.state = windowRetired
 			break
+		}
+		if woke := drained(resumed); drained(w.wake) || woke {
+			w.offerIfActive(ctx)
+			continue
 		}
 		if !fired {
 			continue
@@ -147,6 +159,35 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 		}
 	}
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// awaitForAccount records that the account's pause refused the window's work and wakes
+// the main loop, which offers the message again once the account is active.
+func (w *window) awaitForAccount() {
+	if !w.awaitingAccount {
+		w.awaitingAccount = true
+		w.wake.SendAsync(nil)
+	}
+}
+
+// offerIfActive runs when the account was resumed (signal) or a pause refused work
+// (wake): while the window waits for its account, it reads the account and, once it is
+// active, offers the message again. Reading after the refusal closes the race with a
+// resume whose signal came before the refusal was known.
+func (w *window) offerIfActive(ctx workflow.Context) {
+	if !w.awaitingAccount {
+		return
+	}
+	var st actapi.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
+		actapi.AccountRef{AccountKey: w.in.AccountKey}).Get(ctx, &st)
+	if err != nil || st.Status != vocab.AccountActive {
+		return // still paused (the resume signals), or unreadable (the re-offer timer)
+	}
+	w.awaitingAccount = false
+	if w.in.Deliverable && w.verdict == "" && w.finishing == 0 && w.state == windowOpen {
+		w.handOff(ctx)
+	}
 }
 
 // reofferAfter is the re-offer interval (negative: never).
@@ -203,6 +244,15 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 				log.Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
 			case string(vocab.CodeAttemptConflict):
 				log.Info("message already finished; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt)
+			case string(vocab.CodeAccountNotActive):
+				// Paused: the message is offered again when the account resumes (or at
+				// the next re-offer, should the resume not be told).
+				w.awaitForAccount()
+				w.reofferDue = true
+				log.Info("hand-off refused while the account is not active; offered again when it resumes",
+					"window", w.in.ReplyWindowID, "attempt", attempt)
+			case string(vocab.CodeReplyWindowInactive), string(vocab.CodeReplyWindowExpired):
+				log.Info("the window ended before its hand-off; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt)
 			default:
 				log.Warn("hand-off refused; no more offers", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
 			}
@@ -218,19 +268,36 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 	}
 	// Without a handler nobody is there to offer it to again.
 	w.reofferDue = out.Delivered
-	attempted := 0
+	attempted, windowEnded := 0, false
 	for i, text := range out.Replies {
 		attempted++
 		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1)}
 		res, err := w.sendOne(ctx, req)
 		if err != nil {
-			log.Warn("reply of the hand-off not sent", "window", w.in.ReplyWindowID, "request", req.RequestID, "error", err)
+			switch refusalType(err) {
+			case string(vocab.CodeReplyWindowInactive), string(vocab.CodeReplyWindowExpired):
+				// Superseded or expired meanwhile: the message went with the next
+				// delivery, or the expiry settled it.
+				windowEnded = true
+				log.Info("reply of the hand-off not sent: the window ended", "window", w.in.ReplyWindowID, "request", req.RequestID)
+			case string(vocab.CodeAccountNotActive):
+				log.Info("reply of the hand-off not sent: the account is not active; the message is offered again when it resumes",
+					"window", w.in.ReplyWindowID, "request", req.RequestID)
+			default:
+				log.Warn("reply of the hand-off not sent", "window", w.in.ReplyWindowID, "request", req.RequestID, "error", err)
+			}
 			continue
 		}
 		if res.Status != vocab.AttemptSent {
 			log.Warn("reply of the hand-off", "window", w.in.ReplyWindowID, "request", req.RequestID,
 				"status", res.Status, "error_code", res.ErrorCode)
 		}
+	}
+	if attempted > 0 && !w.confirmed && (windowEnded || w.awaitingAccount) {
+		// Nothing reached the user because the window ended (its message is no longer
+		// this window's to finish) or the account was paused (offered again on resume):
+		// no verdict now.
+		return
 	}
 	if out.Handled && w.verdict == "" {
 		// An answer's "handled" stands only if the user got an answer: when it carried
@@ -243,7 +310,11 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 			log.Warn("hand-off answered handled but no reply was confirmed sent; the message is failed", "window", w.in.ReplyWindowID)
 		}
 		if _, err := w.finish(ctx, status, reason); err != nil {
-			log.Warn("could not mark the message "+status, "window", w.in.ReplyWindowID, "error", err)
+			if refusalType(err) == string(vocab.CodeAttemptConflict) {
+				log.Info("message already finished; not marked "+status, "window", w.in.ReplyWindowID, "error", err)
+			} else {
+				log.Warn("could not mark the message "+status, "window", w.in.ReplyWindowID, "error", err)
+			}
 		}
 	}
 }
@@ -319,6 +390,9 @@ func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.Sen
 	case out.AttemptID != "":
 		w.sendsUsed = w.maxSends - out.SendsLeft
 	}
+	if out.ErrorCode == string(vocab.CodeAccountNotActive) {
+		w.awaitForAccount() // the pause refused it: the message is offered again on resume
+	}
 	if out.Status == "" && out.ErrorCode != "" {
 		// Refused by the store (or the throttle breaker) before anything was sent.
 		return out, temporal.NewApplicationError("send refused: "+out.ErrorCode, out.ErrorCode, out)
@@ -385,4 +459,22 @@ func contentOf(req wfapi.SendRequest) vocab.Content {
 		c.Media = &vocab.MediaRef{MediaID: m.MediaID, FileName: m.FileName, Size: m.Size, SHA256: m.SHA256}
 	}
 	return c
+}
+
+// refusalType is the type of an application error (a store code for refusals), or "".
+func refusalType(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type()
+	}
+	return ""
+}
+
+// drained empties a signal channel without payload and reports whether it held any.
+func drained(ch workflow.ReceiveChannel) bool {
+	got := false
+	for ch.ReceiveAsync(nil) {
+		got = true
+	}
+	return got
 }

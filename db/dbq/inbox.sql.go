@@ -253,3 +253,48 @@ func (q *Queries) SetMessageStatus(ctx context.Context, arg SetMessageStatusPara
 	}
 	return result.RowsAffected(), nil
 }
+
+const settleUnansweredMessages = `-- name: SettleUnansweredMessages :many
+UPDATE inbound_messages AS m
+SET status = CASE WHEN answered.yes THEN 'handled' ELSE 'failed' END,
+    failure_reason = CASE WHEN answered.yes THEN '' ELSE $1::text END,
+    updated_at = $2
+FROM reply_windows AS w
+CROSS JOIN LATERAL (
+    SELECT EXISTS (SELECT 1 FROM send_attempts AS s
+                   WHERE s.source_message_key = w.source_message_key AND s.status = 'sent') AS yes
+) AS answered
+WHERE w.reply_window_id = ANY($3::bigint[])
+  AND m.message_key = w.source_message_key AND m.status = 'processing'
+RETURNING m.message_key, m.status
+`
+
+type SettleUnansweredMessagesRow struct {
+	MessageKey string
+	Status     string
+}
+
+// The one rule for the message a window leaves without a verdict when it expires or is
+// cancelled (a superseded window's message is the page commit's: it is absorbed into the
+// next delivery): a message handed to an agent (processing) whose reply iLink accepted is
+// handled (it was answered), one without is failed with the reason. A message never handed
+// out (received) stays the conversation's backlog, merged into the next delivery.
+func (q *Queries) SettleUnansweredMessages(ctx context.Context, reason string, now time.Time, replyWindowIds []int64) ([]SettleUnansweredMessagesRow, error) {
+	rows, err := q.db.Query(ctx, settleUnansweredMessages, reason, now, replyWindowIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SettleUnansweredMessagesRow{}
+	for rows.Next() {
+		var i SettleUnansweredMessagesRow
+		if err := rows.Scan(&i.MessageKey, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

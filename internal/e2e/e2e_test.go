@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -75,6 +76,7 @@ type system struct {
 	ns      string
 	tq      string
 	store   *store.Store
+	pool    *pgxpool.Pool
 	sim     *ilinksim.Server
 	srv     *httptest.Server
 	ctl     *ilinksim.Control
@@ -153,7 +155,7 @@ func startIn(t *testing.T, ns string, tc client.Client, tq string, limits store.
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: cfg.TaskQueue, store: st, sim: sim, srv: srv,
+	s := &system{t: t, ctx: context.Background(), tc: tc, ns: ns, tq: cfg.TaskQueue, store: st, pool: pool, sim: sim, srv: srv,
 		ctl: ilinksim.NewControl(srv.URL, srv.Client()), handler: &recorder{}, limits: limits}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -85,7 +85,8 @@ type SteerResult struct {
 
 // Steer pauses, resumes or removes an account: the store first, then its poller is
 // signalled (under wfapi.Installation.PollerID); a removal also tells the workflows of
-// the windows it cancelled. No running poller is not an error (PollerSignalled is false).
+// the windows it cancelled, a resume those of its open windows (which offer what the
+// pause refused again). No running poller is not an error (PollerSignalled is false).
 func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequest) (SteerResult, error) {
 	now := req.Now
 	if now.IsZero() {
@@ -135,6 +136,20 @@ func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequ
 	}
 	for _, id := range cancelled {
 		_ = tc.SignalWorkflow(ctx, inst.WindowWorkflowID(id), "", wfapi.SignalRetired, nil)
+	}
+	if req.Verb == Resume {
+		// What the pause refused (hand-offs, replies) is offered again at once.
+		open, err := st.ListOpenWindows(ctx, a.AccountKey, 0)
+		if err != nil {
+			return SteerResult{}, err
+		}
+		ids := make([]int64, len(open))
+		for i, w := range open {
+			ids[i] = w.ReplyWindowID
+		}
+		if err := wfclient.SignalAccountResumed(ctx, tc, inst, ids); err != nil {
+			return SteerResult{}, err
+		}
 	}
 	return SteerResult{AccountKey: a.AccountKey, Status: a.Status, PauseUntil: a.PauseUntil, PollerSignalled: signalled,
 		CancelledWindows: cancelled}, nil

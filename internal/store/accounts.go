@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -178,7 +179,8 @@ func (s *Store) rotate(ctx context.Context, q *dbq.Queries, now time.Time, a acc
 	return RotateResult{Account: accountFrom(row), CancelledWindowIDs: cancelled}, err
 }
 
-// cancelOpenWindows retires every open window of an account as cancelled.
+// cancelOpenWindows retires every open window of an account as cancelled, settling the
+// messages they leave without a verdict.
 func (s *Store) cancelOpenWindows(ctx context.Context, q *dbq.Queries, now time.Time, accountKey, reason string) ([]int64, error) {
 	ids, err := q.OpenWindowIDsOfAccount(ctx, accountKey)
 	if err != nil {
@@ -187,7 +189,10 @@ func (s *Store) cancelOpenWindows(ctx context.Context, q *dbq.Queries, now time.
 	if len(ids) == 0 {
 		return ids, nil
 	}
-	_, err = retireWindows(ctx, q, now, ids, vocab.WindowCancelled, reason)
+	if _, err = retireWindows(ctx, q, now, ids, vocab.WindowCancelled, reason); err != nil {
+		return nil, err
+	}
+	_, err = q.SettleUnansweredMessages(ctx, fmt.Sprintf(reasonCancelledUnanswered, reason), now, ids)
 	return ids, err
 }
 
@@ -476,7 +481,8 @@ func checkPollable(a dbq.Account, generation int32, expected string) error {
 	return nil
 }
 
-// RecordPoll records a successful getupdates round trip (account health) without a page.
+// RecordPoll records a successful getupdates round trip (account health) without a page;
+// an account that is no longer active (paused, removed) is refused with account_not_active.
 // The round trip is recorded on the database's clock, the one its age is read on
 // ([Store.PollAges]); now is checked like every call's.
 func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string, generation int32) (tracedErr error) {
@@ -498,7 +504,12 @@ func (s *Store) RecordPoll(ctx context.Context, now time.Time, accountKey string
 			if err != nil {
 				return notFound(err, vocab.CodeAccountNotFound, "unknown account")
 			}
-			return checkPollable(a, generation, a.Cursor)
+			if a.Generation != generation {
+				return fail(vocab.CodeGenerationConflict, "account generation changed")
+			}
+			// Paused or removed: the poll must end, not go on polling an account that
+			// may not be polled (a pause ends on the poller's timer, not on a poll).
+			return fail(vocab.CodeAccountNotActive, "account is %s", a.Status)
 		}
 		return nil
 	})

@@ -15,6 +15,14 @@ import (
 // reservations drop to zero and their sealed context tokens are deleted, all in the
 // caller's transaction. Windows no longer open are left alone. It returns the ids of the
 // windows it retired.
+// The reasons a message is failed with when its window ends without the agent's verdict
+// and without an answer (SettleUnansweredMessages).
+const (
+	reasonExpiredUnanswered = "the reply window expired before the agent answered or gave a verdict"
+	// reasonCancelledUnanswered takes the window's retired reason (account_disabled, ...).
+	reasonCancelledUnanswered = "the reply window was cancelled (%s) before the agent answered or gave a verdict"
+)
+
 func retireWindows(ctx context.Context, q *dbq.Queries, now time.Time, windowIDs []int64, state, reason string) ([]int64, error) {
 	return batchRows[int64](q.RetireWindows(ctx, []dbq.RetireWindowsParams{{
 		ReplyWindowIds: windowIDs, State: state, Reason: reason, Now: now,
@@ -166,7 +174,8 @@ func (s *Store) GetInboundImage(ctx context.Context, messageKey string, position
 }
 
 // ExpireWindow retires an open window whose expiry has passed (the window workflow's
-// timer). It is idempotent: a window already retired is returned unchanged. Expiring a
+// timer); its message, when handed out without a verdict, is settled (handled if answered,
+// failed otherwise: SettleUnansweredMessages). It is idempotent: a window already retired is returned unchanged. Expiring a
 // window before its time is refused (reply_window_inactive is not the answer there:
 // invalid_input says the caller's clock is wrong).
 func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64) (Window, error) {
@@ -189,6 +198,9 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 			}
 			if len(retired) != 1 {
 				return fail(vocab.CodeInternal, "locked open window was not retired")
+			}
+			if _, err := q.SettleUnansweredMessages(ctx, reasonExpiredUnanswered, now, retired); err != nil {
+				return err
 			}
 			if row, err = batchRow[dbq.ReplyWindow](q.GetReplyWindow(ctx, []int64{windowID})); err != nil {
 				return err

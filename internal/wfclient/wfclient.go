@@ -138,3 +138,22 @@ func RunningPoller(ctx context.Context, tc client.Client, inst wfapi.Installatio
 	}
 	return id, d.WorkflowExecution.RunID, nil
 }
+
+// SignalAccountResumed tells the workflows of an account's open windows that the account
+// is active again (wfapi.SignalAccountResumed), so that what a pause refused is offered
+// to the agent again without waiting for the user to write. A window whose workflow is
+// not running is skipped (its workflow, when started, hands off itself); the first other
+// failure is returned after every window was tried.
+func SignalAccountResumed(ctx context.Context, tc client.Client, inst wfapi.Installation, windowIDs []int64) error {
+	if tc == nil {
+		return ErrNoTemporal
+	}
+	var first error
+	for _, id := range windowIDs {
+		wid := inst.WindowWorkflowID(id)
+		if err := tc.SignalWorkflow(ctx, wid, "", wfapi.SignalAccountResumed, nil); err != nil && !IsNotFound(err) && first == nil {
+			first = fmt.Errorf("signal resumed window %s: %w", wid, err)
+		}
+	}
+	return first
+}
