@@ -96,9 +96,11 @@ func TestTheRunAWorkerRecipeAnswersAMessageAsWritten(t *testing.T) {
 	}
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() {
+		stopping := time.Now()
 		if err := stopProcessGroup(pgid); err != nil {
 			t.Error(err)
 		}
+		t.Logf("the recipe's background processes stopped %s after SIGTERM", time.Since(stopping).Round(100*time.Millisecond))
 		if t.Failed() {
 			t.Logf("recipe output:\n%s", crashTail(output(), 80))
 		}
