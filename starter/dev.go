@@ -241,9 +241,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHand
 	if code := temporalconn.CodeOf(err); (code != temporalconn.CodeUnreachable && code != "") || c.tconn.TLS || c.tconn.APIKey {
 		return nil, "", nil, err
 	}
-	if _, err := devserver.FindCLI(); err != nil {
-		say("Temporal: installing the pinned CLI (about 7 minutes the first time, cached after)...")
-	}
+	// Without a CLI, EnsureCLI says what building it costs (devserver.MissingCLINotice).
 	cli, err := devserver.EnsureCLI(ctx, stderr)
 	if err != nil {
 		return nil, "", nil, err
