@@ -346,8 +346,10 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 
 // chat sends each input line as a user message and prints the bot's replies. Standard
 // input is read by its own goroutine, so a cancelled ctx (Ctrl-C) ends the chat at once,
-// even while it waits at the prompt.
+// even while it waits at the prompt. A line the terminal may have cut is still sent, with
+// a warning (warnIfCut).
 func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	terminal := isTerminal(stdin)
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -375,6 +377,7 @@ func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer)
 			fmt.Fprintln(stdout)
 			return nil
 		}
+		warnIfCut(stdout, line, terminal)
 		text := strings.TrimSpace(line)
 		if text == "" {
 			continue
