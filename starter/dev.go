@@ -18,12 +18,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/temporalconn"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -40,6 +42,12 @@ type devSystem struct {
 	botID   string
 	owner   string
 	printed int
+	// pool, account and installation find the reply window of the first message, whose
+	// id the chat names once (windowShown) for the banner's decoded-history command.
+	pool         *pgxpool.Pool
+	account      string
+	installation string
+	windowShown  bool
 }
 
 func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -48,7 +56,7 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	simAddr := fs.String("sim-addr", "127.0.0.1:8089", "address of the iLink simulator")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8090", "address of the reply API, /metrics and /healthz")
 	logLevel := fs.String("log-level", "warn", "worker log level (debug, info, warn, error)")
-	keyFile := fs.String("dev-key-file", defaultDevKeyFile(), "sealing key file kept between dev runs (used only when ILINKFLOW_SEALING_KEYS and ILINKFLOW_SEALING_KEYS_FILE are unset)")
+	keyFile := fs.String("dev-key-file", defaultDevKeyFile(), "sealing key file kept between dev runs, from which the payload codec's keys and the codec endpoint's token derive (used only when ILINKFLOW_SEALING_KEYS and ILINKFLOW_SEALING_KEYS_FILE are unset)")
 	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
@@ -104,29 +112,39 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 		return err
 	}
 	defer func() { _ = reg.Close(context.Background()) }()
-	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, reg.TemporalHandler(), say, stderr)
+	// Sealing keys: the configured ones, or the local dev key file (created on the first
+	// run), so the next run can open this run's accounts. The payload codec's keys derive
+	// from them: every payload this run puts in Temporal is encrypted, as a production
+	// worker's, and the next run decodes this run's histories.
+	keys, err := sealing.LoadKeyring(getenv)
+	fromDevFile, created := false, false
+	if errors.Is(err, sealing.ErrNoKey) {
+		fromDevFile = true
+		keys, created, err = devKeyring(set.keyFile)
+	}
+	if err != nil {
+		return err
+	}
+	dc, err := payloadcodec.DataConverter(keys)
+	if err != nil {
+		return err
+	}
+	codecToken, err := devCodecToken(getenv, keys, fromDevFile)
+	if err != nil {
+		return err
+	}
+
+	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, dc, reg.TemporalHandler(), say, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopTemporal()
 	defer tc.Close()
-
-	// Sealing keys: the configured ones, or the local dev key file (created on the first
-	// run), so the next run can open this run's accounts.
-	keys, err := sealing.LoadKeyring(getenv)
-	if errors.Is(err, sealing.ErrNoKey) {
-		var created bool
-		if keys, created, err = devKeyring(set.keyFile); err != nil {
-			return err
-		}
-		if created {
-			say("sealing: no ILINKFLOW_SEALING_KEYS set; created the dev-only key file %s (0600), reused by the next runs", set.keyFile)
-		} else {
-			say("sealing: no ILINKFLOW_SEALING_KEYS set; using the dev-only key file %s", set.keyFile)
-		}
-	}
-	if err != nil {
-		return err
+	switch {
+	case created:
+		say("sealing: no ILINKFLOW_SEALING_KEYS set; created the dev-only key file %s (0600), reused by the next runs", set.keyFile)
+	case fromDevFile:
+		say("sealing: no ILINKFLOW_SEALING_KEYS set; using the dev-only key file %s", set.keyFile)
 	}
 
 	// The simulator.
@@ -162,6 +180,9 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 		uiToken = hex.EncodeToString(b[:])
 	}
 	cfg.UIToken = sealing.NewSecret(uiToken)
+	// The payload codec endpoint (/codec/) for the Temporal CLI, behind the token printed
+	// below.
+	cfg.CodecToken = sealing.NewSecret(codecToken)
 	level := set.level
 	cfg.LogLevel = level
 	ready, done := make(chan struct{}), make(chan error, 1)
@@ -185,7 +206,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	// The simulator keeps its bots in memory, so a previous run's demo bot is gone with it:
 	// enrolling the same demo owner again replaces that account (as a new QR binding does
 	// on iLink) and the chat goes on with the same demo user.
-	sys := &devSystem{ctl: ilinksim.NewControl(simURL, nil), owner: demoOwner}
+	sys := &devSystem{ctl: ilinksim.NewControl(simURL, nil), owner: demoOwner, pool: pool}
 	if prev := previousDemoAccounts(ctx, pool, demoOwner); len(prev) > 0 {
 		say("demo bot: the previous run's demo account %s belonged to that run's simulator; enrolling the demo user again replaces it", strings.Join(prev, ", "))
 	}
@@ -199,6 +220,11 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 		}
 		return err
 	}
+	if sys.installation, err = installationID(ctx, pool); err != nil {
+		return err
+	}
+	sys.account = account
+	codecURL := "http://" + apiAddr + strings.TrimSuffix(gateway.CodecPath, "/")
 	say("")
 	say("ilinkflow is running:")
 	if uiURL != "" {
@@ -210,13 +236,16 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	say("  web front end      http://%s%s/ (operator token: %s)", apiAddr, gateway.UIPath, uiToken)
 	say("  iLink simulator    %s (control API under /_sim/)", simURL)
 	say("  demo bot           %s (account %s), owner %s", sys.botID, account, sys.owner)
+	say("  payload codec      %s (token: %s); every payload in Temporal is encrypted", codecURL, codecToken)
+	say("  decoded history    %s", codecShowCommand(c, wfapi.AccountPollerID(sys.installation, account), codecURL, codecToken))
 	say("")
 	say("Type a message as the WeChat user and press Enter; the echo agent answers. Ctrl-C stops.")
 	return sys.chat(ctx, stdin, stdout)
 }
 
 // devTemporal connects to Temporal, or starts the dev server with its UI.
-func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHandler, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
+// Its client encrypts payloads with dc, the worker's data converter.
+func devTemporal(ctx context.Context, c *conn, uiPort int, dc converter.DataConverter, mh client.MetricsHandler, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
 	icpt, err := clientInterceptors(ctx)
 	if err != nil {
 		return nil, "", nil, err
@@ -225,7 +254,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHand
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return temporalconn.Dial(dctx, c.tconn, client.Options{
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: codecConverter(), MetricsHandler: mh,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataConverter: dc, MetricsHandler: mh,
 			Interceptors: icpt})
 	}
 	tc, err := dial()
@@ -241,9 +270,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, mh client.MetricsHand
 	if code := temporalconn.CodeOf(err); (code != temporalconn.CodeUnreachable && code != "") || c.tconn.TLS || c.tconn.APIKey {
 		return nil, "", nil, err
 	}
-	if _, err := devserver.FindCLI(); err != nil {
-		say("Temporal: installing the pinned CLI (about 7 minutes the first time, cached after)...")
-	}
+	// Without a CLI, EnsureCLI says what building it costs (devserver.MissingCLINotice).
 	cli, err := devserver.EnsureCLI(ctx, stderr)
 	if err != nil {
 		return nil, "", nil, err
@@ -348,8 +375,10 @@ func (d *devSystem) enroll(ctx context.Context, tc client.Client, taskQueue stri
 
 // chat sends each input line as a user message and prints the bot's replies. Standard
 // input is read by its own goroutine, so a cancelled ctx (Ctrl-C) ends the chat at once,
-// even while it waits at the prompt.
+// even while it waits at the prompt. A line the terminal may have cut is still sent, with
+// a warning (warnIfCut).
 func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	terminal := isTerminal(stdin)
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -377,6 +406,7 @@ func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer)
 			fmt.Fprintln(stdout)
 			return nil
 		}
+		warnIfCut(stdout, line, terminal)
 		text := strings.TrimSpace(line)
 		if text == "" {
 			continue
@@ -390,6 +420,21 @@ func (d *devSystem) chat(ctx context.Context, stdin io.Reader, stdout io.Writer)
 		if err := d.awaitReply(ctx, stdout); err != nil {
 			return err
 		}
+		d.showWindow(ctx, stdout)
+	}
+}
+
+// showWindow names, once per run, the ReplyWindow workflow of the message just answered:
+// its history holds the reply (with the user's text) encrypted, and the banner's
+// decoded-history command shows it decoded with that workflow id.
+func (d *devSystem) showWindow(ctx context.Context, stdout io.Writer) {
+	if d.windowShown || d.pool == nil {
+		return
+	}
+	if id := latestWindow(ctx, d.pool, d.account); id > 0 {
+		d.windowShown = true
+		wf := wfapi.ReplyWindowID(d.installation, id)
+		fmt.Fprintf(stdout, "(in Temporal this message is the ReplyWindow %s, its text encrypted: to read it, run the \"decoded history\" command above with --workflow-id %s)\n", wf, wf)
 	}
 }
 

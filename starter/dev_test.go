@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
+	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
@@ -241,4 +244,154 @@ func TestDevServesTheTemporalSDKMetricsBesideTheProducts(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("dev: %v\n%s", err, errOut.String())
 	}
+}
+
+// devRun is a `starter dev` running in the background with a pipe as its standard input.
+type devRun struct {
+	out, errOut *syncBuffer
+	stdin       *io.PipeWriter
+	done        chan error
+}
+
+// startDev starts `starter dev` and waits for its prompt.
+func (e devEnv) startDev(t *testing.T) *devRun {
+	t.Helper()
+	stdin, typed := io.Pipe()
+	r := &devRun{out: &syncBuffer{}, errOut: &syncBuffer{}, stdin: typed, done: make(chan error, 1)}
+	go func() {
+		r.done <- run(context.Background(), e.args, stdin, r.out, r.errOut, func(string) string { return "" })
+	}()
+	t.Cleanup(func() { _ = typed.Close() })
+	r.waitFor(t, "you> ", 2*time.Minute)
+	return r
+}
+
+// waitFor waits until dev has printed want.
+func (r *devRun) waitFor(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(r.out.String(), want) {
+		select {
+		case err := <-r.done:
+			t.Fatalf("dev ended before printing %q: %v\n%s\n%s", want, err, r.out.String(), r.errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not print %q within %s:\n%s\n%s", want, within, r.out.String(), r.errOut.String())
+		}
+	}
+}
+
+// stop ends dev's input, as end of input does, and waits for it to end.
+func (r *devRun) stop(t *testing.T) {
+	t.Helper()
+	_ = r.stdin.Close()
+	if err := <-r.done; err != nil {
+		t.Fatalf("dev: %v\n%s", err, r.errOut.String())
+	}
+}
+
+var (
+	bannerCommand = regexp.MustCompile(`(?m)^  decoded history    (temporal workflow show .*)$`)
+	bannerCodec   = regexp.MustCompile(`(?m)^  payload codec      (http://\S+/codec) \(token: ([0-9a-f]{32,})\)`)
+	chatWindow    = regexp.MustCompile(`ReplyWindow (ilink-window/\S+),`)
+)
+
+// TestDevEncryptsPayloadsLikeAWorkerAndItsBannerCommandShowsThemDecoded: under `starter
+// dev` every payload in Temporal is encrypted with the codec keys of the dev key file, as
+// a production worker's are with its sealing keys, and dev serves /codec/ with a token.
+// A user's distinctive text goes through the chat; the `temporal` CLI without the codec
+// shows the history of the message's ReplyWindow without the text (and the poller's
+// without its fields), the exact command the banner printed shows the poller's history
+// decoded, and the same command with the ReplyWindow's id (as the chat says) shows the
+// text. A second run, with the same dev key file, prints the same token and decodes the
+// first run's history.
+func TestDevEncryptsPayloadsLikeAWorkerAndItsBannerCommandShowsThemDecoded(t *testing.T) {
+	t.Parallel()
+	cli := devserver.CLI(t)
+	e := newDevEnv(t)
+	const text = "heron-7f3a crosses the quiet canal at dusk"
+	// sh runs a command line as a user pastes it into a shell, with the CLI on PATH.
+	sh := func(line string) string {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(cli)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+		return string(out)
+	}
+
+	first := e.startDev(t)
+	banner := first.out.String()
+	m, c := bannerCommand.FindStringSubmatch(banner), bannerCodec.FindStringSubmatch(banner)
+	if m == nil || c == nil {
+		t.Fatalf("the banner lacks the codec endpoint, its token or the decoded-history command:\n%s", banner)
+	}
+	command, endpoint, token := m[1], c[1], c[2]
+	t.Logf("banner:\n%s\n%s", c[0], m[0])
+	for _, want := range []string{"--codec-endpoint " + endpoint, "--codec-auth 'Bearer " + token + "'", "--address ", "--namespace "} {
+		if !strings.Contains(command, want) {
+			t.Fatalf("the banner's command lacks %q: %s", want, command)
+		}
+	}
+	poller := regexp.MustCompile(`--workflow-id (\S+)`).FindStringSubmatch(command)[1]
+	if !strings.HasPrefix(poller, "ilink-account/") {
+		t.Fatalf("the banner's command shows %s, not the demo bot's AccountPoller", poller)
+	}
+	withoutCodec, _, _ := strings.Cut(command, " --codec-endpoint ")
+
+	if _, err := io.WriteString(first.stdin, text+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	first.waitFor(t, "bot> echo: "+text, time.Minute)
+	first.waitFor(t, "decoded history\" command above", 10*time.Second)
+	window := chatWindow.FindStringSubmatch(first.out.String())[1]
+	inWindow := func(cmd string) string { return strings.Replace(cmd, poller, window, 1) }
+
+	// Without the codec: neither the text nor the payloads' fields are readable.
+	plain := sh(inWindow(withoutCodec))
+	if strings.Contains(plain, text) || strings.Contains(plain, "heron") {
+		t.Fatalf("the ReplyWindow's history shows the user's text without the codec:\n%s", plain)
+	}
+	if !strings.Contains(plain, base64.StdEncoding.EncodeToString([]byte(payloadcodec.Encoding))) {
+		t.Fatalf("the ReplyWindow's payloads are not encrypted by the codec:\n%s", plain)
+	}
+	if p := sh(withoutCodec); strings.Contains(p, "AccountKey") {
+		t.Fatalf("the poller's history shows its input's fields without the codec:\n%s", p)
+	}
+	// The banner's command, exactly: the poller's history decoded.
+	if p := sh(command); !strings.Contains(p, "AccountKey") {
+		t.Fatalf("the banner's command does not show the poller's payloads decoded:\n%s", p)
+	}
+	decoded := sh(inWindow(command))
+	if !strings.Contains(decoded, text) {
+		t.Fatalf("the banner's command with the ReplyWindow's id does not show the text:\n%s", decoded)
+	}
+	t.Logf("without the codec: %s\nwith it: %s", lineWith(plain, "ActivityTaskScheduled", "input.payloads[0].data"), lineWith(decoded, "ActivityTaskScheduled", "Content.text"))
+	first.stop(t)
+
+	// The next run: the same key file, the same token, and the first run's history decodes.
+	second := e.startDev(t)
+	m2 := bannerCommand.FindStringSubmatch(second.out.String())
+	if m2 == nil || !strings.Contains(m2[1], "--codec-auth 'Bearer "+token+"'") {
+		t.Fatalf("the second run's banner has another token or no command:\n%s", second.out.String())
+	}
+	if d := sh(strings.Replace(m2[1], regexp.MustCompile(`--workflow-id (\S+)`).FindStringSubmatch(m2[1])[1], window, 1)); !strings.Contains(d, text) {
+		t.Fatalf("the second run does not decode the first run's history:\n%s", d)
+	}
+	second.stop(t)
+}
+
+// lineWith is the first line of out containing want after the first line containing
+// after.
+func lineWith(out, after, want string) string {
+	_, rest, _ := strings.Cut(out, after)
+	for _, l := range strings.Split(rest, "\n") {
+		if strings.Contains(l, want) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }

@@ -63,7 +63,7 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return fmt.Errorf("start enrollment: %w", err)
 	}
-	f := &enrollFollower{c: c, tc: tc, run: run, lines: bufio.NewScanner(stdin), stdout: stdout, stderr: stderr,
+	f := &enrollFollower{c: c, tc: tc, run: run, lines: bufio.NewScanner(stdin), terminal: isTerminal(stdin), stdout: stdout, stderr: stderr,
 		askedAt: -1, started: time.Now()}
 	done := make(chan error, 1)
 	var final wfapi.EnrollmentState
@@ -91,12 +91,14 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 // enrollFollower shows a running enrollment to the operator: its QR code, each status,
 // and the verification-code prompts, whose answers it signals to the workflow.
 type enrollFollower struct {
-	c      *conn
-	tc     client.Client
-	run    client.WorkflowRun
-	lines  *bufio.Scanner
-	stdout io.Writer
-	stderr io.Writer
+	c     *conn
+	tc    client.Client
+	run   client.WorkflowRun
+	lines *bufio.Scanner
+	// terminal: stdin is a terminal, which may cut a pasted line (warnIfCut).
+	terminal bool
+	stdout   io.Writer
+	stderr   io.Writer
 
 	lastStatus, shownQR string
 	// askedAt is the count of refused codes when the code was last asked for (-1: not
@@ -185,14 +187,34 @@ func (f *enrollFollower) askCode(ctx context.Context, st wfapi.EnrollmentState) 
 	if err := f.emit(ev, text); err != nil {
 		return err
 	}
-	if !f.lines.Scan() {
-		return errors.New("no verification code on standard input")
+	code, err := f.readCode()
+	if err != nil {
+		return err
 	}
-	code := strings.TrimSpace(f.lines.Text())
 	if err := f.tc.SignalWorkflow(ctx, f.run.GetID(), f.run.GetRunID(), wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code}); err != nil {
 		return fmt.Errorf("send the verification code: %w", err)
 	}
 	return nil
+}
+
+// readCode reads the verification code. A line the terminal may have cut is not sent (a
+// code is a few digits: that line is a mistaken paste, and a wrong code costs an attempt
+// at iLink): the user is warned (warnIfCut; on stderr with --json, whose stdout carries
+// JSON lines only) and asked again.
+func (f *enrollFollower) readCode() (string, error) {
+	w := f.stdout
+	if f.c.json {
+		w = f.stderr
+	}
+	for {
+		if !f.lines.Scan() {
+			return "", errors.New("no verification code on standard input")
+		}
+		if !warnIfCut(w, f.lines.Text(), f.terminal) {
+			return strings.TrimSpace(f.lines.Text()), nil
+		}
+		fmt.Fprintln(w, "That line was not sent as the code: type the number WeChat shows and press Enter:")
+	}
 }
 
 // enrollHintAfter is how long enroll waits for a QR code before it suggests that no

@@ -48,6 +48,17 @@ const CLIVersion = "v1.5.1"
 // InstallCommand installs the pinned CLI into $(go env GOPATH)/bin.
 const InstallCommand = "go install github.com/temporalio/cli/cmd/temporal@" + CLIVersion
 
+// InstallCost is the one statement of what getting the Temporal CLI costs, measured on a
+// busy 2-core machine: [EnsureCLI] prints it before it builds the CLI and the error of a
+// missing CLI carries it (the README says the same).
+const InstallCost = "building it from source takes 7-20 minutes on a 2-core machine the first time (cached after); " +
+	"installing the official binary takes seconds: brew install temporal, the release archive from https://temporal.download/cli, " +
+	"or curl -sSf https://temporal.download/cli.sh | sh"
+
+// MissingCLINotice is what [EnsureCLI] prints before it falls back to building the CLI.
+const MissingCLINotice = "Temporal CLI: no `temporal` on PATH (nor at $" + EnvCLI + " or in $(go env GOPATH)/bin), so running " +
+	InstallCommand + ": " + InstallCost + " (press Ctrl-C, install it, and run again)"
+
 // EnvCLI names the environment variable that points at the CLI binary.
 const EnvCLI = "TEMPORAL_CLI"
 
@@ -452,8 +463,8 @@ var installOnce struct {
 }
 
 // EnsureCLI returns the Temporal CLI that FindCLI finds, or installs the pinned version
-// with `go install` (a few minutes the first time, cached afterwards) and returns that.
-// Progress goes to log. Setting $ILINKFLOW_NO_CLI_INSTALL turns the install off, and so
+// with `go install` ([InstallCost]) and returns that. [MissingCLINotice] and the
+// build's progress go to log. Setting $ILINKFLOW_NO_CLI_INSTALL turns the install off, and so
 // does -short mode in a test binary (the fast tier never installs the CLI).
 func EnsureCLI(ctx context.Context, log io.Writer) (string, error) {
 	if p, err := FindCLI(); err == nil || os.Getenv("ILINKFLOW_NO_CLI_INSTALL") != "" || shortTest() {
@@ -462,7 +473,7 @@ func EnsureCLI(ctx context.Context, log io.Writer) (string, error) {
 	installOnce.Lock()
 	defer installOnce.Unlock()
 	if !installOnce.done {
-		fmt.Fprintf(log, "devserver: the Temporal CLI is missing; running %s (a few minutes the first time)\n", InstallCommand)
+		fmt.Fprintln(log, MissingCLINotice)
 		cmd := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion)
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Run(); err != nil {
@@ -505,8 +516,8 @@ func missingCLIError(tried []string) error {
 	if len(tried) > 0 {
 		where += ", " + strings.Join(tried, ", ")
 	}
-	return fmt.Errorf("devserver: the Temporal CLI (temporal %s) was not found (looked at $%s, %s); install it with:\n\t%s\n(it builds in a few minutes and is cached afterwards)",
-		CLIVersion, EnvCLI, where, InstallCommand)
+	return fmt.Errorf("devserver: the Temporal CLI (temporal %s) was not found (looked at $%s, %s); install the official binary, or build it with:\n\t%s\n(%s)",
+		CLIVersion, EnvCLI, where, InstallCommand, InstallCost)
 }
 
 // executable reports why path is not an executable file (nil when it is).
