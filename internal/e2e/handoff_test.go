@@ -201,13 +201,8 @@ func (s *system) sentTexts(botID string, n int) []string {
 	s.t.Helper()
 	var texts []string
 	s.eventually(fmt.Sprintf("%d replies at the simulator", n), time.Minute, func() (bool, error) {
-		sent, err := s.ctl.Sent(s.ctx, botID)
-		texts = texts[:0]
-		for _, m := range sent {
-			if m.Outcome == ilinksim.OutcomeAccepted {
-				texts = append(texts, m.Text)
-			}
-		}
+		var err error
+		texts, err = acceptedTexts(s.ctx, s.ctl, botID)
 		return err == nil && len(texts) >= n, err
 	})
 	return texts

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -37,18 +38,24 @@ func (s *system) steer(verb, accountKey string, pauseFor time.Duration) operator
 	return res
 }
 
-// answered lists the texts the simulator accepted from the bot.
-func (s *system) answered(botID string) []string {
-	s.t.Helper()
-	sent, err := s.ctl.Sent(s.ctx, botID)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+// acceptedTexts lists the texts the simulator accepted from a bot, in order.
+func acceptedTexts(ctx context.Context, ctl *ilinksim.Control, botID string) ([]string, error) {
+	sent, err := ctl.Sent(ctx, botID)
 	var texts []string
 	for _, m := range sent {
 		if m.Outcome == ilinksim.OutcomeAccepted {
 			texts = append(texts, m.Text)
 		}
+	}
+	return texts, err
+}
+
+// answered lists the texts the simulator accepted from the bot.
+func (s *system) answered(botID string) []string {
+	s.t.Helper()
+	texts, err := acceptedTexts(s.ctx, s.ctl, botID)
+	if err != nil {
+		s.t.Fatal(err)
 	}
 	return texts
 }
@@ -87,6 +94,15 @@ func (s *system) inboxStatuses() map[string]int {
 		s.t.Fatal(err)
 	}
 	return out
+}
+
+// waitOnlyHandled waits until the inbox holds n messages, all handled.
+func (s *system) waitOnlyHandled(n int, within time.Duration) {
+	s.t.Helper()
+	s.eventually(fmt.Sprintf("%d messages, all handled", n), within, func() (bool, error) {
+		st := s.inboxStatuses()
+		return st[vocab.MessageHandled] == n && len(st) == 1, nil
+	})
 }
 
 // A removal stops the poller's work at once: the poller closes within seconds (it does
@@ -144,10 +160,7 @@ func TestAMessageSentWhilePausedIsAnsweredSoonAfterTheResume(t *testing.T) {
 	})
 	s.steer(operator.Resume, acct, 0)
 	s.waitAnswer(bot.BotID, "sent while paused", 30*time.Second)
-	s.eventually("the message handled", 30*time.Second, func() (bool, error) {
-		st := s.inboxStatuses()
-		return st[vocab.MessageHandled] == 1 && len(st) == 1, nil
-	})
+	s.waitOnlyHandled(1, 30*time.Second)
 }
 
 // sendsDone counts the Send activities a workflow completed (refused or not).
@@ -204,10 +217,7 @@ func TestAnAnswerThePauseRefusedIsOfferedAgainAtTheResume(t *testing.T) {
 	}
 	s.steer(operator.Resume, acct, 0)
 	s.waitAnswer(bot.BotID, "answered while pausing", 30*time.Second)
-	s.eventually("the message handled", 30*time.Second, func() (bool, error) {
-		st := s.inboxStatuses()
-		return st[vocab.MessageHandled] == 1 && len(st) == 1, nil
-	})
+	s.waitOnlyHandled(1, 30*time.Second)
 	if got := s.answered(bot.BotID); len(got) != 1 {
 		t.Fatalf("answers %q, want one", got)
 	}

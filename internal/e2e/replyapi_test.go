@@ -266,15 +266,9 @@ func (a *apiSystem) digest() string {
 // sentTexts is what the simulator accepted from a bot, in order.
 func (a *apiSystem) sentTexts(botID string) []string {
 	a.t.Helper()
-	sent, err := a.ctl.Sent(a.ctx, botID)
+	out, err := acceptedTexts(a.ctx, a.ctl, botID)
 	if err != nil {
 		a.t.Fatal(err)
-	}
-	var out []string
-	for _, m := range sent {
-		if m.Outcome == ilinksim.OutcomeAccepted {
-			out = append(out, m.Text)
-		}
 	}
 	return out
 }
