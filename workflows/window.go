@@ -273,22 +273,23 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 		attempted++
 		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1)}
 		res, err := w.sendOne(ctx, req)
+		code := res.ErrorCode
 		if err != nil {
-			switch refusalType(err) {
-			case string(vocab.CodeReplyWindowInactive), string(vocab.CodeReplyWindowExpired):
-				// Superseded or expired meanwhile: the message went with the next
-				// delivery, or the expiry settled it.
-				windowEnded = true
-				log.Info("reply of the hand-off not sent: the window ended", "window", w.in.ReplyWindowID, "request", req.RequestID)
-			case string(vocab.CodeAccountNotActive):
-				log.Info("reply of the hand-off not sent: the account is not active; the message is offered again when it resumes",
-					"window", w.in.ReplyWindowID, "request", req.RequestID)
-			default:
-				log.Warn("reply of the hand-off not sent", "window", w.in.ReplyWindowID, "request", req.RequestID, "error", err)
-			}
-			continue
+			code = refusalType(err)
 		}
-		if res.Status != vocab.AttemptSent {
+		switch {
+		case err == nil && res.Status == vocab.AttemptSent:
+		case code == string(vocab.CodeReplyWindowInactive), code == string(vocab.CodeReplyWindowExpired):
+			// Superseded or expired meanwhile (refused, or failed as retired): the message
+			// went with the next delivery, or the expiry settled it.
+			windowEnded = true
+			log.Info("reply of the hand-off not sent: the window ended", "window", w.in.ReplyWindowID, "request", req.RequestID)
+		case code == string(vocab.CodeAccountNotActive):
+			log.Info("reply of the hand-off not sent: the account is not active; the message is offered again when it resumes",
+				"window", w.in.ReplyWindowID, "request", req.RequestID)
+		case err != nil:
+			log.Warn("reply of the hand-off not sent", "window", w.in.ReplyWindowID, "request", req.RequestID, "error", err)
+		default:
 			log.Warn("reply of the hand-off", "window", w.in.ReplyWindowID, "request", req.RequestID,
 				"status", res.Status, "error_code", res.ErrorCode)
 		}

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,9 +24,17 @@ import (
 // echoWebhook starts a webhook agent that answers every delivery with one reply naming
 // the message's text, and the verdict handled.
 func echoWebhook(t *testing.T) (*receiver, string) {
-	return newReceiver(t, func(_ int, d webhook.Delivery) (int, string) {
-		return http.StatusOK, fmt.Sprintf(`{"replies": ["re: %s"], "handled": true}`, d.Message.Summary)
-	})
+	return newReceiver(t, func(_ int, d webhook.Delivery) (int, string) { return http.StatusOK, reAnswer(d) })
+}
+
+// reAnswer is a webhook answer with one reply, "re: " and the message's text (a merged
+// message's texts are on lines of their own), and the verdict handled.
+func reAnswer(d webhook.Delivery) string {
+	b, err := json.Marshal(webhook.Answer{Replies: []string{"re: " + d.Message.Summary}, Handled: true})
+	if err != nil {
+		panic(err) // a string slice and a bool always marshal
+	}
+	return string(b)
 }
 
 // steer runs an operator command as `starter pause|resume|remove` does.
@@ -197,7 +206,7 @@ func TestAnAnswerThePauseRefusedIsOfferedAgainAtTheResume(t *testing.T) {
 		if n == 1 {
 			<-paused // the agent answers once the bot is paused
 		}
-		return http.StatusOK, fmt.Sprintf(`{"replies": ["re: %s"], "handled": true}`, d.Message.Summary)
+		return http.StatusOK, reAnswer(d)
 	})
 	s := start(t, store.DefaultLimits(), webhookConfig(url, 0))
 	const owner = "o9cq8e2epauserefused00001@im.wechat"
@@ -285,6 +294,51 @@ func TestAPauseLandingAroundAMessageLeavesItAnsweredOnceAfterThePause(t *testing
 	for i := 0; i < offsets; i++ {
 		if n := counts[fmt.Sprint(i)]; n != 1 {
 			t.Errorf("message %d was answered %d times, want once", i, n)
+		}
+	}
+}
+
+// The normal supersede path logs nothing above INFO: the user writes again while the agent
+// still works on the first message; the agent's answer to it is no longer the window's to
+// send (the message went with the next delivery), and that is not a warning.
+func TestTheSupersedePathLogsNothingAboveInfo(t *testing.T) {
+	t.Parallel()
+	first := make(chan struct{})
+	superseded := make(chan struct{})
+	rcv, url := newReceiver(t, func(n int, d webhook.Delivery) (int, string) {
+		if n == 1 {
+			close(first)
+			<-superseded // the user writes again before the agent answers
+		}
+		return http.StatusOK, reAnswer(d)
+	})
+	logs := &logSink{}
+	s := start(t, store.DefaultLimits(), webhookConfig(url, 0), logsTo(logs))
+	const owner = "o9cq8e2esupersedelogs0001@im.wechat"
+	acct, bot := s.enrolledBot("qo_e2e_supersede_logs", owner)
+	if _, err := s.ctl.InjectText(s.ctx, bot.BotID, "", "first"); err != nil {
+		t.Fatal(err)
+	}
+	<-first
+	if _, err := s.ctl.InjectText(s.ctx, bot.BotID, "", "second"); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("the first window superseded", time.Minute, func() (bool, error) {
+		ws, err := s.store.ListWindows(s.ctx, store.WindowFilter{AccountKey: acct, State: vocab.WindowSuperseded})
+		return len(ws) == 1, err
+	})
+	close(superseded)
+	rcv.next(2, time.Minute)
+	s.waitAnswer(bot.BotID, "second", time.Minute)
+	s.eventually("every message handled or absorbed", time.Minute, func() (bool, error) {
+		st := s.inboxStatuses()
+		return st[vocab.MessageHandled] == 1 && st[vocab.MessageAbsorbed] == 1 && len(st) == 2, nil
+	})
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, line := range strings.Split(logs.b.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("logged above INFO on the supersede path: %s", line)
 		}
 	}
 }
