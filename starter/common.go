@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/internal/redact"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/temporalconn"
@@ -51,7 +52,8 @@ func (c *conn) register(fs *flag.FlagSet, getenv func(string) string, with int) 
 		fs.StringVar(&c.taskQueue, "task-queue", envOr(getenv, "ILINKFLOW_TASK_QUEUE", wfapi.DefaultTaskQueue), "task queue of the workflows (env ILINKFLOW_TASK_QUEUE)")
 	}
 	if with&withDB != 0 {
-		fs.StringVar(&c.databaseURL, "database-url", databaseURL(getenv), "PostgreSQL URL (env DATABASE_URL)")
+		// The default comes from DATABASE_URL: --help shows it with its password hidden.
+		redact.DatabaseURLVar(fs, &c.databaseURL, "database-url", databaseURL(getenv), "PostgreSQL URL (env DATABASE_URL; its password is not shown)")
 	}
 	if with&withJSON != 0 {
 		fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
