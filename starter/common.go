@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/redact"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -86,10 +87,16 @@ func envOr(getenv func(string) string, key, def string) string {
 }
 
 // openStore opens the store for operator commands. Reads need no key; commands that
-// seal nothing work with an ephemeral key ring when no sealing key is configured.
+// seal nothing work with an ephemeral key ring when no sealing key is configured. A
+// database that lacks migrations of this build is refused first, with the one line of
+// db.NotMigratedHint, instead of a store error about a missing table.
 func openStore(ctx context.Context, c *conn, getenv func(string) string) (*store.Store, func(), error) {
 	pool, err := connectDB(ctx, c.databaseURL)
 	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := db.Check(ctx, pool); err != nil {
+		pool.Close()
 		return nil, nil, err
 	}
 	keys, err := sealing.LoadKeyring(getenv)
