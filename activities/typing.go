@@ -96,6 +96,12 @@ func (t *Typer) send(ctx context.Context, accountKey, peerID string, on bool) er
 	if err != nil {
 		return &actapi.TypingError{Code: string(store.CodeOf(err))}
 	}
+	if !on && acct.Status != vocab.AccountActive && acct.Status != vocab.AccountPaused {
+		// Needs a relogin, replaced or disabled: the bot token is dead or another binding
+		// owns the bot, so there is nothing this account can cancel (iLink drops a typing
+		// status by itself); a call would only fail.
+		return nil
+	}
 	cfg := t.Client
 	cfg.BaseURL = acct.BaseURL
 	var cl *ilink.Client

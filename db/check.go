@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/internal/redact"
 )
 
 // Status is what Check found: the schema's version and the embedded migrations it lacks.
@@ -24,10 +26,30 @@ type Status struct {
 
 // Check reads, without writing anything or taking any lock, whether the schema that the
 // pool's search_path selects has every embedded migration applied. A schema that lacks
-// some is an [*Error] with [CodeSchemaBehind] whose message names "starter migrate"; a
-// schema ahead of this release (migrated by a newer one) is not an error.
+// some is an [*Error] with [CodeSchemaBehind] whose message is the one line of
+// [NotMigratedHint] (the database named by its redacted URL); a schema ahead of this
+// release (migrated by a newer one) is not an error.
 func Check(ctx context.Context, pool *pgxpool.Pool) (Status, error) {
 	return checkFS(ctx, pool, Migrations())
+}
+
+// NotMigratedHint is the one line a process prints when the database at url (already
+// redacted) lacks migrations this build needs: its schema is at version, the build needs
+// latest, and "starter migrate" applies the rest.
+func NotMigratedHint(url string, version, latest int64) string {
+	return fmt.Sprintf(`the database at %s is not migrated (schema version %d, this build needs %d): run "starter migrate"`,
+		url, version, latest)
+}
+
+// where names the pool's database for a person: its connection string, redacted, or
+// (for a configuration built without one) its user, host, port and database.
+func where(pool *pgxpool.Pool) string {
+	cfg := pool.Config()
+	if s := cfg.ConnString(); s != "" {
+		return redact.DatabaseURL(s)
+	}
+	cc := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
 }
 
 // checkFS is Check for the migrations in fsys.
@@ -72,9 +94,7 @@ func checkFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) (Status, error
 		}
 	}
 	if len(st.Pending) > 0 {
-		return st, &Error{Code: CodeSchemaBehind, Msg: fmt.Sprintf(
-			"the database is at version %d and this release needs %d (%d migration(s) pending); run \"starter migrate\" first, or let this process migrate",
-			st.Version, st.Latest, len(st.Pending))}
+		return st, &Error{Code: CodeSchemaBehind, Msg: NotMigratedHint(where(pool), st.Version, st.Latest)}
 	}
 	return st, nil
 }

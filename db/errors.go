@@ -17,7 +17,8 @@ const (
 	// CodeLockBusy: another run held the migration lock for longer than the wait.
 	CodeLockBusy = "migration_lock_busy"
 	// CodeSchemaBehind: the schema lacks migrations this release needs, and the process
-	// was told not to apply them (run "starter migrate").
+	// was told not to apply them (run "starter migrate"). Its message is the one line of
+	// [NotMigratedHint], without the prefix and the code of the other errors.
 	CodeSchemaBehind = "schema_not_migrated"
 	// CodeFailed: any other failure to read or migrate the schema.
 	CodeFailed = "migration_failed"
@@ -37,8 +38,12 @@ type Error struct {
 	Err error
 }
 
-// Error is "schema migration <version>: <msg> [<code>]: <cause>", on one line.
+// Error is "schema migration <version>: <msg> [<code>]: <cause>", on one line; a schema
+// that is behind ([CodeSchemaBehind]) is its message alone, the hint an operator acts on.
 func (e *Error) Error() string {
+	if e.Code == CodeSchemaBehind && e.Err == nil {
+		return strings.Join(strings.Fields(e.Msg), " ")
+	}
 	var b strings.Builder
 	b.WriteString("schema")
 	if e.Version > 0 {

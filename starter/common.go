@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/internal/redact"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/temporalconn"
@@ -51,7 +53,8 @@ func (c *conn) register(fs *flag.FlagSet, getenv func(string) string, with int) 
 		fs.StringVar(&c.taskQueue, "task-queue", envOr(getenv, "ILINKFLOW_TASK_QUEUE", wfapi.DefaultTaskQueue), "task queue of the workflows (env ILINKFLOW_TASK_QUEUE)")
 	}
 	if with&withDB != 0 {
-		fs.StringVar(&c.databaseURL, "database-url", databaseURL(getenv), "PostgreSQL URL (env DATABASE_URL)")
+		// The default comes from DATABASE_URL: --help shows it with its password hidden.
+		redact.DatabaseURLVar(fs, &c.databaseURL, "database-url", databaseURL(getenv), "PostgreSQL URL (env DATABASE_URL; its password is not shown)")
 	}
 	if with&withJSON != 0 {
 		fs.BoolVar(&c.json, "json", false, "print JSON for scripts")
@@ -84,10 +87,16 @@ func envOr(getenv func(string) string, key, def string) string {
 }
 
 // openStore opens the store for operator commands. Reads need no key; commands that
-// seal nothing work with an ephemeral key ring when no sealing key is configured.
+// seal nothing work with an ephemeral key ring when no sealing key is configured. A
+// database that lacks migrations of this build is refused first, with the one line of
+// db.NotMigratedHint, instead of a store error about a missing table.
 func openStore(ctx context.Context, c *conn, getenv func(string) string) (*store.Store, func(), error) {
 	pool, err := connectDB(ctx, c.databaseURL)
 	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := db.Check(ctx, pool); err != nil {
+		pool.Close()
 		return nil, nil, err
 	}
 	keys, err := sealing.LoadKeyring(getenv)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,6 +78,14 @@ func devCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	return err
 }
+
+// devShutdownGrace is how long the dev worker lets its activities finish on Ctrl-C, and
+// devLongPollHold the simulator's hold of an empty getupdates: shorter, so that the long
+// polls end within the grace.
+const (
+	devShutdownGrace = 2 * time.Second
+	devLongPollHold  = time.Second
+)
 
 // devSettings are dev's own flags.
 type devSettings struct {
@@ -146,6 +155,12 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	case fromDevFile:
 		say("sealing: no ILINKFLOW_SEALING_KEYS set; using the dev-only key file %s", set.keyFile)
 	}
+	// The previous run's demo bot lived in that run's simulator: its account is retired
+	// before the worker starts, so that no poller tries its dead token.
+	prev, err := retirePreviousDemoAccounts(ctx, pool, keys, tc, demoOwner)
+	if err != nil {
+		return err
+	}
 
 	// The simulator.
 	simLn, err := net.Listen("tcp", *simAddr)
@@ -157,6 +172,10 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	// so the third reply of every chat would be throttled).
 	simCfg := ilinksim.DefaultConfig()
 	simCfg.RealTime = true
+	// Long polls shorter than the worker's shutdown grace (below): on Ctrl-C the poll in
+	// flight ends by itself and its notifystop reaches the simulator before it closes (a
+	// 35 s hold was cut at the grace, and the notifystop found the simulator gone).
+	simCfg.LongPollHold = devLongPollHold
 	simSrv := &http.Server{Handler: ilinksim.New(simCfg).Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = simSrv.Serve(simLn) }()
 	defer simSrv.Close()
@@ -168,7 +187,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	cfg.ILinkBaseURL, cfg.ILinkCDNBaseURL = simURL, simURL+"/c2c"
 	cfg.HTTPAddr = *httpAddr
 	cfg.Handler = "echo"
-	cfg.ShutdownGrace = 2 * time.Second // Ctrl-C stops the demo within a couple of seconds
+	cfg.ShutdownGrace = devShutdownGrace // Ctrl-C stops the demo within a couple of seconds
 	// The enrollment web front end, with the operator token of the environment or one for
 	// this run (printed below, never put in a URL).
 	uiToken := strings.TrimSpace(getenv(webui.TokenEnv))
@@ -203,12 +222,12 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	}
 
 	// A demo bot, enrolled through a scripted QR scan.
-	// The simulator keeps its bots in memory, so a previous run's demo bot is gone with it:
-	// enrolling the same demo owner again replaces that account (as a new QR binding does
-	// on iLink) and the chat goes on with the same demo user.
+	// The simulator keeps its bots in memory, so a previous run's demo bot is gone with it
+	// (its account was retired above, before the worker started): the same demo owner is
+	// enrolled again and the chat goes on with the same demo user.
 	sys := &devSystem{ctl: ilinksim.NewControl(simURL, nil), owner: demoOwner, pool: pool}
-	if prev := previousDemoAccounts(ctx, pool, demoOwner); len(prev) > 0 {
-		say("demo bot: the previous run's demo account %s belonged to that run's simulator; enrolling the demo user again replaces it", strings.Join(prev, ", "))
+	if len(prev) > 0 {
+		say("demo bot: the previous run's demo account %s belonged to that run's simulator, which is gone: it is marked needs_relogin and the demo user is enrolled again", strings.Join(prev, ", "))
 	}
 	ectx, ecancel := context.WithTimeout(ctx, time.Minute)
 	account, err := sys.enroll(ectx, tc, c.taskQueue)
@@ -284,12 +303,16 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, dc converter.DataConv
 	args := append([]string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
 		"--namespace", c.namespace, "--log-level", "error"}, wfapi.DevServerArgs()...)
 	cmd := exec.Command(cli, args...)
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	// Its errors reach stderr while it serves; those of its own shutdown (shards closing
+	// under requests in flight) are not problems and are dropped.
+	serverErr := &switchWriter{w: stderr}
+	cmd.Stdout, cmd.Stderr = io.Discard, serverErr
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, "", nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
 	stop := func() {
+		serverErr.off()
 		_ = cmd.Process.Signal(os.Interrupt)
 		waited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(waited) }()
@@ -467,4 +490,28 @@ func (d *devSystem) awaitReply(ctx context.Context, stdout io.Writer) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// switchWriter writes to w until off is called, then drops everything.
+type switchWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	dropped bool
+}
+
+// Write writes p to w, or drops it once the writer is off.
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropped {
+		return len(p), nil
+	}
+	return s.w.Write(p)
+}
+
+// off drops every later write.
+func (s *switchWriter) off() {
+	s.mu.Lock()
+	s.dropped = true
+	s.mu.Unlock()
 }

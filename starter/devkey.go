@@ -8,10 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // demoOwner is the WeChat user who owns the `starter dev` demo bot, the same on every run.
@@ -70,9 +75,58 @@ func devKeyring(path string) (keys *sealing.Keyring, created bool, err error) {
 	return keys, false, nil
 }
 
-// previousDemoAccounts lists the demo owner's live accounts left by an earlier run.
+// retirePreviousDemoAccounts marks the demo owner's accounts that an earlier run left
+// active or paused as needing a relogin, before this run's worker starts, and returns
+// them: the simulator that issued their bot tokens ended with that run, so their tokens
+// are dead, and a worker that polled them would only learn it from a stale-token error
+// (warnings on every second run). Their open windows are cancelled with them. On a
+// Temporal server that outlived the earlier run (dev connected to one), their poller is
+// terminated and their windows' workflows are told they retired: a poller told to stop
+// would say goodbye (notifystop) to the simulator that is gone. On a database that is
+// not migrated yet (a first run: the worker migrates it) there is none.
+func retirePreviousDemoAccounts(ctx context.Context, pool *pgxpool.Pool, keys *sealing.Keyring, tc client.Client, owner string) ([]string, error) {
+	prev := previousDemoAccounts(ctx, pool, owner)
+	if len(prev) == 0 {
+		return nil, nil
+	}
+	st, err := store.New(pool, keys, store.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	inst, err := st.Installation(ctx)
+	if err != nil {
+		return nil, err
+	}
+	const reason = "starter dev: the simulator that issued its bot token ended with the previous run"
+	for _, key := range prev {
+		a, err := st.GetAccount(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("the previous run's demo account %s: %w", key, err)
+		}
+		ch, err := st.MarkNeedsRelogin(ctx, time.Now(), key, a.Generation, reason)
+		if err != nil {
+			return nil, fmt.Errorf("the previous run's demo account %s: %w", key, err)
+		}
+		id, runID, err := wfclient.RunningPoller(ctx, tc, inst, key)
+		if err != nil {
+			return nil, fmt.Errorf("the previous run's demo account %s: %w", key, err)
+		}
+		if id != "" {
+			if err := tc.TerminateWorkflow(ctx, id, runID, reason); err != nil && !wfclient.IsNotFound(err) {
+				return nil, fmt.Errorf("the previous run's demo account %s: terminate its poller: %w", key, err)
+			}
+		}
+		for _, w := range ch.CancelledWindowIDs {
+			_ = tc.SignalWorkflow(ctx, inst.WindowWorkflowID(w), "", wfapi.SignalRetired, nil) // best effort, as operator.Steer
+		}
+	}
+	return prev, nil
+}
+
+// previousDemoAccounts lists the demo owner's active or paused accounts left by an earlier
+// run (none when the accounts cannot be read, e.g. on a database not migrated yet).
 func previousDemoAccounts(ctx context.Context, pool *pgxpool.Pool, owner string) []string {
-	rows, err := pool.Query(ctx, "SELECT account_key FROM accounts WHERE owner_peer_id = $1 AND status IN ('active', 'paused', 'needs_relogin') ORDER BY account_key", owner)
+	rows, err := pool.Query(ctx, "SELECT account_key FROM accounts WHERE owner_peer_id = $1 AND status IN ('active', 'paused') ORDER BY account_key", owner)
 	if err != nil {
 		return nil
 	}

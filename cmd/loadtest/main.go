@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/ilinkflow/ilinkflow/internal/loadtest"
+	"github.com/ilinkflow/ilinkflow/internal/redact"
 )
 
 // envFlags collects repeated -worker-env KEY=VALUE flags.
@@ -123,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Think, "think", cfg.Think, "least time between the reply to a bot's message and its next message")
 	fs.DurationVar(&cfg.Idle, "idle", cfg.Idle, "length of the idle measurement")
 	fs.DurationVar(&cfg.LongPollHold, "longpoll-hold", cfg.LongPollHold, "simulator's hold of an empty getupdates (protocol default 35s)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (default $DATABASE_URL); a fresh schema is created and dropped")
+	redact.DatabaseURLVar(fs, &cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (default $DATABASE_URL, its password not shown); a fresh schema is created and dropped")
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", cfg.TemporalAddress, "Temporal frontend host:port (default $TEMPORAL_ADDRESS; empty: start the dev server)")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "task-queue partitions of the dev server the run starts (0: the server's default, 4)")
 	fs.StringVar(&cfg.TemporalNamespace, "namespace", "", "existing Temporal namespace without earlier runs (default: register a fresh one)")

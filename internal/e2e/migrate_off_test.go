@@ -14,8 +14,8 @@ import (
 )
 
 // The worker command with --migrate=false on a database that was never migrated exits 1
-// at once with one line that names "starter migrate" (the schema's code in brackets),
-// and leaves the database as it was.
+// at once with one line that names the database (its URL without the password) and
+// "starter migrate", and leaves the database as it was.
 func TestAWorkerWithMigrateOffRefusesAnUnmigratedDatabaseInOneLine(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.NewSchema(t)
@@ -41,8 +41,9 @@ func TestAWorkerWithMigrateOffRefusesAnUnmigratedDatabaseInOneLine(t *testing.T)
 			naming = append(naming, line)
 		}
 	}
-	if len(naming) != 1 || !strings.HasPrefix(naming[0], "worker: ") || !strings.Contains(naming[0], "[schema_not_migrated]") {
-		t.Fatalf("want one line \"worker: ... starter migrate ... [schema_not_migrated]\", got:\n%s", out)
+	want := "worker: the database at " + dbtest.SchemaURL(schema) + " is not migrated (schema version 0, this build needs "
+	if len(naming) != 1 || !strings.HasPrefix(naming[0], want) || !strings.HasSuffix(naming[0], `): run "starter migrate"`) {
+		t.Fatalf("want one line %q...%q, got:\n%s", want, `): run "starter migrate"`, out)
 	}
 	t.Logf("%s", naming[0])
 	var tables int

@@ -17,6 +17,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/redact"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/tracing"
@@ -819,6 +820,12 @@ flags (environment variable, default):
 `)
 	for _, s := range settings {
 		d := s.def(def)
+		switch {
+		case s.secret && s.env == "DATABASE_URL":
+			d = redact.DatabaseURL(d) // the URL without its password
+		case s.secret:
+			d = redact.Secret(d)
+		}
 		if d == "" {
 			d = "unset"
 		}

@@ -99,6 +99,12 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled} {
 		p.sends.WithLabelValues(o)
 	}
+	// The reply API's main routes are exposed before their first request: a worker whose
+	// agents have not replied yet (or reply through the hand-off's answer) still shows
+	// the documented series.
+	for _, route := range []string{"reply", "done"} {
+		p.replies.WithLabelValues(route, "ok")
+	}
 	return p, nil
 }
 

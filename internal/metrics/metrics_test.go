@@ -154,6 +154,8 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 		`ilinkflow_messages_total{outcome="duplicate"} 0`,
 		`ilinkflow_sends_total{outcome="sent"} 1`,
 		`ilinkflow_sends_total{outcome="throttled"} 0`,
+		`ilinkflow_reply_api_requests_total{code="ok",route="reply"} 0`,
+		`ilinkflow_reply_api_requests_total{code="ok",route="done"} 0`,
 		`ilinkflow_windows{state="open"} 2`,
 		`ilinkflow_throttle_breakers_open 1`,
 		`ilinkflow_seconds_since_last_good_poll{account="ilk_fresh"} 10`,
