@@ -28,9 +28,10 @@ func (a *Activities) CloseOffer(ctx context.Context, in actapi.CloseOfferInput) 
 }
 
 // FetchQRCode asks iLink for a QR code, listing the tokens of our live bots so that iLink
-// can answer binded_redirect.
+// can answer binded_redirect. An account whose token the sealing keys cannot open is left
+// out of the list: it never holds up an enrollment.
 func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (actapi.QRCodeOutput, error) {
-	accts, err := a.Store.ListActiveAccountsWithSecrets(ctx)
+	accts, _, err := a.Store.ListActiveAccountsWithSecrets(ctx)
 	if err != nil {
 		return actapi.QRCodeOutput{}, storeErr("list account tokens", err)
 	}
