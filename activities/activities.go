@@ -80,6 +80,9 @@ type Activities struct {
 
 	keeperOnce sync.Once
 	leases     *leaseKeeper // this worker's poll leases (keeper())
+
+	// unreadable: the accounts whose bot token this worker cannot open (logged once each).
+	unreadable unreadableAccounts
 }
 
 // testHooks are called, when set, at fixed points of the activities.

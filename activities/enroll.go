@@ -28,12 +28,15 @@ func (a *Activities) CloseOffer(ctx context.Context, in actapi.CloseOfferInput) 
 }
 
 // FetchQRCode asks iLink for a QR code, listing the tokens of our live bots so that iLink
-// can answer binded_redirect.
+// can answer binded_redirect. An account whose token the sealing keys cannot open is left
+// out of the list (logged once per worker process, counted in ilinkflow_accounts_unreadable):
+// it never holds up an enrollment.
 func (a *Activities) FetchQRCode(ctx context.Context, offerID string) (actapi.QRCodeOutput, error) {
-	accts, err := a.Store.ListActiveAccountsWithSecrets(ctx)
+	accts, unreadable, err := a.Store.ListActiveAccountsWithSecrets(ctx)
 	if err != nil {
 		return actapi.QRCodeOutput{}, storeErr("list account tokens", err)
 	}
+	a.noteActiveUnreadable(unreadable)
 	sort.SliceStable(accts, func(i, j int) bool { return accts[i].CreatedAt.After(accts[j].CreatedAt) })
 	tokens := make([]ilink.Secret, 0, maxLocalTokens)
 	for _, acct := range accts {

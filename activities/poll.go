@@ -148,15 +148,22 @@ func (a *Activities) takePollLease(ctx context.Context, in actapi.PollInput) (l 
 }
 
 // pollTarget reads the account and builds its iLink client. When this generation may not
-// poll the activity returns stopped (a Stopped code) or err instead.
+// poll the activity returns stopped (a Stopped code) or err instead. A bot token the
+// sealing keys cannot open ends the poll with a non-retryable sealed_unreadable error
+// naming the fix (the poller stops; the account stays active, so a worker restarted with
+// the key polls it again), logged once per worker process and counted.
 func (a *Activities) pollTarget(ctx context.Context, in actapi.PollInput) (acct store.AccountWithSecret, cl *ilink.Client, stopped actapi.PollResult, err error) {
 	acct, err = a.Store.GetAccountWithSecret(ctx, in.AccountKey)
 	if err != nil {
 		if code := pollStopCode(err); code != "" {
 			return acct, nil, actapi.PollResult{Stopped: code}, nil
 		}
+		if u, ok := store.UnreadableTokenOf(err); ok {
+			a.noteUnreadable(u)
+		}
 		return acct, nil, actapi.PollResult{}, storeErr("read account", err)
 	}
+	a.noteReadable(acct.AccountKey, acct.Generation)
 	switch {
 	case acct.Generation != in.Generation:
 		return acct, nil, actapi.PollResult{Stopped: string(vocab.CodeGenerationConflict)}, nil

@@ -282,6 +282,17 @@ func (k *Keyring) DeriveKeys(label string) (int32, map[int32][]byte, error) {
 // Current returns the generation that seals.
 func (k *Keyring) Current() int32 { return k.current }
 
+// Has reports whether the keyring holds a key of the given generation (false on a nil
+// keyring). A value sealed under a generation it holds may still fail to open: the key
+// under that generation may not be the one that sealed it.
+func (k *Keyring) Has(generation int32) bool {
+	if k == nil {
+		return false
+	}
+	_, ok := k.aeads[generation]
+	return ok
+}
+
 // String describes the keyring by its generations only.
 func (k *Keyring) String() string {
 	if k == nil {

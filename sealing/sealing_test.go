@@ -615,3 +615,15 @@ func TestDeriveKeysGivesAStableSubkeyPerGenerationAndLabelNeverTheKey(t *testing
 		t.Fatalf("nil keyring: %v", err)
 	}
 }
+
+func TestHasReportsTheGenerationsTheKeyringHolds(t *testing.T) {
+	k := mustKeyring(t, 3, map[int32][]byte{1: testKey(1), 3: testKey(3)})
+	for gen, want := range map[int32]bool{0: false, 1: true, 2: false, 3: true, 4: false} {
+		if got := k.Has(gen); got != want {
+			t.Errorf("Has(%d) = %v, want %v", gen, got, want)
+		}
+	}
+	if (*Keyring)(nil).Has(1) {
+		t.Error("a nil keyring holds generation 1")
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/operator"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -18,7 +19,8 @@ type accountRow = operator.Account
 
 func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("accounts", help{"accounts [--status S] [--json]",
-		"Lists accounts with status, generation, last successful poll (health), pause end, send block and open window.",
+		"Lists accounts with status, generation, last successful poll (health), pause end, send block, open window " +
+			"and whether the sealing keys open the bot token (unchecked without " + sealing.EnvKeys + ").",
 		"starter accounts --status active"}, withDB|withJSON, stderr, getenv)
 	status := fs.String("status", "", "only accounts with this status ("+strings.Join(accountStatuses, ", ")+")")
 	if help, err := parse(fs, args, stdout); help || err != nil {
@@ -32,7 +34,10 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		return err
 	}
 	defer closeFn()
-	rows, err := operator.Accounts(ctx, st, *status)
+	// The tokens are checked with the configured sealing keys only (openStore falls back
+	// to a throwaway key, which opens nothing).
+	_, keysErr := sealing.LoadKeyring(getenv)
+	rows, err := operator.Accounts(ctx, st, *status, keysErr == nil)
 	if err != nil {
 		return err
 	}
@@ -40,12 +45,20 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tPAUSED UNTIL\tSENDS BLOCKED UNTIL\tOPEN WINDOW")
+	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tPAUSED UNTIL\tSENDS BLOCKED UNTIL\tOPEN WINDOW\tTOKEN")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt),
-			timeOrDash(r.PauseUntil), timeOrDash(r.SendsBlockedUntil), idOrDash(r.OpenWindow))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt),
+			timeOrDash(r.PauseUntil), timeOrDash(r.SendsBlockedUntil), idOrDash(r.OpenWindow), r.TokenState())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Token == operator.TokenUnreadable {
+			fmt.Fprintf(stdout, "%s: bot token unreadable (%s): %s\n", r.AccountKey, r.TokenProblem, r.TokenFix)
+		}
+	}
+	return nil
 }
 
 // windowRow is one line of `starter windows`.

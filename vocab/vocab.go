@@ -39,6 +39,10 @@ const (
 	CodeWrongMessage Code = "wrong_message"
 	// CodeMediaNotFound: staged outbound media is unknown, expired or not the window's.
 	CodeMediaNotFound Code = "media_not_found"
+	// CodeSealedUnreadable: a sealed secret (an account's bot token) does not open with the
+	// configured sealing keys: the key generation that sealed it is missing from them, or
+	// they hold another key under that generation. Retrying cannot help; adding the key can.
+	CodeSealedUnreadable Code = "sealed_unreadable"
 )
 
 // Account statuses.

@@ -41,9 +41,10 @@ const (
 )
 
 // Product records the product's counters (polls, pages, messages by outcome, sends by
-// outcome, reply API requests). Gauges read from the store at scrape time (windows by
-// state, throttle breakers open, seconds since the last good poll) are collected
-// separately (see [Registry.WatchStore]). The zero of *Product (nil) records nothing.
+// outcome, reply API requests) and the worker's gauge of unreadable accounts. Gauges read
+// from the store at scrape time (windows by state, throttle breakers open, seconds since
+// the last good poll) are collected separately (see [Registry.WatchStore]). The zero of
+// *Product (nil) records nothing.
 type Product struct {
 	polls    *prometheus.CounterVec
 	pages    prometheus.Counter
@@ -51,6 +52,8 @@ type Product struct {
 	sends    *prometheus.CounterVec
 	replies  *prometheus.CounterVec
 	leases   *prometheus.CounterVec
+	// unreadable: active accounts whose bot token this worker cannot open.
+	unreadable prometheus.Gauge
 }
 
 // NewProduct creates the product counters and registers them with reg. Every known
@@ -83,8 +86,14 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_poll_lease_renewals_total",
 			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
 		}, []string{"outcome"}),
+		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ilinkflow_accounts_unreadable",
+			Help: "Active accounts whose bot token this worker cannot open with its sealing keys, as its last " +
+				"enrollment and its polls found: they are skipped (not polled, not listed to iLink). " +
+				"The worker's log names each one and the key generation to add.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.leases} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.leases, p.unreadable} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -150,6 +159,15 @@ func (p *Product) LeaseRenewal(ok bool) {
 	}
 }
 
+// UnreadableAccounts sets the number of active accounts whose bot token this worker
+// cannot open.
+func (p *Product) UnreadableAccounts(n int) {
+	if p == nil {
+		return
+	}
+	p.unreadable.Set(float64(n))
+}
+
 // Send records one send with its outcome: sent, failed, unknown, refused or throttled
 // (see [SendOutcome]).
 func (p *Product) Send(outcome string) {
@@ -189,7 +207,8 @@ func storeRefusal(code string) bool {
 	switch vocab.Code(code) {
 	case vocab.CodeInvalidInput, vocab.CodeAccountNotFound, vocab.CodeAccountNotActive, vocab.CodeGenerationConflict,
 		vocab.CodeReplyWindowNotFound, vocab.CodeReplyWindowInactive, vocab.CodeReplyWindowExpired,
-		vocab.CodeReplyQuotaExhausted, vocab.CodeSendInProgress, vocab.CodeAttemptConflict, vocab.CodeInvalidAgentSession:
+		vocab.CodeReplyQuotaExhausted, vocab.CodeSendInProgress, vocab.CodeAttemptConflict, vocab.CodeInvalidAgentSession,
+		vocab.CodeSealedUnreadable:
 		return true
 	}
 	return false

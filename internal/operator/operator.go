@@ -32,11 +32,35 @@ type Account struct {
 	SendsBlockedUntil *time.Time `json:"sends_blocked_until,omitempty"`
 	OpenWindow        int64      `json:"open_window,omitempty"`
 	ReplacedBy        string     `json:"replaced_by,omitempty"`
+	// Token is whether the sealing keys open the bot token: TokenReadable, TokenUnreadable,
+	// or TokenUnchecked. TokenProblem says why an unreadable one does not open ("key
+	// generation 3 missing") and TokenFix what to do.
+	Token        string `json:"token"`
+	TokenProblem string `json:"token_problem,omitempty"`
+	TokenFix     string `json:"token_fix,omitempty"`
+}
+
+// Values of Account.Token.
+const (
+	TokenReadable   = "readable"
+	TokenUnreadable = "unreadable"
+	// TokenUnchecked: the lister had no sealing keys to check with.
+	TokenUnchecked = "unchecked"
+)
+
+// TokenState is Token with its problem, as one line shows it: "readable", "unchecked" or
+// "unreadable (key generation 3 missing)".
+func (a Account) TokenState() string {
+	if a.Token == TokenUnreadable && a.TokenProblem != "" {
+		return a.Token + " (" + a.TokenProblem + ")"
+	}
+	return a.Token
 }
 
 // Accounts lists the accounts (only those with status when it is not empty) with their
-// open window.
-func Accounts(ctx context.Context, st *store.Store, status string) ([]Account, error) {
+// open window. With checkTokens it also tells whether the store's sealing keys open each
+// account's bot token (store.Store.UnreadableTokens); without, Token is TokenUnchecked.
+func Accounts(ctx context.Context, st *store.Store, status string, checkTokens bool) ([]Account, error) {
 	accounts, err := st.ListAccounts(ctx, status)
 	if err != nil {
 		return nil, err
@@ -49,11 +73,27 @@ func Accounts(ctx context.Context, st *store.Store, status string) ([]Account, e
 	for _, w := range open {
 		openOf[w.AccountKey] = w.ReplyWindowID
 	}
+	token := TokenUnchecked
+	unreadable := map[string]store.UnreadableToken{}
+	if checkTokens {
+		token = TokenReadable
+		us, err := st.UnreadableTokens(ctx, accounts)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			unreadable[u.AccountKey] = u
+		}
+	}
 	rows := make([]Account, 0, len(accounts))
 	for _, a := range accounts {
-		rows = append(rows, Account{AccountKey: a.AccountKey, ProviderAccountID: a.ProviderAccountID, Owner: a.OwnerPeerID,
+		row := Account{AccountKey: a.AccountKey, ProviderAccountID: a.ProviderAccountID, Owner: a.OwnerPeerID,
 			Status: a.Status, Reason: a.StatusReason, Generation: a.Generation, LastPollAt: a.LastPollAt, PauseUntil: a.PauseUntil,
-			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy})
+			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy, Token: token}
+		if u, ok := unreadable[a.AccountKey]; ok {
+			row.Token, row.TokenProblem, row.TokenFix = TokenUnreadable, u.Problem(), u.Fix()
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }

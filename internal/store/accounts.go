@@ -347,7 +347,9 @@ func (s *Store) PollAges(ctx context.Context) ([]PollAge, error) {
 }
 
 // GetAccountWithSecret returns an account with its opened bot token. The secret must be
-// of the account's current generation (generation_conflict otherwise).
+// of the account's current generation (generation_conflict otherwise) and open with the
+// store's sealing keys (sealed_unreadable otherwise: [UnreadableTokenOf] tells which key
+// generation is needed).
 func (s *Store) GetAccountWithSecret(ctx context.Context, accountKey string) (AccountWithSecret, error) {
 	if err := validAccountKey(accountKey); err != nil {
 		return AccountWithSecret{}, err
@@ -364,24 +366,32 @@ func (s *Store) GetAccountWithSecret(ctx context.Context, accountKey string) (Ac
 	return out, err
 }
 
-// ListActiveAccountsWithSecrets lists the active accounts with their opened bot tokens.
-func (s *Store) ListActiveAccountsWithSecrets(ctx context.Context) ([]AccountWithSecret, error) {
-	var out []AccountWithSecret
-	err := s.inTx(ctx, "list account secrets", func(q *dbq.Queries) error {
+// ListActiveAccountsWithSecrets lists the active accounts with their opened bot tokens,
+// and apart from them the active accounts whose bot token the store's sealing keys cannot
+// open (unreadable): one unreadable account never hides the others.
+func (s *Store) ListActiveAccountsWithSecrets(ctx context.Context) (readable []AccountWithSecret, unreadable []UnreadableToken, err error) {
+	err = s.inTx(ctx, "list account secrets", func(q *dbq.Queries) error {
 		rows, err := q.ListAccountsByStatus(ctx, vocab.AccountActive)
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
 			a, err := s.openAccount(ctx, q, r)
+			if u, ok := UnreadableTokenOf(err); ok {
+				unreadable = append(unreadable, u)
+				continue
+			}
 			if err != nil {
 				return err
 			}
-			out = append(out, a)
+			readable = append(readable, a)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return readable, unreadable, nil
 }
 
 func (s *Store) openAccount(ctx context.Context, q *dbq.Queries, row dbq.Account) (AccountWithSecret, error) {
@@ -392,15 +402,15 @@ func (s *Store) openAccount(ctx context.Context, q *dbq.Queries, row dbq.Account
 	return s.openAccountSecret(row, sec)
 }
 
-// openAccountSecret opens the bot token of an account's current generation.
+// openAccountSecret opens the bot token of an account's current generation; a token the
+// sealing keys cannot open is sealed_unreadable (openBotToken).
 func (s *Store) openAccountSecret(row dbq.Account, sec dbq.AccountSecret) (AccountWithSecret, error) {
 	if sec.AccountGeneration != row.Generation {
 		return AccountWithSecret{}, fail(vocab.CodeGenerationConflict, "account secret generation is stale")
 	}
-	token, err := s.keys.Open(sealing.PurposeBotToken, botTokenBinding(row.AccountKey, row.Generation),
-		sealing.Sealed{KeyGeneration: sec.KeyGeneration, Nonce: sec.Nonce, Ciphertext: sec.Ciphertext})
+	token, err := s.openBotToken(row.AccountKey, row.Generation, sec)
 	if err != nil {
-		return AccountWithSecret{}, &Error{Code: vocab.CodeInternal, Msg: "open bot token", Err: err}
+		return AccountWithSecret{}, err
 	}
 	return AccountWithSecret{Account: accountFrom(row), BotToken: token}, nil
 }

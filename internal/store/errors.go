@@ -59,6 +59,7 @@ var (
 	ErrAttemptConflict     = &Error{Code: vocab.CodeAttemptConflict}
 	ErrInvalidAgentSession = &Error{Code: vocab.CodeInvalidAgentSession}
 	ErrUnavailable         = &Error{Code: vocab.CodeUnavailable}
+	ErrSealedUnreadable    = &Error{Code: vocab.CodeSealedUnreadable}
 )
 
 // CodeOf returns the store code carried by err, or "" when err is not a store error.

@@ -20,7 +20,7 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		FROM account_secrets src WHERE src.account_key = $1 AND account_secrets.account_key = $2`, a.key, b.key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetAccountWithSecret(e.ctx, b.key); store.CodeOf(err) != vocab.CodeInternal {
+	if _, err := e.store.GetAccountWithSecret(e.ctx, b.key); store.CodeOf(err) != vocab.CodeSealedUnreadable {
 		t.Fatalf("a bot token moved to another account opened: %v", err)
 	}
 	// Context token of one window copied onto another window.
@@ -78,7 +78,7 @@ func TestKeyRotationKeepsOldRowsReadableAndSealsNewOnesWithNewGeneration(t *test
 	if n := e.count("SELECT key_generation FROM account_secrets WHERE account_key = $1", a.AccountKey); n != 2 {
 		t.Fatalf("new row sealed with key generation %d, want 2", n)
 	}
-	if _, err := e.store.GetAccountWithSecret(e.ctx, a.AccountKey); store.CodeOf(err) != vocab.CodeInternal {
+	if _, err := e.store.GetAccountWithSecret(e.ctx, a.AccountKey); store.CodeOf(err) != vocab.CodeSealedUnreadable {
 		t.Fatalf("a key ring without generation 2 opened a generation-2 row: %v", err)
 	}
 }

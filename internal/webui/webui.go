@@ -447,7 +447,7 @@ func (s *server) internal(w http.ResponseWriter, r *http.Request, what string, e
 // --- accounts ---
 
 func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *session) {
-	rows, err := operator.Accounts(r.Context(), s.cfg.Store, "")
+	rows, err := operator.Accounts(r.Context(), s.cfg.Store, "", true)
 	if err != nil {
 		s.internal(w, r, "list the accounts", err)
 		return
