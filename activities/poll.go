@@ -615,7 +615,7 @@ func (a *Activities) notify(ctx context.Context, in actapi.AccountRef, op string
 		return
 	}
 	if err := call(cl, ctx); err != nil {
-		log.Warn("notify failed (ignored)", "error", err)
+		log.Info("notify failed (ignored)", "error", err)
 	}
 }
 
