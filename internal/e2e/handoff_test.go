@@ -453,7 +453,9 @@ func TestHandOffEchoAnswersATextWithNULAndShowsSafeFileNames(t *testing.T) {
 func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()
-	limits.WindowLifetime = 15 * time.Second
+	// Long enough for the three deliveries on a busy machine: a window that expired first
+	// would settle the message with the expiry as its reason.
+	limits.WindowLifetime = 45 * time.Second
 	// 500, 503 (retried by the HandOff activity's retry policy, backing off 1s then 2s),
 	// then a 400: a permanent failure.
 	rcv, url := newReceiver(t, func(n int, d webhook.Delivery) (int, string) {
@@ -480,7 +482,7 @@ func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 		t.Fatalf("failure reason %q: want the status and the answer, with the token redacted", m.FailureReason)
 	}
 	// The window lives on until it expires, without offering the failed message again
-	// (re-offer interval 1s, window 15s).
+	// (re-offer interval 1s, window 45s).
 	s.waitClosed(s.windowWF(w.ReplyWindowID), limits.WindowLifetime+time.Minute)
 	if _, err := agent.Reply(s.ctx, s.tc, s.windowWF(w.ReplyWindowID), "too late", ""); agent.Code(err) != agent.CodeWindowClosed {
 		t.Fatalf("reply to a closed window: %v (code %q), want %s", err, agent.Code(err), agent.CodeWindowClosed)
