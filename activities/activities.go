@@ -63,10 +63,12 @@ type Activities struct {
 	Store    *store.Store
 	Pool     *pgxpool.Pool
 	Temporal client.Client
-	Handler  handoff.Handler
-	Metrics  *metrics.Product
-	Config   Config
-	Logger   *slog.Logger
+	// Handler is the default route's agent handler (nil: none), for the bots without a
+	// route of their own (store.Route); a bot's route, read at each hand-off, wins.
+	Handler handoff.Handler
+	Metrics *metrics.Product
+	Config  Config
+	Logger  *slog.Logger
 	// NewClient builds an iLink client for a base URL and bot token (nil: ilink.New).
 	NewClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
 	// Typer shows "typing" while an agent works (nil: one of the activities' own). Share
@@ -83,6 +85,9 @@ type Activities struct {
 
 	// unreadable: the accounts whose bot token this worker cannot open (logged once each).
 	unreadable unreadableAccounts
+
+	// routes caches the handlers of the bots' routes by route version.
+	routes routeHandlers
 }
 
 // testHooks are called, when set, at fixed points of the activities.

@@ -29,7 +29,8 @@ func newSessionToken() sealing.Secret {
 	return sealing.NewSecret(base64.RawURLEncoding.EncodeToString(b[:]))
 }
 
-// HandOff opens an agent session for the window's deliverable message and delivers it.
+// HandOff opens an agent session for the window's deliverable message and delivers it
+// to the agent of the bot's route (Activities.Handler on the default route).
 //
 // A retry opens another session (a re-offer, which the store allows); the token of each
 // goes to the agent only, never to the result or an error (a handler's error text and
@@ -46,7 +47,13 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 		return actapi.HandOffOutput{}, storeErr("open agent session", err)
 	}
 	out := actapi.HandOffOutput{SessionID: sess.SessionID, MessageKey: sess.SourceMessageKey, SessionEnd: sess.ExpiresAt}
-	if a.Handler == nil {
+	// The bot's route, read now: this hand-off finishes with the handler it starts with,
+	// whatever route change lands meanwhile.
+	handler, err := a.handlerFor(ctx, msg.AccountKey)
+	if err != nil {
+		return actapi.HandOffOutput{}, err
+	}
+	if handler == nil {
 		return out, nil
 	}
 	w, err := a.Store.GetWindow(ctx, in.ReplyWindowID)
@@ -60,7 +67,7 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 	// The user sees "typing" while the agent works; a typing failure never fails the
 	// hand-off (keepAlive only logs).
 	a.typer().keepAlive(ctx, w)
-	ans, err := a.deliver(ctx, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
+	ans, err := a.deliver(ctx, handler, handoff.Delivery{Message: msg, SessionID: sess.SessionID, SessionToken: token, Window: w,
 		WindowWorkflowID: inst.WindowWorkflowID(w.ReplyWindowID), AgentWorkflowID: inst.AgentWorkflowID(msg.MessageKey)})
 	if err != nil {
 		var perm *handoff.PermanentError
@@ -79,12 +86,12 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 }
 
 // deliver hands d to the agent handler, in a span of its own when tracing is on.
-func (a *Activities) deliver(ctx context.Context, d handoff.Delivery) (handoff.Answer, error) {
+func (a *Activities) deliver(ctx context.Context, h handoff.Handler, d handoff.Delivery) (handoff.Answer, error) {
 	ctx, span := tracing.Child(ctx, "handoff", "deliver", trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrAccount.String(d.Message.AccountKey), tracing.AttrMessage.String(d.Message.MessageKey))
 	}
-	ans, err := a.Handler.Deliver(ctx, d)
+	ans, err := h.Deliver(ctx, d)
 	tracing.End(span, handoff.FailureCode(err))
 	return ans, err
 }

@@ -178,11 +178,15 @@ const (
 	PurposeMediaUpload Purpose = "media_upload"
 	// PurposeQuarantinedPage seals the messages of a page the store could not commit.
 	PurposeQuarantinedPage Purpose = "quarantined_page"
+	// PurposeRouteSecret seals the signing secret of a bot's webhook route, bound to the
+	// account key.
+	PurposeRouteSecret Purpose = "route_secret"
 )
 
 func (p Purpose) valid() bool {
 	switch p {
-	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload, PurposeQuarantinedPage:
+	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload, PurposeQuarantinedPage,
+		PurposeRouteSecret:
 		return true
 	}
 	return false

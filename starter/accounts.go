@@ -19,8 +19,8 @@ type accountRow = operator.Account
 
 func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("accounts", help{"accounts [--status S] [--json]",
-		"Lists accounts with status, generation, last successful poll (health), pause end, send block, open window " +
-			"and whether the sealing keys open the bot token (unchecked without " + sealing.EnvKeys + ").",
+		"Lists accounts with status, generation, last successful poll (health), pause end, send block, open window, " +
+			"route (starter route) and whether the sealing keys open the bot token (unchecked without " + sealing.EnvKeys + ").",
 		"starter accounts --status active"}, withDB|withJSON, stderr, getenv)
 	status := fs.String("status", "", "only accounts with this status ("+strings.Join(accountStatuses, ", ")+")")
 	if help, err := parse(fs, args, stdout); help || err != nil {
@@ -45,10 +45,10 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tPAUSED UNTIL\tSENDS BLOCKED UNTIL\tOPEN WINDOW\tTOKEN")
+	fmt.Fprintln(tw, "ACCOUNT\tBOT\tSTATUS\tGEN\tLAST POLL\tPAUSED UNTIL\tSENDS BLOCKED UNTIL\tOPEN WINDOW\tTOKEN\tROUTE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt),
-			timeOrDash(r.PauseUntil), timeOrDash(r.SendsBlockedUntil), idOrDash(r.OpenWindow), r.TokenState())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.AccountKey, r.ProviderAccountID, r.Status, r.Generation, ago(r.LastPollAt),
+			timeOrDash(r.PauseUntil), timeOrDash(r.SendsBlockedUntil), idOrDash(r.OpenWindow), r.TokenState(), r.RouteState())
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -46,6 +46,9 @@ func TestEveryCommandHelpBadFlagAndBadValue(t *testing.T) {
 			[]string{"--account", ""}, "resume: --account is required"},
 		{"remove", []string{"-account", "-reason", "-json"}, []string{"-for"},
 			[]string{"extra-argument"}, `unexpected argument "extra-argument"`},
+		{"route", []string{"-account", "-webhook-url", "-webhook-secret-file", "-webhook-timeout", "-workflow-type", "-task-queue",
+			"-echo", "-default", "-by", "-json", "-database-url"}, []string{"-temporal-address", "-webhook-secret "},
+			[]string{"--account", "ilk_x", "--echo", "--default"}, "route: give one route only"},
 		{"dev", []string{"-ui-port", "-sim-addr", "-http-addr", "-log-level", "-database-url", "-temporal-address"}, []string{"-json"},
 			[]string{"--log-level", "loud"}, `--log-level "loud": must be one of debug, info, warn, error`},
 	}

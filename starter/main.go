@@ -1,5 +1,5 @@
 // Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
-// windows, quarantine, pause, resume, remove and dev. It exits 0 on success, 1 on failure and 2 on a
+// windows, quarantine, pause, resume, remove, route and dev. It exits 0 on success, 1 on failure and 2 on a
 // usage mistake.
 package main
 
@@ -29,6 +29,7 @@ commands:
   pause     pause an account (--account KEY --for 1h)
   resume    resume a paused account
   remove    disable an account: cancel its windows and stop its poller
+  route     route a bot to its own agent (webhook, workflow, echo) or back to the default
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
   version   print the version, commit and build date (also --version)
 
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return quarantineCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "dev":
 		return devCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "route":
+		return routeCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
 	case "pause", "resume", "remove":
 		return steerCmd(ctx, args[0], args[1:], stdout, stderr, getenv)
 	default:

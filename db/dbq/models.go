@@ -30,6 +30,21 @@ type Account struct {
 	SendsBlockedUntil *time.Time
 }
 
+type AccountRoute struct {
+	AccountKey       string
+	Kind             string
+	WebhookUrl       *string
+	WebhookTimeoutMs *int32
+	KeyGeneration    *int32
+	Nonce            []byte
+	Ciphertext       []byte
+	WorkflowType     *string
+	TaskQueue        *string
+	Version          int64
+	UpdatedAt        time.Time
+	UpdatedBy        string
+}
+
 type AccountSecret struct {
 	AccountKey        string
 	AccountGeneration int32
@@ -175,6 +190,17 @@ type ReplyWindowSecret struct {
 	Nonce         []byte
 	Ciphertext    []byte
 	UpdatedAt     time.Time
+}
+
+type RouteAudit struct {
+	AuditID    int64
+	AccountKey string
+	ChangedAt  time.Time
+	ChangedBy  string
+	OldKind    *string
+	NewKind    *string
+	Detail     string
+	NewVersion *int64
 }
 
 type SendAttempt struct {

@@ -83,6 +83,7 @@ func (l *logSink) assertNotLogged(t *testing.T, secrets ...string) {
 // webhook.Verify, keeps every delivery and answers as its test tells it.
 type receiver struct {
 	t          *testing.T
+	secret     string
 	mu         sync.Mutex
 	deliveries []webhook.Delivery
 	arrived    chan int
@@ -90,7 +91,13 @@ type receiver struct {
 }
 
 func newReceiver(t *testing.T, answer func(n int, d webhook.Delivery) (int, string)) (*receiver, string) {
-	r := &receiver{t: t, answer: answer, arrived: make(chan int, 100)}
+	return newReceiverWith(t, webhookSecret, answer)
+}
+
+// newReceiverWith is newReceiver for an agent whose requests are signed with secret (a
+// bot's route has a secret of its own).
+func newReceiverWith(t *testing.T, secret string, answer func(n int, d webhook.Delivery) (int, string)) (*receiver, string) {
+	r := &receiver{t: t, secret: secret, answer: answer, arrived: make(chan int, 100)}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return r, srv.URL + "/ilinkflow"
@@ -99,7 +106,7 @@ func newReceiver(t *testing.T, answer func(n int, d webhook.Delivery) (int, stri
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	if err == nil {
-		err = webhook.Verify([]byte(webhookSecret), req.Header.Get(webhook.HeaderTimestamp),
+		err = webhook.Verify([]byte(r.secret), req.Header.Get(webhook.HeaderTimestamp),
 			req.Header.Get(webhook.HeaderSignature), body, time.Now(), time.Minute)
 	}
 	if err != nil {

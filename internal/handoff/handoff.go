@@ -21,26 +21,27 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
-// Handler kinds.
+// Handler kinds. A bot's route (store.Route) names one of the last three.
 const (
 	KindNone     = "none"
-	KindEcho     = "echo"
-	KindWebhook  = "webhook"
-	KindWorkflow = "workflow"
+	KindEcho     = store.RouteEcho
+	KindWebhook  = store.RouteWebhook
+	KindWorkflow = store.RouteWorkflow
 )
 
 // Bounds of Config.Timeout. The HandOff activity's start-to-close timeout (2 minutes) must
 // outlast one webhook call.
 const (
 	DefaultTimeout = 10 * time.Second
-	MaxTimeout     = 90 * time.Second
+	MaxTimeout     = store.MaxWebhookTimeout
 )
 
 // MinSecretBytes is the shortest webhook secret accepted.
-const MinSecretBytes = 16
+const MinSecretBytes = store.MinWebhookSecretBytes
 
 // Config selects and configures the handler.
 type Config struct {
@@ -111,4 +112,20 @@ func New(cfg Config, tc client.Client) (Handler, error) {
 		return &Workflow{Client: tc, WorkflowType: cfg.WorkflowType, TaskQueue: cfg.TaskQueue}, nil
 	}
 	return nil, nil
+}
+
+// RouteConfig is the handler configuration of a bot's route (store.Route, as GetRoute
+// returns it with its webhook URL and secret): the one place a route becomes a Config,
+// which New builds as it builds the worker's default handler.
+func RouteConfig(r store.Route) Config {
+	switch r.Kind {
+	case store.RouteWebhook:
+		return Config{Kind: KindWebhook, WebhookURL: r.WebhookURL, WebhookSecret: r.WebhookSecret, Timeout: r.WebhookTimeout}
+	case store.RouteWorkflow:
+		return Config{Kind: KindWorkflow, WorkflowType: r.WorkflowType, TaskQueue: r.TaskQueue}
+	case store.RouteEcho:
+		return Config{Kind: KindEcho}
+	}
+	// An unknown kind (a route of a newer release) fails New's validation.
+	return Config{Kind: r.Kind}
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilinkflow/ilinkflow/internal/jsontext"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -70,23 +71,9 @@ func NewWebhook(rawURL string, secret sealing.Secret, timeout time.Duration) (*W
 	}}, nil
 }
 
-// checkURL accepts an absolute http(s) URL with a host and without user info.
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return errors.New("not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("want an absolute http or https URL")
-	case u.Host == "":
-		return errors.New("the URL has no host")
-	case u.User != nil:
-		return errors.New("user info in the URL is not allowed (the request is signed instead)")
-	case u.Fragment != "":
-		return errors.New("the URL has a fragment")
-	}
-	return nil
-}
+// checkURL accepts an absolute http(s) URL with a host and without user info or a
+// fragment (the store's rule for a route's URL).
+func checkURL(raw string) error { return store.CheckWebhookURL(raw) }
 
 // Body returns the JSON body of a delivery. File names are shown as vocab.SafeFileName
 // makes them, in the attachments and in the summary.

@@ -38,6 +38,28 @@ type Account struct {
 	Token        string `json:"token"`
 	TokenProblem string `json:"token_problem,omitempty"`
 	TokenFix     string `json:"token_fix,omitempty"`
+	// Route is the kind of the bot's route (store.RouteKinds) or RouteDefault (the
+	// worker's --handler); a webhook route shows its host only (never its URL, whose
+	// path may hold a key, nor its secret), a workflow route its type and task queue.
+	Route             string `json:"route"`
+	RouteWebhookHost  string `json:"route_webhook_host,omitempty"`
+	RouteWorkflowType string `json:"route_workflow_type,omitempty"`
+	RouteTaskQueue    string `json:"route_task_queue,omitempty"`
+}
+
+// RouteDefault is Account.Route of a bot without a route of its own.
+const RouteDefault = "default"
+
+// RouteState is the route as one line shows it: "default", "echo", "webhook
+// (agent.example)", "workflow (MyAgent on agents)".
+func (a Account) RouteState() string {
+	switch {
+	case a.RouteWebhookHost != "":
+		return a.Route + " (" + a.RouteWebhookHost + ")"
+	case a.RouteWorkflowType != "":
+		return a.Route + " (" + a.RouteWorkflowType + " on " + a.RouteTaskQueue + ")"
+	}
+	return a.Route
 }
 
 // Values of Account.Token.
@@ -58,7 +80,7 @@ func (a Account) TokenState() string {
 }
 
 // Accounts lists the accounts (only those with status when it is not empty) with their
-// open window. With checkTokens it also tells whether the store's sealing keys open each
+// open window and route. With checkTokens it also tells whether the store's sealing keys open each
 // account's bot token (store.Store.UnreadableTokens); without, Token is TokenUnchecked.
 func Accounts(ctx context.Context, st *store.Store, status string, checkTokens bool) ([]Account, error) {
 	accounts, err := st.ListAccounts(ctx, status)
@@ -72,6 +94,14 @@ func Accounts(ctx context.Context, st *store.Store, status string, checkTokens b
 	openOf := map[string]int64{}
 	for _, w := range open {
 		openOf[w.AccountKey] = w.ReplyWindowID
+	}
+	routes, err := st.ListRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	routeOf := map[string]store.Route{}
+	for _, r := range routes {
+		routeOf[r.AccountKey] = r
 	}
 	token := TokenUnchecked
 	unreadable := map[string]store.UnreadableToken{}
@@ -89,7 +119,11 @@ func Accounts(ctx context.Context, st *store.Store, status string, checkTokens b
 	for _, a := range accounts {
 		row := Account{AccountKey: a.AccountKey, ProviderAccountID: a.ProviderAccountID, Owner: a.OwnerPeerID,
 			Status: a.Status, Reason: a.StatusReason, Generation: a.Generation, LastPollAt: a.LastPollAt, PauseUntil: a.PauseUntil,
-			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy, Token: token}
+			SendsBlockedUntil: a.SendsBlockedUntil, OpenWindow: openOf[a.AccountKey], ReplacedBy: a.ReplacedBy, Token: token,
+			Route: RouteDefault}
+		if r, ok := routeOf[a.AccountKey]; ok {
+			row.Route, row.RouteWebhookHost, row.RouteWorkflowType, row.RouteTaskQueue = r.Kind, r.WebhookHost, r.WorkflowType, r.TaskQueue
+		}
 		if u, ok := unreadable[a.AccountKey]; ok {
 			row.Token, row.TokenProblem, row.TokenFix = TokenUnreadable, u.Problem(), u.Fix()
 		}
