@@ -363,12 +363,20 @@ func (w *window) send(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendRe
 }
 
 // sendOne runs one reply (of the Update or of a hand-off's answer); sends of a window run
-// one at a time.
+// one at a time. The lock is released without defer: a workflow evicted from the cache
+// unwinds its coroutines, and a deferred Unlock would then run beside another coroutine's
+// Lock (a data race inside the SDK's mutex).
 func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendResult, error) {
 	if err := w.sending.Lock(ctx); err != nil {
 		return wfapi.SendResult{}, err
 	}
-	defer w.sending.Unlock()
+	res, err := w.sendLocked(ctx, req)
+	w.sending.Unlock()
+	return res, err
+}
+
+// sendLocked is sendOne's send, run under the window's sending lock.
+func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendResult, error) {
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
@@ -429,13 +437,21 @@ func (w *window) finishUpdate(ctx workflow.Context, req wfapi.FinishRequest) (wf
 
 // finish marks the message handled or failed (FinishMessage) once the sends in progress
 // are done, and ends the re-offers. A store refusal is answered with its code.
+// Like sendOne, it releases the lock (and its count) without defer.
 func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.FinishResult, error) {
 	w.finishing++
-	defer func() { w.finishing-- }()
 	if err := w.sending.Lock(ctx); err != nil {
+		w.finishing--
 		return wfapi.FinishResult{}, err
 	}
-	defer w.sending.Unlock()
+	res, err := w.finishLocked(ctx, status, reason)
+	w.sending.Unlock()
+	w.finishing--
+	return res, err
+}
+
+// finishLocked is finish's store call, run under the window's sending lock.
+func (w *window) finishLocked(ctx workflow.Context, status, reason string) (wfapi.FinishResult, error) {
 	if w.verdict != "" && w.verdict != status { // decided while waiting
 		return wfapi.FinishResult{}, refusal(vocab.CodeAttemptConflict, "message is already %s", w.verdict)
 	}
