@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -191,11 +192,14 @@ func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T
 		for i := range cmds {
 			cmds[i] = rnd.IntN(2) == 0
 		}
-		issued, polls, settled := 0, 0, false
+		issued, polls, settled, settledID := 0, 0, false, 0
 		var failure string
 		r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, _ converter.EncodedValues) {
-			if info.ActivityType.Name == "ReadAccountState" && issued == len(cmds) {
-				settled = true // this read sees the store after the last command
+			// Activity ids count the workflow's commands: a poll scheduled before the
+			// settling read (the poller reads the store while a poll runs) may start after it.
+			id, _ := strconv.Atoi(info.ActivityID)
+			if info.ActivityType.Name == "ReadAccountState" && issued == len(cmds) && !settled {
+				settled, settledID = true, id // this read sees the store after the last command
 			}
 			if info.ActivityType.Name != "PollAccount" {
 				return
@@ -218,7 +222,7 @@ func TestOperatorCommandsInQuickSuccessionEndInTheLastCommandsState(t *testing.T
 				}
 				return
 			}
-			if !settled {
+			if !settled || id < settledID {
 				return // scheduled before the poller read the last command's state
 			}
 			// The first poll after the poller read the last command's state: before the
