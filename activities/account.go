@@ -39,20 +39,16 @@ func (a *Activities) ResumeAccount(ctx context.Context, in actapi.StatusInput) e
 
 // tellResumed signals the workflows of the account's open windows that it is active again.
 func (a *Activities) tellResumed(ctx context.Context, accountKey string) error {
-	open, err := a.Store.ListOpenWindows(ctx, accountKey, 0)
+	ids, err := a.Store.OpenWindowIDs(ctx, accountKey)
 	if err != nil {
 		return storeErr("list open windows", err)
 	}
-	if len(open) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
 	inst, err := a.Store.Installation(ctx)
 	if err != nil {
 		return storeErr("installation", err)
-	}
-	ids := make([]int64, len(open))
-	for i, w := range open {
-		ids[i] = w.ReplyWindowID
 	}
 	return wfclient.SignalAccountResumed(ctx, a.Temporal, inst, ids)
 }

@@ -213,13 +213,9 @@ func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequ
 	}
 	if req.Verb == Resume {
 		// What the pause refused (hand-offs, replies) is offered again at once.
-		open, err := st.ListOpenWindows(ctx, a.AccountKey, 0)
+		ids, err := st.OpenWindowIDs(ctx, a.AccountKey)
 		if err != nil {
 			return SteerResult{}, err
-		}
-		ids := make([]int64, len(open))
-		for i, w := range open {
-			ids[i] = w.ReplyWindowID
 		}
 		if err := wfclient.SignalAccountResumed(ctx, tc, inst, ids); err != nil {
 			return SteerResult{}, err

@@ -137,10 +137,8 @@ func (s *Store) QuarantinePage(ctx context.Context, now time.Time, in Quarantine
 // ListQuarantinedPages lists the quarantined pages, oldest first, of one account or
 // (accountKey "") of all.
 func (s *Store) ListQuarantinedPages(ctx context.Context, accountKey string) ([]QuarantinedPage, error) {
-	if accountKey != "" {
-		if err := validAccountKey(accountKey); err != nil {
-			return nil, err
-		}
+	if err := validAccountFilter(accountKey); err != nil {
+		return nil, err
 	}
 	var out []QuarantinedPage
 	err := s.read(ctx, "list quarantined pages", func(q *dbq.Queries) error {

@@ -361,10 +361,8 @@ func (s *Store) ListRoutes(ctx context.Context) ([]Route, error) {
 // ListRouteChanges lists the audited route changes, oldest first, of one account or
 // (accountKey "") of all.
 func (s *Store) ListRouteChanges(ctx context.Context, accountKey string) ([]RouteChange, error) {
-	if accountKey != "" {
-		if err := validAccountKey(accountKey); err != nil {
-			return nil, err
-		}
+	if err := validAccountFilter(accountKey); err != nil {
+		return nil, err
 	}
 	var out []RouteChange
 	err := s.read(ctx, "list route changes", func(q *dbq.Queries) error {

@@ -31,6 +31,14 @@ func validCursor(value, label string) error {
 	return nil
 }
 
+// validAccountFilter checks an optional account key filter ("" lists every account).
+func validAccountFilter(accountKey string) error {
+	if accountKey == "" {
+		return nil
+	}
+	return validAccountKey(accountKey)
+}
+
 func validAccountKey(key string) error {
 	if len(key) != 36 || !strings.HasPrefix(key, "ilk_") || !isLowerHex(key[4:]) {
 		return fail(vocab.CodeInvalidInput, "account key is invalid")

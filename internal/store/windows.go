@@ -212,6 +212,19 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 	return out, err
 }
 
+// OpenWindowIDs lists the ids of an account's open windows (the workflows a resume tells).
+func (s *Store) OpenWindowIDs(ctx context.Context, accountKey string) ([]int64, error) {
+	open, err := s.ListOpenWindows(ctx, accountKey, 0)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(open))
+	for i, w := range open {
+		ids[i] = w.ReplyWindowID
+	}
+	return ids, nil
+}
+
 // OpenedWindow is what a ReplyWindow workflow needs of an open window: CommitPage returns
 // it for the window a page opens, ListOpenWindows for every open window.
 type OpenedWindow struct {
