@@ -528,7 +528,9 @@ func TestHandOffFailingWebhookIsRetriedThenTheMessageFails(t *testing.T) {
 func TestHandOffUnhandledMessageIsReofferedWhileItsWindowIsOpen(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()
-	limits.WindowLifetime = 15 * time.Second
+	// Long enough that the first offer comes before the expiry on a busy machine (with 15 s
+	// the window once expired before its workflow made the first hand-off).
+	limits.WindowLifetime = 45 * time.Second
 	release := make(chan struct{})
 	var once sync.Once
 	releaseReceiver := func() { once.Do(func() { close(release) }) }
