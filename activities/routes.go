@@ -41,7 +41,7 @@ func (a *Activities) handlerFor(ctx context.Context, accountKey string) (handoff
 	if h, ok := c.byAccount[accountKey]; ok && h.version == r.Version {
 		return h.handler, nil
 	}
-	h, err := handoff.New(handoff.RouteConfig(r), a.Temporal)
+	h, err := handoff.New(handoff.RouteConfig(r), a.Temporal, a.Store)
 	if err != nil {
 		// The error names the fault, never the secret (handoff.Config.Validate).
 		return nil, fmt.Errorf("the %s route (version %d) of account %s cannot be used: %w", r.Kind, r.Version, accountKey, err)
@@ -56,6 +56,8 @@ func (a *Activities) handlerFor(ctx context.Context, accountKey string) (handoff
 		attrs = append(attrs, "webhook_host", r.WebhookHost) // not the URL: it may hold a key
 	case store.RouteWorkflow:
 		attrs = append(attrs, "agent_workflow", r.WorkflowType, "agent_task_queue", r.TaskQueue)
+	case store.RouteMCP:
+		attrs = append(attrs, "mcp_agent", r.MCPAgent)
 	}
 	a.log().Info("agent route", attrs...)
 	return h, nil

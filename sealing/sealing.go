@@ -181,12 +181,15 @@ const (
 	// PurposeRouteSecret seals the signing secret of a bot's webhook route, bound to the
 	// account key.
 	PurposeRouteSecret Purpose = "route_secret"
+	// PurposeMCPSession seals the agent session token of a message offered to an MCP
+	// agent, bound to the message key.
+	PurposeMCPSession Purpose = "mcp_session"
 )
 
 func (p Purpose) valid() bool {
 	switch p {
 	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload, PurposeQuarantinedPage,
-		PurposeRouteSecret:
+		PurposeRouteSecret, PurposeMCPSession:
 		return true
 	}
 	return false

@@ -29,7 +29,8 @@ commands:
   pause     pause an account (--account KEY --for 1h)
   resume    resume a paused account
   remove    disable an account: cancel its windows and stop its poller
-  route     route a bot to its own agent (webhook, workflow, echo) or back to the default
+  route     route a bot to its own agent (webhook, workflow, MCP agent, echo) or back to the default
+  mcp-agent add, re-token, revoke or list the agents that connect to the MCP server
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
   version   print the version, commit and build date (also --version)
 
@@ -97,6 +98,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return devCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
 	case "route":
 		return routeCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "mcp-agent":
+		return mcpAgentCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "pause", "resume", "remove":
 		return steerCmd(ctx, args[0], args[1:], stdout, stderr, getenv)
 	default:

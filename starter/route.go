@@ -21,6 +21,7 @@ type routeResult struct {
 	WebhookHost  string `json:"webhook_host,omitempty"`
 	WorkflowType string `json:"workflow_type,omitempty"`
 	TaskQueue    string `json:"task_queue,omitempty"`
+	MCPAgent     string `json:"mcp_agent,omitempty"`
 	Version      int64  `json:"version,omitempty"`
 	// Changed is false when --default found the bot on the default route already.
 	Changed bool `json:"changed"`
@@ -34,11 +35,12 @@ const maxSecretFileBytes = store.MaxWebhookSecretBytes + 2
 
 func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("route", help{
-		"route --account KEY (--webhook-url URL --webhook-secret-file FILE [--webhook-timeout D] | --workflow-type T --task-queue Q | --echo | --default) [flags]",
-		"Routes one bot to its own agent (a webhook with its own signing secret, a workflow, the echo) or back to the worker's --handler (--default); applies from the bot's next hand-off.",
+		"route --account KEY (--webhook-url URL --webhook-secret-file FILE [--webhook-timeout D] | --workflow-type T --task-queue Q | --mcp-agent NAME | --echo | --default) [flags]",
+		"Routes one bot to its own agent (a webhook with its own signing secret, a workflow, an MCP agent, the echo) or back to the worker's --handler (--default); applies from the bot's next hand-off.",
 		"starter route --account ilk_0123abcd --webhook-url https://agent.example/hook --webhook-secret-file ./agent.secret\n" +
 			"openssl rand -hex 32 | starter route --account ilk_0123abcd --webhook-url https://agent.example/hook --webhook-secret-file -\n" +
 			"starter route --account ilk_0123abcd --workflow-type MyAgent --task-queue agents\n" +
+			"starter route --account ilk_0123abcd --mcp-agent support   # after: starter mcp-agent add support\n" +
 			"starter route --account ilk_0123abcd --default"}, withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "account key of the bot (required)")
 	webhookURL := fs.String("webhook-url", "", "webhook route: the URL deliveries are POSTed to")
@@ -46,6 +48,7 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	timeout := fs.Duration("webhook-timeout", 0, "webhook route: timeout of one request (0: the default 10s, at most 90s)")
 	workflowType := fs.String("workflow-type", "", "workflow route: the agent workflow type started for each message")
 	taskQueue := fs.String("task-queue", "", "workflow route: the agent workflow's task queue")
+	mcpAgent := fs.String("mcp-agent", "", "mcp route: the MCP agent (starter mcp-agent add) that answers the bot through the MCP server")
 	echo := fs.Bool("echo", false, "echo route: the built-in echo answers the bot's messages")
 	toDefault := fs.Bool("default", false, "back to the worker's default route (its --handler)")
 	by := fs.String("by", envOr(getenv, "USER", "operator"), "who changes the route (recorded in the route audit)")
@@ -58,16 +61,16 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	webhook := *webhookURL != "" || *secretFile != "" || *timeout != 0
 	workflow := *workflowType != "" || *taskQueue != ""
 	modes := 0
-	for _, on := range []bool{webhook, workflow, *echo, *toDefault} {
+	for _, on := range []bool{webhook, workflow, *mcpAgent != "", *echo, *toDefault} {
 		if on {
 			modes++
 		}
 	}
 	switch {
 	case modes == 0:
-		return usagef("route: give one route: --webhook-url with --webhook-secret-file, --workflow-type with --task-queue, --echo or --default")
+		return usagef("route: give one route: --webhook-url with --webhook-secret-file, --workflow-type with --task-queue, --mcp-agent, --echo or --default")
 	case modes > 1:
-		return usagef("route: give one route only (webhook, workflow, --echo or --default)")
+		return usagef("route: give one route only (webhook, workflow, --mcp-agent, --echo or --default)")
 	case webhook && (*webhookURL == "" || *secretFile == ""):
 		return usagef("route: a webhook route needs --webhook-url and --webhook-secret-file")
 	case workflow && (*workflowType == "" || *taskQueue == ""):
@@ -91,6 +94,8 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		in.Kind, in.WebhookURL, in.WebhookSecret, in.WebhookTimeout = store.RouteWebhook, *webhookURL, secret, *timeout
 	case workflow:
 		in.Kind, in.WorkflowType, in.TaskQueue = store.RouteWorkflow, *workflowType, *taskQueue
+	case *mcpAgent != "":
+		in.Kind, in.MCPAgent = store.RouteMCP, *mcpAgent
 	case *echo:
 		in.Kind = store.RouteEcho
 	}
@@ -110,6 +115,7 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return err
 		}
 		out.Route, out.WebhookHost, out.WorkflowType, out.TaskQueue, out.Version = r.Kind, r.WebhookHost, r.WorkflowType, r.TaskQueue, r.Version
+		out.MCPAgent = r.MCPAgent
 	}
 	if c.json {
 		return printJSON(stdout, out)
@@ -122,23 +128,23 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			fmt.Fprintf(stdout, "%s is back on the default route (the worker's --handler) from its next message\n", out.AccountKey)
 		}
 	default:
-		fmt.Fprintf(stdout, "%s routes to %s from its next message (route version %d)\n", out.AccountKey, routeText(out.Route, out.WebhookHost, out.WorkflowType, out.TaskQueue), out.Version)
+		fmt.Fprintf(stdout, "%s routes to %s from its next message (route version %d)\n", out.AccountKey, routeText(out), out.Version)
 	}
 	return nil
 }
 
 // routeText shows a route in one phrase: "webhook at agent.example", "workflow MyAgent on
-// task queue agents", "echo", "default".
-func routeText(kind, host, workflowType, taskQueue string) string {
-	switch kind {
+// task queue agents", "MCP agent support", "echo".
+func routeText(r routeResult) string {
+	switch r.Route {
 	case store.RouteWebhook:
-		return "webhook at " + host
+		return "webhook at " + r.WebhookHost
 	case store.RouteWorkflow:
-		return fmt.Sprintf("workflow %s on task queue %s", workflowType, taskQueue)
-	case "":
-		return routeDefault
+		return fmt.Sprintf("workflow %s on task queue %s", r.WorkflowType, r.TaskQueue)
+	case store.RouteMCP:
+		return "MCP agent " + r.MCPAgent
 	}
-	return kind
+	return r.Route
 }
 
 // readSecret reads a webhook secret from a file ("-": stdin), without its trailing line

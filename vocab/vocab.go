@@ -43,6 +43,10 @@ const (
 	// configured sealing keys: the key generation that sealed it is missing from them, or
 	// they hold another key under that generation. Retrying cannot help; adding the key can.
 	CodeSealedUnreadable Code = "sealed_unreadable"
+	// CodeMCPAgentNotFound: no MCP agent has that name.
+	CodeMCPAgentNotFound Code = "mcp_agent_not_found"
+	// CodeMCPAgentExists: an MCP agent of that name exists already.
+	CodeMCPAgentExists Code = "mcp_agent_exists"
 )
 
 // Account statuses.

@@ -43,6 +43,7 @@ type AccountRoute struct {
 	Version          int64
 	UpdatedAt        time.Time
 	UpdatedBy        string
+	McpAgent         *string
 }
 
 type AccountSecret struct {
@@ -116,6 +117,31 @@ type LoginOffer struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	UpdatedAt   time.Time
+}
+
+type McpAgent struct {
+	AgentName     string
+	TokenHash     []byte
+	CreatedAt     time.Time
+	CreatedBy     string
+	TokenIssuedAt time.Time
+	RevokedAt     *time.Time
+	RevokedBy     *string
+}
+
+type McpOffer struct {
+	MessageKey    string
+	AccountKey    string
+	AgentName     string
+	ReplyWindowID int64
+	SessionID     uuid.UUID
+	KeyGeneration int32
+	Nonce         []byte
+	Ciphertext    []byte
+	OfferedAt     time.Time
+	Offers        int32
+	ClaimedBy     *string
+	LeaseUntil    *time.Time
 }
 
 type OutboundMedium struct {

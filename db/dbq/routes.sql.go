@@ -20,7 +20,7 @@ func (q *Queries) DeleteRoute(ctx context.Context, accountKey string) error {
 }
 
 const getRoute = `-- name: GetRoute :one
-SELECT account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext, workflow_type, task_queue, version, updated_at, updated_by FROM account_routes WHERE account_key = $1
+SELECT account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext, workflow_type, task_queue, version, updated_at, updated_by, mcp_agent FROM account_routes WHERE account_key = $1
 `
 
 func (q *Queries) GetRoute(ctx context.Context, accountKey string) (AccountRoute, error) {
@@ -39,6 +39,7 @@ func (q *Queries) GetRoute(ctx context.Context, accountKey string) (AccountRoute
 		&i.Version,
 		&i.UpdatedAt,
 		&i.UpdatedBy,
+		&i.McpAgent,
 	)
 	return i, err
 }
@@ -108,7 +109,8 @@ func (q *Queries) ListRouteAudit(ctx context.Context, accountKey string) ([]Rout
 }
 
 const listRoutes = `-- name: ListRoutes :many
-SELECT account_key, kind, webhook_url, webhook_timeout_ms, workflow_type, task_queue, version, updated_at, updated_by
+SELECT account_key, kind, webhook_url, webhook_timeout_ms, workflow_type, task_queue, mcp_agent, version, updated_at,
+       updated_by
 FROM account_routes
 ORDER BY account_key
 `
@@ -120,6 +122,7 @@ type ListRoutesRow struct {
 	WebhookTimeoutMs *int32
 	WorkflowType     *string
 	TaskQueue        *string
+	McpAgent         *string
 	Version          int64
 	UpdatedAt        time.Time
 	UpdatedBy        string
@@ -142,6 +145,7 @@ func (q *Queries) ListRoutes(ctx context.Context) ([]ListRoutesRow, error) {
 			&i.WebhookTimeoutMs,
 			&i.WorkflowType,
 			&i.TaskQueue,
+			&i.McpAgent,
 			&i.Version,
 			&i.UpdatedAt,
 			&i.UpdatedBy,
@@ -172,16 +176,18 @@ func (q *Queries) LockAccountForRoute(ctx context.Context, accountKey string) (s
 const upsertRoute = `-- name: UpsertRoute :one
 INSERT INTO account_routes (
     account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext,
-    workflow_type, task_queue, version, updated_at, updated_by
+    workflow_type, task_queue, mcp_agent, version, updated_at, updated_by
 ) VALUES (
     $1, $2, $3, $4,
     $5, $6, $7, $8,
-    $9, nextval('account_route_versions'), $10, $11
+    $9, $10, nextval('account_route_versions'), $11,
+    $12
 )
 ON CONFLICT (account_key) DO UPDATE SET
     kind = EXCLUDED.kind, webhook_url = EXCLUDED.webhook_url, webhook_timeout_ms = EXCLUDED.webhook_timeout_ms,
     key_generation = EXCLUDED.key_generation, nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext,
-    workflow_type = EXCLUDED.workflow_type, task_queue = EXCLUDED.task_queue, version = EXCLUDED.version,
+    workflow_type = EXCLUDED.workflow_type, task_queue = EXCLUDED.task_queue, mcp_agent = EXCLUDED.mcp_agent,
+    version = EXCLUDED.version,
     updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
 RETURNING version
 `
@@ -196,6 +202,7 @@ type UpsertRouteParams struct {
 	Ciphertext       []byte
 	WorkflowType     *string
 	TaskQueue        *string
+	McpAgent         *string
 	Now              time.Time
 	UpdatedBy        string
 }
@@ -211,6 +218,7 @@ func (q *Queries) UpsertRoute(ctx context.Context, arg UpsertRouteParams) (int64
 		arg.Ciphertext,
 		arg.WorkflowType,
 		arg.TaskQueue,
+		arg.McpAgent,
 		arg.Now,
 		arg.UpdatedBy,
 	)

@@ -352,8 +352,13 @@ func TestWorkerRefusedByTheTLSFrontendExitsWithinAMinuteWithAOneLineError(t *tes
 			if n := strings.Count(w.out.String(), tc.code); n != 1 {
 				t.Fatalf("the error appears %d times, want once:\n%s", n, w.out.String())
 			}
-			if len(proxy.Refused()) == 0 {
-				t.Fatal("the proxy refused no handshake")
+			// The proxy records a refusal after it sent the alert the worker exits on: wait
+			// for its record rather than race it.
+			for deadline := time.Now().Add(30 * time.Second); len(proxy.Refused()) == 0; {
+				if time.Now().After(deadline) {
+					t.Fatal("the proxy refused no handshake")
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
 			t.Logf("after %v: %s", w.ended.Sub(w.began).Round(time.Millisecond), last)
 		})

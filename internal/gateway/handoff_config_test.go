@@ -39,7 +39,7 @@ func TestHandlerConfigFromFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("config %+v", cfg)
 	}
 	hc := cfg.HandoffConfig()
-	if h, err := handoff.New(hc, nil); err != nil || h == nil {
+	if h, err := handoff.New(hc, nil, nil); err != nil || h == nil {
 		t.Fatalf("handler from the configuration: %v %v", h, err)
 	}
 	cfg, err = gateway.ConfigFromEnv(envOf(withKeys(nil)),

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
@@ -157,8 +158,11 @@ type httpServers struct {
 	api   *httpServer // nil when the reply API is off
 	admin *httpServer // nil when the admin endpoints are served by api
 	gate  *apiGate    // the reply API's requests (nil when it is off)
-	grace time.Duration
-	log   *slog.Logger
+	mcp   *mcpserver.Server
+	// stopMCP ends the MCP server's claim keeping.
+	stopMCP context.CancelFunc
+	grace   time.Duration
+	log     *slog.Logger
 }
 
 // UIPath is where the enrollment web front end is served when ILINKFLOW_UI_TOKEN is set.
@@ -216,8 +220,15 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		})}
 		apiMux = http.NewServeMux()
 		apiMux.Handle("/v1/", s.gate)
+		// The MCP tools act through the gate: a worker that drains refuses them too.
+		s.mcp = mcpserver.New(mcpserver.Config{Store: st, Replies: s.gate, Logger: logger.With("component", "mcp"),
+			MaxMediaBytes: int(cfg.Limits.MediaCap())})
+		apiMux.Handle(mcpserver.Path, s.mcp.Handler())
+		var mcpCtx context.Context
+		mcpCtx, s.stopMCP = context.WithCancel(context.Background())
+		go s.mcp.Run(mcpCtx)
 	}
-	apiRoutes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing"
+	apiRoutes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing " + mcpserver.Path
 	switch {
 	case apiMux == nil:
 		// Admin endpoints only.
@@ -318,6 +329,12 @@ func (s *httpServers) drainAPI() {
 		if left > 0 {
 			s.log.Warn("reply API requests still in flight at the end of the grace", "requests", left)
 		}
+	}
+	if s.mcp != nil {
+		// The MCP sessions end here: what they took and did not finish is offered again
+		// (to a session on another worker, or on this one's successor).
+		s.stopMCP()
+		s.mcp.Close()
 	}
 	if s.admin != nil {
 		s.api.shutdown()

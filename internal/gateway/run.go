@@ -315,7 +315,7 @@ func newHandler(cfg Config, opts Options, tc client.Client, logger *slog.Logger)
 		logger.Info("agent hand-off", "handler", "injected", "reoffer_after", cfg.ReofferAfter)
 		return opts.Handler, nil
 	}
-	h, err := handoff.New(cfg.HandoffConfig(), tc)
+	h, err := handoff.New(cfg.HandoffConfig(), tc, nil) // the default route is never mcp
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}

@@ -7,6 +7,8 @@
 //     handled;
 //   - workflow: starts a Temporal workflow type on a task queue for the message (package
 //     agent is the Go helper such an agent replies and finishes with);
+//   - mcp: puts the message in the inbox of an agent connected to the MCP server, whose
+//     wait tool takes it ([MCP]);
 //   - echo: built in, answers "echo: <summary>" and marks the message handled.
 //
 // The session token a handler receives is the agent's capability to reply; no handler
@@ -25,12 +27,14 @@ import (
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
-// Handler kinds. A bot's route (store.Route) names one of the last three.
+// Handler kinds. A bot's route (store.Route) names one of the last four; mcp is a route
+// kind only (an MCP agent answers the bots routed to it).
 const (
 	KindNone     = "none"
 	KindEcho     = store.RouteEcho
 	KindWebhook  = store.RouteWebhook
 	KindWorkflow = store.RouteWorkflow
+	KindMCP      = store.RouteMCP
 )
 
 // Bounds of Config.Timeout. The HandOff activity's start-to-close timeout (2 minutes) must
@@ -56,6 +60,8 @@ type Config struct {
 	// WorkflowType and TaskQueue name the agent workflow the workflow handler starts.
 	WorkflowType string
 	TaskQueue    string
+	// MCPAgent names the MCP agent of the mcp handler (a route's only).
+	MCPAgent string
 }
 
 // Validate reports what is wrong with the configuration, without a Temporal client (New
@@ -87,6 +93,10 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.TaskQueue) == "" {
 			bad("workflow: the agent task queue is required (--agent-task-queue or ILINKFLOW_AGENT_TASK_QUEUE)")
 		}
+	case KindMCP:
+		if err := store.CheckMCPAgentName(c.MCPAgent); err != nil {
+			bad("mcp: %v", err)
+		}
 	default:
 		bad("kind %q is unknown: want none, echo, webhook or workflow", c.Kind)
 	}
@@ -95,8 +105,9 @@ func (c Config) Validate() error {
 
 // New builds the handler cfg selects: nil (and no error) for none, so that the hand-off
 // only opens the agent session; tc is the Temporal client the workflow handler starts
-// agent workflows with (unused by the others).
-func New(cfg Config, tc client.Client) (Handler, error) {
+// agent workflows with, inbox the store the mcp handler offers messages in (each unused
+// by the others).
+func New(cfg Config, tc client.Client, inbox MCPInbox) (Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -110,6 +121,11 @@ func New(cfg Config, tc client.Client) (Handler, error) {
 			return nil, errors.New("handler workflow: a Temporal client is required")
 		}
 		return &Workflow{Client: tc, WorkflowType: cfg.WorkflowType, TaskQueue: cfg.TaskQueue}, nil
+	case KindMCP:
+		if inbox == nil {
+			return nil, errors.New("handler mcp: a store is required")
+		}
+		return &MCP{Agent: cfg.MCPAgent, Inbox: inbox}, nil
 	}
 	return nil, nil
 }
@@ -125,6 +141,8 @@ func RouteConfig(r store.Route) Config {
 		return Config{Kind: KindWorkflow, WorkflowType: r.WorkflowType, TaskQueue: r.TaskQueue}
 	case store.RouteEcho:
 		return Config{Kind: KindEcho}
+	case store.RouteMCP:
+		return Config{Kind: KindMCP, MCPAgent: r.MCPAgent}
 	}
 	// An unknown kind (a route of a newer release) fails New's validation.
 	return Config{Kind: r.Kind}

@@ -66,7 +66,7 @@ func TestConfigErrors(t *testing.T) {
 			if sec := c.cfg.WebhookSecret.Reveal(); err != nil && sec != "" && strings.Contains(err.Error(), sec) {
 				t.Fatal("the error echoes the secret")
 			}
-			_, nerr := handoff.New(c.cfg, &fakeClient{})
+			_, nerr := handoff.New(c.cfg, &fakeClient{}, nil)
 			if (nerr == nil) != (err == nil) {
 				t.Fatalf("New = %v but Validate = %v", nerr, err)
 			}
@@ -75,21 +75,21 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestNewBuildsEachKind(t *testing.T) {
-	h, err := handoff.New(handoff.Config{Kind: "none"}, nil)
+	h, err := handoff.New(handoff.Config{Kind: "none"}, nil, nil)
 	if err != nil || h != nil {
 		t.Fatalf("none: %v %v, want no handler", h, err)
 	}
-	if h, err := handoff.New(handoff.Config{Kind: "echo"}, nil); err != nil || h == nil {
+	if h, err := handoff.New(handoff.Config{Kind: "echo"}, nil, nil); err != nil || h == nil {
 		t.Fatalf("echo: %v %v", h, err)
 	}
-	if h, err := handoff.New(handoff.Config{Kind: "webhook", WebhookURL: "http://127.0.0.1:1/", WebhookSecret: sealing.NewSecret(testSecret)}, nil); err != nil || h == nil {
+	if h, err := handoff.New(handoff.Config{Kind: "webhook", WebhookURL: "http://127.0.0.1:1/", WebhookSecret: sealing.NewSecret(testSecret)}, nil, nil); err != nil || h == nil {
 		t.Fatalf("webhook: %v %v", h, err)
 	}
-	if _, err := handoff.New(handoff.Config{Kind: "workflow", WorkflowType: "Agent", TaskQueue: "agents"}, nil); err == nil ||
+	if _, err := handoff.New(handoff.Config{Kind: "workflow", WorkflowType: "Agent", TaskQueue: "agents"}, nil, nil); err == nil ||
 		!strings.Contains(err.Error(), "Temporal client is required") {
 		t.Fatalf("workflow without a client: %v", err)
 	}
-	if h, err := handoff.New(handoff.Config{Kind: "workflow", WorkflowType: "Agent", TaskQueue: "agents"}, &fakeClient{}); err != nil || h == nil {
+	if h, err := handoff.New(handoff.Config{Kind: "workflow", WorkflowType: "Agent", TaskQueue: "agents"}, &fakeClient{}, nil); err != nil || h == nil {
 		t.Fatalf("workflow: %v %v", h, err)
 	}
 }
@@ -141,7 +141,7 @@ func newWebhook(t *testing.T, answer func(n int) (int, string)) (*receiver, hand
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	h, err := handoff.New(handoff.Config{Kind: "webhook", WebhookURL: srv.URL + "/hook?key=url-key-123",
-		WebhookSecret: sealing.NewSecret(testSecret), Timeout: 2 * time.Second}, nil)
+		WebhookSecret: sealing.NewSecret(testSecret), Timeout: 2 * time.Second}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestWebhookTimeoutAndNetworkErrorsAreRetryable(t *testing.T) {
 }
 
 func TestEchoAnswersTheSummaryAndHandlesTheMessage(t *testing.T) {
-	h, _ := handoff.New(handoff.Config{Kind: "echo"}, nil)
+	h, _ := handoff.New(handoff.Config{Kind: "echo"}, nil, nil)
 	ans, err := h.Deliver(context.Background(), delivery())
 	if err != nil || len(ans.Replies) != 1 || ans.Replies[0] != "echo: hello agent" || !ans.Handled {
 		t.Fatalf("echo: %+v %v", ans, err)
@@ -372,7 +372,7 @@ func (f *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOp
 
 func TestWorkflowHandlerStartsTheAgentWorkflowWithoutTheToken(t *testing.T) {
 	fc := &fakeClient{}
-	h, err := handoff.New(handoff.Config{Kind: "workflow", WorkflowType: "EchoAgent", TaskQueue: "agents"}, fc)
+	h, err := handoff.New(handoff.Config{Kind: "workflow", WorkflowType: "EchoAgent", TaskQueue: "agents"}, fc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,19 +45,23 @@ type Account struct {
 	RouteWebhookHost  string `json:"route_webhook_host,omitempty"`
 	RouteWorkflowType string `json:"route_workflow_type,omitempty"`
 	RouteTaskQueue    string `json:"route_task_queue,omitempty"`
+	// RouteMCPAgent is the MCP agent of an mcp route.
+	RouteMCPAgent string `json:"route_mcp_agent,omitempty"`
 }
 
 // RouteDefault is Account.Route of a bot without a route of its own.
 const RouteDefault = "default"
 
 // RouteState is the route as one line shows it: "default", "echo", "webhook
-// (agent.example)", "workflow (MyAgent on agents)".
+// (agent.example)", "workflow (MyAgent on agents)", "mcp (support-agent)".
 func (a Account) RouteState() string {
 	switch {
 	case a.RouteWebhookHost != "":
 		return a.Route + " (" + a.RouteWebhookHost + ")"
 	case a.RouteWorkflowType != "":
 		return a.Route + " (" + a.RouteWorkflowType + " on " + a.RouteTaskQueue + ")"
+	case a.RouteMCPAgent != "":
+		return a.Route + " (" + a.RouteMCPAgent + ")"
 	}
 	return a.Route
 }
@@ -123,6 +127,7 @@ func Accounts(ctx context.Context, st *store.Store, status string, checkTokens b
 			Route: RouteDefault}
 		if r, ok := routeOf[a.AccountKey]; ok {
 			row.Route, row.RouteWebhookHost, row.RouteWorkflowType, row.RouteTaskQueue = r.Kind, r.WebhookHost, r.WorkflowType, r.TaskQueue
+			row.RouteMCPAgent = r.MCPAgent
 		}
 		if u, ok := unreadable[a.AccountKey]; ok {
 			row.Token, row.TokenProblem, row.TokenFix = TokenUnreadable, u.Problem(), u.Fix()

@@ -98,6 +98,9 @@ var constraintCodes = map[string]vocab.Code{
 	"inbound_messages_account_key_provider_message_id_key": vocab.CodeDedupeInvariant,
 	"enrollment_audit_offer_id_key":                        vocab.CodeAttemptConflict,
 	"poll_leases_account_key_fkey":                         vocab.CodeAccountNotFound,
+	"mcp_agents_pkey":                                      vocab.CodeMCPAgentExists,
+	"account_routes_mcp_agent_fkey":                        vocab.CodeMCPAgentNotFound,
+	"mcp_offers_agent_name_fkey":                           vocab.CodeMCPAgentNotFound,
 }
 
 // msgStalePlan is PostgreSQL's message (SQLSTATE 0A000) for a prepared statement whose

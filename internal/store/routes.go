@@ -20,7 +20,7 @@ import (
 
 // Route kinds: the agent a bot's messages are handed to. The set is open: a new kind is
 // a constant here, a case of the route's validation and the CHECK of account_routes
-// (migration 00013). No route is the worker's default (its --handler flags).
+// (migrations 00013 and 00014). No route is the worker's default (its --handler flags).
 const (
 	// RouteWebhook POSTs each message to the route's URL, signed with its own secret.
 	RouteWebhook = "webhook"
@@ -28,10 +28,13 @@ const (
 	RouteWorkflow = "workflow"
 	// RouteEcho answers each message with the built-in echo.
 	RouteEcho = "echo"
+	// RouteMCP offers each message to the route's MCP agent, which takes it with the MCP
+	// server's wait tool.
+	RouteMCP = "mcp"
 )
 
 // RouteKinds lists the route kinds, in the order help texts name them.
-var RouteKinds = []string{RouteWebhook, RouteWorkflow, RouteEcho}
+var RouteKinds = []string{RouteWebhook, RouteWorkflow, RouteMCP, RouteEcho}
 
 // Bounds of a route's settings.
 const (
@@ -92,6 +95,8 @@ type RouteInput struct {
 	// WorkflowType and TaskQueue configure a workflow route.
 	WorkflowType string
 	TaskQueue    string
+	// MCPAgent names the MCP agent of an mcp route.
+	MCPAgent string
 	// By says who set the route (recorded in the audit).
 	By string
 }
@@ -107,6 +112,7 @@ type Route struct {
 	WebhookTimeout time.Duration
 	WorkflowType   string
 	TaskQueue      string
+	MCPAgent       string
 	// Version changes with every change of the route, and is never reused for the
 	// account (nor for any other): a handler built for (account, version) stays right.
 	Version   int64
@@ -159,6 +165,9 @@ func validateRoute(in RouteInput) error {
 	}
 	webhookSet := in.WebhookURL != "" || !in.WebhookSecret.IsZero() || in.WebhookTimeout != 0
 	workflowSet := in.WorkflowType != "" || in.TaskQueue != ""
+	if in.Kind != RouteMCP && in.MCPAgent != "" {
+		return fail(vocab.CodeInvalidInput, "only an mcp route names an MCP agent")
+	}
 	switch in.Kind {
 	case RouteWebhook:
 		if workflowSet {
@@ -192,6 +201,13 @@ func validateRoute(in RouteInput) error {
 		if err := checkRouteName(in.TaskQueue, "task queue"); err != nil {
 			return err
 		}
+	case RouteMCP:
+		if webhookSet || workflowSet {
+			return fail(vocab.CodeInvalidInput, "an mcp route takes no webhook or workflow settings")
+		}
+		if err := CheckMCPAgentName(in.MCPAgent); err != nil {
+			return err
+		}
 	case RouteEcho:
 		if webhookSet || workflowSet {
 			return fail(vocab.CodeInvalidInput, "an echo route takes no settings")
@@ -210,6 +226,8 @@ func routeDetail(in RouteInput) string {
 		return "webhook host " + WebhookHost(in.WebhookURL)
 	case RouteWorkflow:
 		return fmt.Sprintf("workflow %s on task queue %s", in.WorkflowType, in.TaskQueue)
+	case RouteMCP:
+		return "mcp agent " + in.MCPAgent
 	}
 	return in.Kind
 }
@@ -241,9 +259,11 @@ func (s *Store) SetRoute(ctx context.Context, now time.Time, in RouteInput) (Rou
 		}
 	case RouteWorkflow:
 		params.WorkflowType, params.TaskQueue = &in.WorkflowType, &in.TaskQueue
+	case RouteMCP:
+		params.McpAgent = &in.MCPAgent
 	}
 	out := Route{AccountKey: in.AccountKey, Kind: in.Kind, WebhookHost: WebhookHost(in.WebhookURL), WebhookTimeout: in.WebhookTimeout,
-		WorkflowType: in.WorkflowType, TaskQueue: in.TaskQueue, UpdatedAt: now, UpdatedBy: in.By}
+		WorkflowType: in.WorkflowType, TaskQueue: in.TaskQueue, MCPAgent: in.MCPAgent, UpdatedAt: now, UpdatedBy: in.By}
 	if in.Kind != RouteWebhook {
 		out.WebhookHost = ""
 	}
@@ -330,7 +350,7 @@ func (s *Store) GetRoute(ctx context.Context, accountKey string) (r Route, found
 	if err != nil || !found {
 		return Route{}, false, err
 	}
-	r = routeFrom(row.AccountKey, row.Kind, row.WebhookUrl, row.WebhookTimeoutMs, row.WorkflowType, row.TaskQueue,
+	r = routeFrom(row.AccountKey, row.Kind, row.WebhookUrl, row.WebhookTimeoutMs, row.WorkflowType, row.TaskQueue, row.McpAgent,
 		row.Version, row.UpdatedAt, row.UpdatedBy)
 	if row.Kind == RouteWebhook && row.WebhookUrl != nil && row.KeyGeneration != nil {
 		r.WebhookURL = *row.WebhookUrl
@@ -350,7 +370,7 @@ func (s *Store) ListRoutes(ctx context.Context) ([]Route, error) {
 	err := s.read(ctx, "list routes", func(q *dbq.Queries) error {
 		rows, err := q.ListRoutes(ctx)
 		for _, r := range rows {
-			out = append(out, routeFrom(r.AccountKey, r.Kind, r.WebhookUrl, r.WebhookTimeoutMs, r.WorkflowType, r.TaskQueue,
+			out = append(out, routeFrom(r.AccountKey, r.Kind, r.WebhookUrl, r.WebhookTimeoutMs, r.WorkflowType, r.TaskQueue, r.McpAgent,
 				r.Version, r.UpdatedAt, r.UpdatedBy))
 		}
 		return err
@@ -386,7 +406,7 @@ func (s *Store) ListRouteChanges(ctx context.Context, accountKey string) ([]Rout
 }
 
 // routeFrom is a stored route without its secret: a webhook's host, not its URL.
-func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowType, taskQueue *string, version int64,
+func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowType, taskQueue, mcpAgent *string, version int64,
 	updatedAt time.Time, updatedBy string) Route {
 	r := Route{AccountKey: key, Kind: kind, Version: version, UpdatedAt: updatedAt, UpdatedBy: updatedBy}
 	if webhookURL != nil {
@@ -400,6 +420,9 @@ func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowT
 	}
 	if taskQueue != nil {
 		r.TaskQueue = *taskQueue
+	}
+	if mcpAgent != nil {
+		r.MCPAgent = *mcpAgent
 	}
 	return r
 }

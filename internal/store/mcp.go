@@ -1,0 +1,353 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
+)
+
+// MCPTokenPrefix starts every MCP agent token, so that a leaked one is recognisable.
+const MCPTokenPrefix = "ilkmcp_"
+
+// mcpAgentName is the form of an MCP agent's name (the CHECK of mcp_agents).
+var mcpAgentName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// CheckMCPAgentName accepts 1 to 63 lower-case letters, digits, '.', '_' and '-',
+// starting with a letter or a digit.
+func CheckMCPAgentName(name string) error {
+	if !mcpAgentName.MatchString(name) {
+		return fail(vocab.CodeInvalidInput, "an MCP agent name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter or a digit")
+	}
+	return nil
+}
+
+// MCPAgent is an MCP agent as an operator sees it: never its token or the token's hash.
+type MCPAgent struct {
+	Name          string
+	CreatedAt     time.Time
+	CreatedBy     string
+	TokenIssuedAt time.Time
+	// RevokedAt is set while the agent's token is revoked.
+	RevokedAt *time.Time
+	RevokedBy string
+	// Bots counts the bots routed to the agent.
+	Bots int64
+}
+
+// newMCPToken is a fresh MCP agent token: the prefix and 256 random bits.
+func newMCPToken() (sealing.Secret, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return sealing.Secret{}, &Error{Code: vocab.CodeInternal, Msg: "draw an MCP agent token", Err: err}
+	}
+	return sealing.NewSecret(MCPTokenPrefix + base64.RawURLEncoding.EncodeToString(b)), nil
+}
+
+func mcpTokenHash(token sealing.Secret) []byte {
+	h := sha256.Sum256([]byte(token.Reveal()))
+	return h[:]
+}
+
+// CreateMCPAgent adds an MCP agent and returns its token, which is shown once: only its
+// hash is stored. A taken name is mcp_agent_exists.
+func (s *Store) CreateMCPAgent(ctx context.Context, now time.Time, name, by string) (sealing.Secret, error) {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return sealing.Secret{}, err
+	}
+	if err := CheckMCPAgentName(name); err != nil {
+		return sealing.Secret{}, err
+	}
+	if err := checkChangedBy(by); err != nil {
+		return sealing.Secret{}, err
+	}
+	token, err := newMCPToken()
+	if err != nil {
+		return sealing.Secret{}, err
+	}
+	err = s.read(ctx, "create MCP agent", func(q *dbq.Queries) error {
+		return q.InsertMCPAgent(ctx, dbq.InsertMCPAgentParams{AgentName: name, TokenHash: mcpTokenHash(token), Now: now, CreatedBy: by})
+	})
+	if err != nil {
+		return sealing.Secret{}, err
+	}
+	return token, nil
+}
+
+// ReissueMCPAgentToken gives an MCP agent a new token, which replaces the old one at once
+// (and lifts a revocation). An unknown agent is mcp_agent_not_found.
+func (s *Store) ReissueMCPAgentToken(ctx context.Context, now time.Time, name string) (sealing.Secret, error) {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return sealing.Secret{}, err
+	}
+	if err := CheckMCPAgentName(name); err != nil {
+		return sealing.Secret{}, err
+	}
+	token, err := newMCPToken()
+	if err != nil {
+		return sealing.Secret{}, err
+	}
+	var n int64
+	err = s.read(ctx, "reissue MCP agent token", func(q *dbq.Queries) (err error) {
+		n, err = q.ReissueMCPAgentToken(ctx, mcpTokenHash(token), now, name)
+		return err
+	})
+	if err != nil {
+		return sealing.Secret{}, err
+	}
+	if n == 0 {
+		return sealing.Secret{}, fail(vocab.CodeMCPAgentNotFound, "no MCP agent is named %s", name)
+	}
+	return token, nil
+}
+
+// RevokeMCPAgent revokes an MCP agent's token: from now on it is refused. It reports
+// whether the token was live (revoking a revoked agent changes nothing); an unknown agent
+// is mcp_agent_not_found.
+func (s *Store) RevokeMCPAgent(ctx context.Context, now time.Time, name, by string) (bool, error) {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return false, err
+	}
+	if err := CheckMCPAgentName(name); err != nil {
+		return false, err
+	}
+	if err := checkChangedBy(by); err != nil {
+		return false, err
+	}
+	var n int64
+	err := s.read(ctx, "revoke MCP agent", func(q *dbq.Queries) error {
+		var err error
+		if n, err = q.RevokeMCPAgent(ctx, &now, &by, name); err != nil || n > 0 {
+			return err
+		}
+		if _, err := q.GetMCPAgent(ctx, name); err != nil {
+			return notFound(err, vocab.CodeMCPAgentNotFound, "no MCP agent is named "+name)
+		}
+		return nil
+	})
+	return n > 0, err
+}
+
+// ListMCPAgents lists the MCP agents by name, with the number of bots routed to each.
+func (s *Store) ListMCPAgents(ctx context.Context) ([]MCPAgent, error) {
+	var out []MCPAgent
+	err := s.read(ctx, "list MCP agents", func(q *dbq.Queries) error {
+		rows, err := q.ListMCPAgents(ctx)
+		for _, r := range rows {
+			a := MCPAgent{Name: r.AgentName, CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, TokenIssuedAt: r.TokenIssuedAt,
+				RevokedAt: r.RevokedAt, Bots: r.Bots}
+			if r.RevokedBy != nil {
+				a.RevokedBy = *r.RevokedBy
+			}
+			out = append(out, a)
+		}
+		return err
+	})
+	return out, err
+}
+
+// MCPAgentByToken resolves an MCP agent token to its agent's name; found is false for a
+// token that is unknown or revoked. It writes nothing and never logs the token.
+func (s *Store) MCPAgentByToken(ctx context.Context, token sealing.Secret) (name string, found bool, err error) {
+	if n := len(token.Reveal()); n < 16 || n > 512 {
+		return "", false, nil
+	}
+	err = s.read(ctx, "MCP agent by token", func(q *dbq.Queries) error {
+		var err error
+		name, err = q.MCPAgentByTokenHash(ctx, mcpTokenHash(token))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return name, found, err
+}
+
+// MCPOfferInput is a message handed to an MCP agent, with the hand-off's session.
+type MCPOfferInput struct {
+	MessageKey    string
+	AccountKey    string
+	Agent         string
+	ReplyWindowID int64
+	SessionID     string
+	// Token is the session's bearer token, stored sealed (purpose mcp_session, bound to
+	// the message key): the MCP tools reply under it.
+	Token sealing.Secret
+}
+
+// MCPOffer is a message in an MCP agent's inbox.
+type MCPOffer struct {
+	MessageKey    string
+	AccountKey    string
+	Agent         string
+	ReplyWindowID int64
+	SessionID     string
+	// Token is the session's bearer token, opened.
+	Token     sealing.Secret
+	OfferedAt time.Time
+	// Offers counts the hand-offs of the message to MCP (1 at the first).
+	Offers int32
+	// ClaimedBy is the MCP session that holds the offer ("" when none does), until
+	// LeaseUntil.
+	ClaimedBy  string
+	LeaseUntil time.Time
+}
+
+// OfferToMCP puts a message in its MCP agent's inbox, or (a re-offer) gives its offer the
+// new session. A re-offer keeps a claim whose lease still runs: the session that took the
+// message is still answering it. An unknown agent is mcp_agent_not_found.
+func (s *Store) OfferToMCP(ctx context.Context, now time.Time, in MCPOfferInput) error {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return err
+	}
+	if err := validMessageKey(in.MessageKey); err != nil {
+		return err
+	}
+	if err := validAccountKey(in.AccountKey); err != nil {
+		return err
+	}
+	if err := CheckMCPAgentName(in.Agent); err != nil {
+		return err
+	}
+	sid, err := uuid.Parse(in.SessionID)
+	if err != nil {
+		return fail(vocab.CodeInvalidInput, "session id is not a UUID")
+	}
+	if n := len(in.Token.Reveal()); n < 16 || n > 512 {
+		return fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
+	}
+	sealed, err := s.keys.Seal(sealing.PurposeMCPSession, in.MessageKey, in.Token)
+	if err != nil {
+		return &Error{Code: vocab.CodeInternal, Msg: "seal MCP session token", Err: err}
+	}
+	return s.read(ctx, "offer to MCP", func(q *dbq.Queries) error {
+		return q.UpsertMCPOffer(ctx, dbq.UpsertMCPOfferParams{MessageKey: in.MessageKey, AccountKey: in.AccountKey, AgentName: in.Agent,
+			ReplyWindowID: in.ReplyWindowID, SessionID: sid, KeyGeneration: sealed.KeyGeneration, Nonce: sealed.Nonce,
+			Ciphertext: sealed.Ciphertext, Now: now})
+	})
+}
+
+// ClaimMCPOffer claims for an MCP session the oldest answerable offer of an agent (of the
+// bot accountKey, or of any of its bots when accountKey is ""), until now+lease. found is
+// false when there is none. An offer is answerable while its message is processing and
+// its window open; one that a live session holds is skipped.
+func (s *Store) ClaimMCPOffer(ctx context.Context, now time.Time, agent, accountKey, session string, lease time.Duration) (o MCPOffer, found bool, err error) {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return MCPOffer{}, false, err
+	}
+	if err := CheckMCPAgentName(agent); err != nil {
+		return MCPOffer{}, false, err
+	}
+	if err := validAccountFilter(accountKey); err != nil {
+		return MCPOffer{}, false, err
+	}
+	if session == "" || len(session) > 200 || lease <= 0 {
+		return MCPOffer{}, false, fail(vocab.CodeInvalidInput, "a claim needs a session of 1 to 200 bytes and a positive lease")
+	}
+	var row dbq.McpOffer
+	err = s.read(ctx, "claim MCP offer", func(q *dbq.Queries) error {
+		var err error
+		until := now.Add(lease)
+		row, err = q.ClaimMCPOffer(ctx, dbq.ClaimMCPOfferParams{Session: &session, LeaseUntil: &until, AgentName: agent,
+			AccountKey: accountKey, Now: now})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err != nil || !found {
+		return MCPOffer{}, false, err
+	}
+	o, err = s.mcpOfferFrom(row)
+	return o, err == nil, err
+}
+
+// GetMCPOffer returns a message's MCP offer with its session token opened; found is false
+// when the message was never offered to an MCP agent.
+func (s *Store) GetMCPOffer(ctx context.Context, messageKey string) (o MCPOffer, found bool, err error) {
+	if err := validMessageKey(messageKey); err != nil {
+		return MCPOffer{}, false, err
+	}
+	var row dbq.McpOffer
+	err = s.read(ctx, "get MCP offer", func(q *dbq.Queries) error {
+		var err error
+		row, err = q.GetMCPOffer(ctx, messageKey)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err != nil || !found {
+		return MCPOffer{}, false, err
+	}
+	o, err = s.mcpOfferFrom(row)
+	return o, err == nil, err
+}
+
+func (s *Store) mcpOfferFrom(r dbq.McpOffer) (MCPOffer, error) {
+	token, err := s.keys.Open(sealing.PurposeMCPSession, r.MessageKey,
+		sealing.Sealed{KeyGeneration: r.KeyGeneration, Nonce: r.Nonce, Ciphertext: r.Ciphertext})
+	if err != nil {
+		return MCPOffer{}, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open MCP session token", Err: err}
+	}
+	o := MCPOffer{MessageKey: r.MessageKey, AccountKey: r.AccountKey, Agent: r.AgentName, ReplyWindowID: r.ReplyWindowID,
+		SessionID: r.SessionID.String(), Token: token, OfferedAt: r.OfferedAt, Offers: r.Offers}
+	if r.ClaimedBy != nil && r.LeaseUntil != nil {
+		o.ClaimedBy, o.LeaseUntil = *r.ClaimedBy, *r.LeaseUntil
+	}
+	return o, nil
+}
+
+// RenewMCPClaims runs the claims of the given MCP sessions on until the given time.
+func (s *Store) RenewMCPClaims(ctx context.Context, until time.Time, sessions []string) (int64, error) {
+	if len(sessions) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.read(ctx, "renew MCP claims", func(q *dbq.Queries) (err error) {
+		until := until.Truncate(time.Microsecond)
+		n, err = q.RenewMCPClaims(ctx, &until, sessions)
+		return err
+	})
+	return n, err
+}
+
+// ReleaseMCPClaims releases what an ended MCP session claimed, so that it is offered
+// again.
+func (s *Store) ReleaseMCPClaims(ctx context.Context, session string) (int64, error) {
+	var n int64
+	err := s.read(ctx, "release MCP claims", func(q *dbq.Queries) (err error) {
+		n, err = q.ReleaseMCPClaims(ctx, &session)
+		return err
+	})
+	return n, err
+}
+
+// DeleteSettledMCPOffers deletes the offers nobody can answer any more (their message
+// finished, their window closed).
+func (s *Store) DeleteSettledMCPOffers(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.read(ctx, "delete settled MCP offers", func(q *dbq.Queries) (err error) {
+		n, err = q.DeleteSettledMCPOffers(ctx, now.Truncate(time.Microsecond))
+		return err
+	})
+	return n, err
+}
