@@ -98,6 +98,7 @@ const (
 	CodeWindowUnavailable     = "window_unavailable"
 	CodeTemporalUnavailable   = "temporal_unavailable"
 	CodeStoreUnavailable      = string(vocab.CodeUnavailable)
+	CodeSealedUnreadable      = string(vocab.CodeSealedUnreadable)
 	CodeInternal              = string(vocab.CodeInternal)
 	CodeNotFound              = "not_found"
 	CodeMethodNotAllowed      = "method_not_allowed"
@@ -123,7 +124,7 @@ func StatusOf(code string) int {
 		return http.StatusTooManyRequests
 	case CodeRejected, CodeStaleToken:
 		return http.StatusBadGateway
-	case CodeNotSent, CodeWindowUnavailable, CodeTemporalUnavailable, CodeStoreUnavailable, CodeUploadsBusy:
+	case CodeNotSent, CodeWindowUnavailable, CodeTemporalUnavailable, CodeStoreUnavailable, CodeUploadsBusy, CodeSealedUnreadable:
 		return http.StatusServiceUnavailable
 	case CodeNotFound:
 		return http.StatusNotFound
@@ -647,6 +648,11 @@ func (a *API) storeFailure(sctx context.Context, log *slog.Logger, what string, 
 			code = CodeInvalidSession
 		}
 		return &apiError{code: code, msg: failureMessage(code)}
+	case code == CodeSealedUnreadable:
+		// An operator's fault (a key generation missing from the sealing keys), not the
+		// agent's: retry after the operator added the key.
+		log.Error("the sealing keys cannot open what the request needs", "what", what, "error", err)
+		return &apiError{code: CodeSealedUnreadable, msg: failureMessage(CodeSealedUnreadable)}
 	case code == CodeStoreUnavailable, errors.Is(sctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		log.Warn("store unavailable", "what", what, "timeout", a.cfg.StoreTimeout, "error", err)
 		return &apiError{code: CodeStoreUnavailable, msg: failureMessage(CodeStoreUnavailable)}
@@ -894,6 +900,8 @@ func (a *API) done(w http.ResponseWriter, r *http.Request, token sealing.Secret)
 // failureMessage is the human text of a code (never built from the request).
 func failureMessage(code string) string {
 	switch code {
+	case CodeSealedUnreadable:
+		return "the gateway's sealing keys cannot open what this request needs (a key generation is missing); the operator must add it, then retry"
 	case CodeInvalidSession:
 		return "the agent session is not valid (unknown, closed or expired token)"
 	case CodeWindowExpired:

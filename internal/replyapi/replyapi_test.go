@@ -534,13 +534,23 @@ func TestDoneGoesThroughTheWindowsFinishUpdate(t *testing.T) {
 	}
 }
 
+func TestWhatTheSealingKeysCannotOpenIsATyped503NotAnInternalError(t *testing.T) {
+	t.Parallel()
+	r := newRig()
+	r.st.validate = &store.Error{Code: vocab.CodeSealedUnreadable, Msg: "open: key generation 3 missing"}
+	w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`)
+	if w.Code != http.StatusServiceUnavailable || code(t, w) != replyapi.CodeSealedUnreadable || len(r.up.calls) != 0 {
+		t.Fatalf("%d %s after %d updates", w.Code, w.Body, len(r.up.calls))
+	}
+}
+
 func TestStatusOfEveryCode(t *testing.T) {
 	t.Parallel()
 	for c, want := range map[string]int{
 		replyapi.CodeInvalidSession: 401, replyapi.CodeWindowExpired: 410, replyapi.CodeWindowInactive: 409,
 		replyapi.CodeQuotaExhausted: 409, replyapi.CodeThrottled: 429, replyapi.CodeInvalidJSON: 400,
 		replyapi.CodeBodyTooLarge: 400, replyapi.CodeUnsupportedType: 400, replyapi.CodeTextTooLong: 400,
-		replyapi.CodeNotFound: 404, replyapi.CodeMethodNotAllowed: 405, "anything else": 500,
+		replyapi.CodeNotFound: 404, replyapi.CodeMethodNotAllowed: 405, replyapi.CodeSealedUnreadable: 503, "anything else": 500,
 	} {
 		if got := replyapi.StatusOf(c); got != want {
 			t.Errorf("StatusOf(%s) = %d, want %d", c, got, want)
