@@ -193,23 +193,38 @@ func connectDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // not an error; a bad flag, a bad value or a stray argument is a usageError naming the
 // problem once (the flag package's own message and usage dump are discarded).
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (bool, error) {
-	out := fs.Output()
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		fs.SetOutput(out)
-		return true, nil
+	help, rest, err := parseArgs(fs, args, stdout)
+	if help || err != nil {
+		return help, err
 	}
-	if err != nil {
-		return false, usagef("%s: %v (see \"starter %s --help\")", fs.Name(), err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return false, usagef("%s: unexpected argument %q (see \"starter %s --help\")", fs.Name(), fs.Arg(0), fs.Name())
+	if len(rest) > 0 {
+		return false, usagef("%s: unexpected argument %q (see \"starter %s --help\")", fs.Name(), rest[0], fs.Name())
 	}
 	return false, nil
+}
+
+// parseArgs is parse for a command that takes arguments besides its flags: it returns
+// them, in order, wherever they stand among the flags.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, rest []string, err error) {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return true, nil, nil
+		}
+		if err != nil {
+			return false, nil, usagef("%s: %v (see \"starter %s --help\")", fs.Name(), err, fs.Name())
+		}
+		if fs.NArg() == 0 {
+			return false, rest, nil
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 // help is what `starter <command> --help` prints above the flags.

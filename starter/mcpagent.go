@@ -40,10 +40,10 @@ func mcpAgentCmd(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		"starter mcp-agent add support\nstarter route --account ilk_0123abcd --mcp-agent support\nstarter mcp-agent revoke support"},
 		withDB|withJSON, stderr, getenv)
 	by := fs.String("by", envOr(getenv, "USER", "operator"), "who adds or revokes the agent (recorded with it)")
-	if help, err := parse(fs, args, stdout); help || err != nil {
+	help, rest, err := parseArgs(fs, args, stdout)
+	if help || err != nil {
 		return err
 	}
-	rest := fs.Args()
 	if len(rest) == 0 {
 		return usagef("mcp-agent: give add NAME, token NAME, revoke NAME or list")
 	}
