@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -305,5 +306,89 @@ func TestBrowserAnEnrollmentExpires(t *testing.T) {
 	}
 	if res := s.result(offer); res.Status != "expired" {
 		t.Fatalf("the workflow ended %+v", res)
+	}
+}
+
+// The accounts page shows each bot's route (its ROUTE entry) and changes it through its
+// route forms: to an MCP agent chosen from the store's agents (a revoked one is marked),
+// then to a webhook. The webhook's secret is sealed in the store and shows nowhere in the
+// page, nor does the webhook's URL beyond its host.
+func TestBrowserTheRouteColumnShowsTheRouteSetThroughTheFormButNeverTheWebhookSecret(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	key := s.enrollDirectly("qo_00000000000000a1", "o9cq8routeowner@im.wechat").AccountKey
+	now := time.Now()
+	for _, name := range []string{"support", "retired"} {
+		if _, err := s.store.CreateMCPAgent(s.ctx, now, name, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.store.RevokeMCPAgent(s.ctx, now, "retired", "test"); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		hookURL = "https://agent.example/hooks/pathkey-7f3a9c?sig=querykey-51d2"
+		secret  = "webhook-signing-secret-0f1e2d3c4b5a"
+	)
+
+	tb := newTab(t)
+	tb.login(s.ui.URL)
+	row := fmt.Sprintf(`li.account[data-account=%q]`, key)
+	if got := tb.text(row + " dd.route"); got != "default" {
+		t.Fatalf("route before any change: %q, want default", got)
+	}
+	revoked, err := chromedp.Run(tb.ctx, chromedp.TextContent(chromedp.CSS(row+` form.route-mcp option[value="retired"]`)))
+	if err != nil || strings.TrimSpace(revoked) != "retired (revoked)" {
+		t.Errorf("the revoked MCP agent's option: %q %v", revoked, err)
+	}
+
+	tb.do("route to the MCP agent",
+		chromedp.Click(chromedp.CSS(row+" details.route-forms summary")),
+		chromedp.SetValue(chromedp.CSS(row+" form.route-mcp select"), "support"),
+		chromedp.Click(chromedp.CSS(row+" form.route-mcp button")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	if got := tb.text(row + " dd.route"); got != "mcp (support)" {
+		t.Fatalf("route after choosing the MCP agent: %q (flash %q)", got, tb.text("#flash"))
+	}
+
+	tb.do("route to the webhook",
+		chromedp.Navigate(s.ui.URL+"/accounts"), // a page without the last flash
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.Click(chromedp.CSS(row+" details.route-forms summary")),
+		chromedp.SendKeys(chromedp.CSS(row+" form.route-webhook input[name=webhook_url]"), hookURL),
+		chromedp.SendKeys(chromedp.CSS(row+" form.route-webhook input[name=webhook_secret]"), secret),
+		chromedp.Click(chromedp.CSS(row+" form.route-webhook button")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	if got := tb.text(row + " dd.route"); got != "webhook (agent.example)" {
+		t.Fatalf("route after setting the webhook: %q (flash %q)", got, tb.text("#flash"))
+	}
+	if flash := tb.text("#flash"); !strings.Contains(flash, key+" routes to webhook (agent.example)") {
+		t.Errorf("flash after setting the webhook: %q", flash)
+	}
+	html, err := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{secret, hookURL, "pathkey-7f3a9c", "querykey-51d2"} {
+		if strings.Contains(html, leak) {
+			t.Errorf("the accounts page holds %q", leak)
+		}
+	}
+
+	// The store has the route, its secret sealed, and an audit of both changes by the web UI.
+	r, found, err := s.store.GetRoute(s.ctx, key)
+	if err != nil || !found || r.Kind != "webhook" || r.WebhookURL != hookURL || r.WebhookSecret.Reveal() != secret {
+		t.Fatalf("stored route: found %v, kind %q, URL %q, secret matches %v, %v", found, r.Kind, r.WebhookURL, r.WebhookSecret.Reveal() == secret, err)
+	}
+	changes, err := s.store.ListRouteChanges(s.ctx, key)
+	if err != nil || len(changes) != 2 {
+		t.Fatalf("route changes: %+v %v", changes, err)
+	}
+	for i, want := range []string{"mcp", "webhook"} {
+		if c := changes[i]; c.NewKind != want || c.ChangedBy != webui.RouteBy {
+			t.Errorf("route change %d: %+v, want %s by %s", i, c, want, webui.RouteBy)
+		}
 	}
 }

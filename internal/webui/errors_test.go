@@ -110,3 +110,77 @@ func TestAnEnrollmentErrorIsShownAsAStableMessageWithoutTheWorkersIdentity(t *te
 		t.Errorf("the accounts page shows the store's code: %.2000s", accounts.body)
 	}
 }
+
+// A route the store refuses (a short secret, a bad URL, a workflow without its task queue,
+// an unknown or malformed MCP agent) is said on the accounts page in the store's words,
+// without its code, and changes nothing; neither the page nor the log holds the secret.
+func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	s := start(t, func(c *webui.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	key := s.enrollDirectly("qo_00000000000000b1", "o9cq8badroute@im.wechat").AccountKey
+	b := newBrowser(t, s.ui.URL)
+	b.login()
+	csrf := b.csrf()
+	path := "/accounts/" + key + "/route"
+	if r := b.do(http.MethodPost, path, url.Values{"csrf": {csrf}, "kind": {"echo"}}, sameOrigin); r.status != http.StatusSeeOther {
+		t.Fatalf("echo route: %d %s", r.status, r.body)
+	}
+	before, _, err := s.store.GetRoute(s.ctx, key)
+	if err != nil || before.Kind != "echo" {
+		t.Fatalf("route: %+v %v", before, err)
+	}
+
+	const (
+		shortSecret = "short-secret" // 12 bytes
+		goodSecret  = "a-long-enough-webhook-secret-77e1"
+	)
+	for _, c := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"kind": {"webhook"}, "webhook_url": {"https://agent.example/hook"}, "webhook_secret": {shortSecret}},
+			"webhook secret must be at least 16 bytes (it has 12)."},
+		{url.Values{"kind": {"webhook"}, "webhook_url": {"ftp://agent.example/hook"}, "webhook_secret": {goodSecret}},
+			"webhook URL: want an absolute http or https URL."},
+		{url.Values{"kind": {"webhook"}, "webhook_url": {"https://user:pw@agent.example/hook"}, "webhook_secret": {goodSecret}},
+			"webhook URL: user info in the URL is not allowed"},
+		{url.Values{"kind": {"workflow"}, "workflow_type": {"MyAgent"}}, "task queue is required."},
+		{url.Values{"kind": {"mcp"}, "mcp_agent": {"nobody"}}, "no MCP agent has that name"},
+		{url.Values{"kind": {"mcp"}, "mcp_agent": {"Not A Name"}}, "an MCP agent name is 1 to 63 of a-z"},
+	} {
+		c.form.Set("csrf", csrf)
+		if r := b.do(http.MethodPost, path, c.form, sameOrigin); r.status != http.StatusSeeOther {
+			t.Fatalf("%s route: %d %s", c.form.Get("kind"), r.status, r.body)
+		}
+		page := b.get("/accounts")
+		if !strings.Contains(page.body, "route "+key+" failed: "+c.want) {
+			t.Errorf("accounts page after a bad %s route: want %q in %.3000s", c.form.Get("kind"), c.want, page.body)
+		}
+		for _, leak := range []string{"invalid_input", "mcp_agent_not_found", "store:", "fkey", shortSecret, goodSecret, "user:pw"} {
+			if strings.Contains(page.body, leak) {
+				t.Errorf("accounts page after a bad %s route shows %q", c.form.Get("kind"), leak)
+			}
+		}
+	}
+	if r := b.do(http.MethodPost, path, url.Values{"csrf": {csrf}, "kind": {"carrier-pigeon"}}, sameOrigin); r.status != http.StatusBadRequest {
+		t.Errorf("unknown route kind: %d", r.status)
+	}
+
+	after, _, err := s.store.GetRoute(s.ctx, key)
+	if err != nil || after.Kind != "echo" || after.Version != before.Version {
+		t.Fatalf("route after refused changes: %s version %d (was %d), %v", after.Kind, after.Version, before.Version, err)
+	}
+	if changes, err := s.store.ListRouteChanges(s.ctx, key); err != nil || len(changes) != 1 {
+		t.Fatalf("route changes after refused ones: %d %v", len(changes), err)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "invalid_input") || !strings.Contains(log, "mcp_agent_not_found") {
+		t.Errorf("the log does not have the store's errors: %.2000s", log)
+	}
+	for _, leak := range []string{shortSecret, goodSecret, "user:pw"} {
+		if strings.Contains(log, leak) {
+			t.Errorf("the log holds %q", leak)
+		}
+	}
+}

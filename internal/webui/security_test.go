@@ -2,6 +2,7 @@ package webui_test
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -113,6 +115,7 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 	return &fixture{system: s, account: acc.AccountKey, offer: offer, forms: []string{
 		"/logout", "/enroll", "/enroll/" + offer + "/code", "/enroll/" + offer + "/cancel",
 		"/accounts/" + acc.AccountKey + "/pause", "/accounts/" + acc.AccountKey + "/resume", "/accounts/" + acc.AccountKey + "/remove",
+		"/accounts/" + acc.AccountKey + "/route",
 	}}
 }
 
@@ -404,5 +407,112 @@ func TestRepeatedWrongTokensAreThrottled(t *testing.T) {
 		if r := b.do(http.MethodPost, "/login", url.Values{"token": {tok}}, sameOrigin); r.status != http.StatusTooManyRequests || len(r.header.Values("Set-Cookie")) != 0 {
 			t.Errorf("after %d wrong tokens: %d %v", webui.LoginBurst, r.status, r.header.Values("Set-Cookie"))
 		}
+	}
+}
+
+// routeOf reads an account's route from the store (found false: the default route) and
+// how many route changes it has in the audit.
+func (f *fixture) routeOf() (store.Route, bool, int) {
+	f.t.Helper()
+	r, found, err := f.store.GetRoute(f.ctx, f.account)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	changes, err := f.store.ListRouteChanges(f.ctx, f.account)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r, found, len(changes)
+}
+
+func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	if _, err := f.store.CreateMCPAgent(f.ctx, now, "support", "test"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := f.store.SetRoute(f.ctx, now, store.RouteInput{AccountKey: f.account, Kind: store.RouteWorkflow,
+		WorkflowType: "Before", TaskQueue: "agents", By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "refused-webhook-secret-9a8b7c6d5e4f"
+	path := "/accounts/" + f.account + "/route"
+	routes := []url.Values{
+		{"kind": {"webhook"}, "webhook_url": {"https://attacker.example/hook"}, "webhook_secret": {secret}},
+		{"kind": {"workflow"}, "workflow_type": {"Evil"}, "task_queue": {"evil"}},
+		{"kind": {"mcp"}, "mcp_agent": {"support"}},
+		{"kind": {"echo"}},
+		{"kind": {"default"}},
+	}
+	var bodies []response
+	post := func(b *browser, what, csrf string, hdr map[string]string, want int) {
+		t.Helper()
+		for _, form := range routes {
+			form := maps.Clone(form)
+			if csrf != "" {
+				form.Set("csrf", csrf)
+			}
+			r := b.do(http.MethodPost, path, form, hdr)
+			bodies = append(bodies, r)
+			if r.status != want {
+				t.Errorf("POST %s kind %s (%s): %d, want %d", path, form.Get("kind"), what, r.status, want)
+			}
+		}
+	}
+
+	// No operator session: no cookie, a forged one, a logged-out one.
+	post(newBrowser(t, f.ui.URL), "no session cookie", "x", sameOrigin, http.StatusUnauthorized)
+	post(newBrowser(t, f.ui.URL), "a forged session cookie", "x", map[string]string{"Sec-Fetch-Site": "same-origin", "Cookie": webui.SessionCookie + "=forged-session-id"}, http.StatusUnauthorized)
+	gone := newBrowser(t, f.ui.URL)
+	gone.login()
+	goneCSRF := gone.csrf()
+	base, err := url.Parse(f.ui.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := gone.hc.Jar.Cookies(base)
+	if len(cookies) != 1 || cookies[0].Name != webui.SessionCookie {
+		t.Fatalf("session cookies: %v", cookies)
+	}
+	if r := gone.do(http.MethodPost, "/logout", url.Values{"csrf": {goneCSRF}}, sameOrigin); r.status != http.StatusSeeOther {
+		t.Fatalf("logout: %d", r.status)
+	}
+	post(gone, "a logged-out session", goneCSRF, map[string]string{"Sec-Fetch-Site": "same-origin", "Cookie": webui.SessionCookie + "=" + cookies[0].Value}, http.StatusUnauthorized)
+
+	// A session without its CSRF token: none, a wrong one, another session's; or its own
+	// token from another site.
+	other := newBrowser(t, f.ui.URL)
+	other.login()
+	otherCSRF := other.csrf()
+	b := newBrowser(t, f.ui.URL)
+	b.login()
+	good := b.csrf()
+	for what, csrf := range map[string]string{"no CSRF token": "", "a wrong CSRF token": "wrong",
+		"another session's CSRF token": otherCSRF, "the CSRF token with a suffix": good + "x"} {
+		post(b, what, csrf, sameOrigin, http.StatusForbidden)
+	}
+	post(b, "cross-site", good, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden)
+	post(b, "from another origin", good, map[string]string{"Origin": "https://attacker.example"}, http.StatusForbidden)
+
+	r, found, changes := f.routeOf()
+	if !found || r.Kind != store.RouteWorkflow || r.WorkflowType != "Before" || r.Version != before.Version || changes != 1 {
+		t.Fatalf("after refused route changes: found %v, route %s %s version %d (was %d), %d audited changes (want 1)",
+			found, r.Kind, r.WorkflowType, r.Version, before.Version, changes)
+	}
+	bodies = append(bodies, b.get("/accounts"))
+	for i, r := range bodies {
+		if strings.Contains(r.body, secret) {
+			t.Errorf("response %d (%d) holds the webhook secret", i, r.status)
+		}
+	}
+
+	// The session's own token from the page's own origin works (the refusals were for it).
+	if r := b.do(http.MethodPost, path, url.Values{"csrf": {good}, "kind": {"echo"}}, sameOrigin); r.status != http.StatusSeeOther {
+		t.Fatalf("echo route with the right token: %d %s", r.status, r.body)
+	}
+	if r, found, changes := f.routeOf(); !found || r.Kind != store.RouteEcho || r.UpdatedBy != webui.RouteBy || changes != 2 {
+		t.Fatalf("after the echo route: found %v, %s by %q, %d changes", found, r.Kind, r.UpdatedBy, changes)
 	}
 }

@@ -1,7 +1,9 @@
 // Package webui is the operator's web front end: log in with the operator
 // token, start an Enrollment and show its QR code to the bot's owner, follow its status
-// live, send iLink's verification code and cancel it as the workflow's signals, and list
-// the accounts with pause, resume and remove (package operator, as the CLI does).
+// live, send iLink's verification code and cancel it as the workflow's signals, list
+// the accounts with pause, resume and remove (package operator, as the CLI does), and
+// show and change each bot's route (the store's SetRoute and ClearRoute, as `starter
+// route` does; a webhook shows its host only, and its signing secret is never shown).
 //
 // It is one http.Handler with server-rendered pages (html/template, embedded assets, a
 // little JavaScript), meant to be mounted on the worker's HTTP server or any other:
@@ -201,6 +203,7 @@ func New(cfg Config) (http.Handler, error) {
 	}))
 	mux.HandleFunc("GET /accounts", s.page(s.accountsPage))
 	mux.HandleFunc("POST /accounts/{key}/{verb}", s.action(s.steer))
+	mux.HandleFunc("POST /accounts/{key}/route", s.action(s.route))
 	mux.HandleFunc("GET /enroll", s.page(s.enrollStartPage))
 	mux.HandleFunc("POST /enroll", s.action(s.startEnrollment))
 	mux.HandleFunc("GET /enroll/{offer}", s.page(s.enrollmentPage))
@@ -452,7 +455,13 @@ func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *sess
 		s.internal(w, r, "list the accounts", err)
 		return
 	}
-	s.render(w, http.StatusOK, "accounts", sess, map[string]any{"Accounts": rows, "PauseChoices": pauseChoices})
+	agents, err := s.cfg.Store.ListMCPAgents(r.Context())
+	if err != nil {
+		s.internal(w, r, "list the MCP agents", err)
+		return
+	}
+	s.render(w, http.StatusOK, "accounts", sess, map[string]any{"Accounts": rows, "PauseChoices": pauseChoices,
+		"MCPAgents": agents, "MinSecret": store.MinWebhookSecretBytes})
 }
 
 func (s *server) steer(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -502,6 +511,94 @@ func steerFailure(err error) string {
 		return "the account changed meanwhile (it was enrolled again): reload the page and try again."
 	case vocab.CodeInvalidInput:
 		return "the account's state does not allow it."
+	case vocab.CodeUnavailable:
+		return "the database is unavailable: try again in a moment."
+	}
+	return "the server log has the details."
+}
+
+// RouteBy is who the web UI records as the author of the route changes it makes (the
+// route audit's changed_by), as its enrollments are requested by "webui".
+const RouteBy = "webui"
+
+// route sets a bot's route, or puts it back on the default route, from the accounts
+// page's route forms: field kind is a store.RouteKinds kind or "default", and only the
+// fields of that kind are read. The store validates the input (a refused change writes
+// nothing) and audits the change. The webhook's secret is sealed by the store and never
+// shown, logged or sent back; the page shows the webhook's host only.
+func (s *server) route(w http.ResponseWriter, r *http.Request, sess *session) {
+	key, kind := r.PathValue("key"), r.PostFormValue("kind")
+	if !accountKeyPattern.MatchString(key) {
+		s.fail(w, r, http.StatusNotFound, "No such account.")
+		return
+	}
+	if kind != operator.RouteDefault && !store.ValidRouteKind(kind) {
+		s.fail(w, r, http.StatusBadRequest, "Choose a route.")
+		return
+	}
+	now := time.Now()
+	var msg string
+	var err error
+	if kind == operator.RouteDefault {
+		var cleared bool
+		if cleared, err = s.cfg.Store.ClearRoute(r.Context(), now, key, RouteBy); err == nil {
+			msg = key + " is back on the default route (the worker's handler) from its next message"
+			if !cleared {
+				msg = key + " is on the default route already"
+			}
+		}
+	} else {
+		var rt store.Route
+		if rt, err = s.cfg.Store.SetRoute(r.Context(), now, routeInput(r, key, kind)); err == nil {
+			shown := operator.Account{Route: rt.Kind, RouteWebhookHost: rt.WebhookHost, RouteWorkflowType: rt.WorkflowType,
+				RouteTaskQueue: rt.TaskQueue, RouteMCPAgent: rt.MCPAgent}
+			msg = fmt.Sprintf("%s routes to %s from its next message", key, shown.RouteState())
+		}
+	}
+	if errors.Is(err, store.ErrAccountNotFound) {
+		s.fail(w, r, http.StatusNotFound, "No such account.")
+		return
+	}
+	if err != nil {
+		// The store's error text holds neither the secret nor the webhook's URL.
+		s.log.Warn("webui: route", "account", key, "kind", kind, "error", err)
+		msg = fmt.Sprintf("route %s failed: %s", key, routeFailure(err))
+	}
+	s.setFlash(sess, msg)
+	http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
+}
+
+// routeInput reads the fields of one route kind from a route form.
+func routeInput(r *http.Request, key, kind string) store.RouteInput {
+	in := store.RouteInput{AccountKey: key, Kind: kind, By: RouteBy}
+	switch kind {
+	case store.RouteWebhook:
+		in.WebhookURL = strings.TrimSpace(r.PostFormValue("webhook_url"))
+		if v := r.PostFormValue("webhook_secret"); v != "" {
+			in.WebhookSecret = sealing.NewSecret(v)
+		}
+	case store.RouteWorkflow:
+		in.WorkflowType = strings.TrimSpace(r.PostFormValue("workflow_type"))
+		in.TaskQueue = strings.TrimSpace(r.PostFormValue("task_queue"))
+	case store.RouteMCP:
+		in.MCPAgent = r.PostFormValue("mcp_agent")
+	}
+	return in
+}
+
+// routeFailure says why a route change failed: bad input in the store's own words (its
+// validation messages name the fault, never the secret or the URL), anything else in a
+// short, stable message by the store's code; the error itself is logged.
+func routeFailure(err error) string {
+	var se *store.Error
+	switch store.CodeOf(err) {
+	case vocab.CodeInvalidInput:
+		if errors.As(err, &se) && se.Err == nil && se.Msg != "" {
+			return se.Msg + "."
+		}
+		return "the database refused the input."
+	case vocab.CodeMCPAgentNotFound:
+		return "no MCP agent has that name (starter mcp-agent add NAME creates one)."
 	case vocab.CodeUnavailable:
 		return "the database is unavailable: try again in a moment."
 	}
