@@ -145,6 +145,10 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 			"webhook URL: want an absolute http or https URL."},
 		{url.Values{"kind": {"webhook"}, "webhook_url": {"https://user:pw@agent.example/hook"}, "webhook_secret": {goodSecret}},
 			"webhook URL: user info in the URL is not allowed"},
+		{url.Values{"kind": {"webhook"}, "webhook_url": {"https://agent.example/hook"}, "webhook_secret": {goodSecret},
+			"webhook_timeout": {"soon"}}, "webhook timeout must be whole milliseconds between 0 (the default) and 1m30s."},
+		{url.Values{"kind": {"webhook"}, "webhook_url": {"https://agent.example/hook"}, "webhook_secret": {goodSecret},
+			"webhook_timeout": {"5m"}}, "webhook timeout must be whole milliseconds between 0 (the default) and 1m30s."},
 		{url.Values{"kind": {"workflow"}, "workflow_type": {"MyAgent"}}, "task queue is required."},
 		{url.Values{"kind": {"mcp"}, "mcp_agent": {"nobody"}}, "no MCP agent has that name"},
 		{url.Values{"kind": {"mcp"}, "mcp_agent": {"Not A Name"}}, "an MCP agent name is 1 to 63 of a-z"},
@@ -182,5 +186,14 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 		if strings.Contains(log, leak) {
 			t.Errorf("the log holds %q", leak)
 		}
+	}
+	// The same form with a good timeout sets it.
+	form := url.Values{"csrf": {csrf}, "kind": {"webhook"}, "webhook_url": {"https://agent.example/hook"},
+		"webhook_secret": {goodSecret}, "webhook_timeout": {"30s"}}
+	if r := b.do(http.MethodPost, path, form, sameOrigin); r.status != http.StatusSeeOther {
+		t.Fatalf("webhook route with a timeout: %d %s", r.status, r.body)
+	}
+	if got, _, err := s.store.GetRoute(s.ctx, key); err != nil || got.Kind != "webhook" || got.WebhookTimeout != 30*time.Second {
+		t.Fatalf("route with a timeout: %+v %v", got, err)
 	}
 }

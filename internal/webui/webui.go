@@ -577,6 +577,13 @@ func routeInput(r *http.Request, key, kind string) store.RouteInput {
 		if v := r.PostFormValue("webhook_secret"); v != "" {
 			in.WebhookSecret = sealing.NewSecret(v)
 		}
+		if v := strings.TrimSpace(r.PostFormValue("webhook_timeout")); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				d = -1 // refused by the store with the rule for a timeout
+			}
+			in.WebhookTimeout = d
+		}
 	case store.RouteWorkflow:
 		in.WorkflowType = strings.TrimSpace(r.PostFormValue("workflow_type"))
 		in.TaskQueue = strings.TrimSpace(r.PostFormValue("task_queue"))
