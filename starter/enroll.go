@@ -8,37 +8,50 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	qrcode "github.com/skip2/go-qrcode"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // enrollEvent is one line of `starter enroll --json`.
 type enrollEvent struct {
-	Event      string   `json:"event"` // qr, status, need_code, wrong_code, done
+	Event      string   `json:"event"` // qr, status, need_code, wrong_code, done, route
 	Status     string   `json:"status,omitempty"`
 	QRContent  string   `json:"qr_content,omitempty"`
 	AccountKey string   `json:"account_key,omitempty"`
 	Generation int32    `json:"generation,omitempty"`
 	Replaced   []string `json:"replaced,omitempty"`
 	Error      string   `json:"error,omitempty"`
+	// Route is the route an enrollment with route flags gave the new bot (event route).
+	Route *routeResult `json:"route,omitempty"`
 }
 
 func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs, c := commandFlags("enroll", help{"enroll [--offer-id ID] [--lifetime D] [--json] [flags]",
-		"Enrolls a bot: shows the QR code to scan with WeChat, each status change and the verification-code prompt, and ends with the account key (--json: one JSON event per line, the code read from stdin).",
-		"starter enroll --requested-by alice"}, withTemporal|withJSON, stderr, getenv)
+	fs, c := commandFlags("enroll", help{"enroll [--offer-id ID] [--lifetime D] [route flags] [--json] [flags]",
+		"Enrolls a bot: shows the QR code to scan with WeChat, each status change and the verification-code prompt, and ends with the account key (--json: one JSON event per line, the code read from stdin). " +
+			"With a route's flags (as starter route takes them; a workflow route's queue is --agent-task-queue) the new bot is routed to its own agent the moment it is enrolled.",
+		"starter enroll --requested-by alice\nstarter enroll --mcp-agent support"}, withTemporal|withDB|withJSON, stderr, getenv)
 	offer := fs.String("offer-id", "", "login offer id (qo_...; default: random)")
 	lifetime := fs.Duration("lifetime", 5*time.Minute, "how long the QR login stays open")
 	requestedBy := fs.String("requested-by", envOr(getenv, "USER", "operator"), "who asked for the enrollment (audit)")
 	every := fs.Duration("refresh", 500*time.Millisecond, "how often the state is read")
+	rf := addRouteFlags(fs, false, "agent-task-queue")
 	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
+	}
+	route, err := enrollRoute(ctx, c, rf, *requestedBy, getenv)
+	if err != nil {
+		return err
+	}
+	if route.st != nil {
+		defer route.close()
 	}
 	if *lifetime <= 0 {
 		return usagef("enroll: --lifetime %s: must be positive", *lifetime)
@@ -76,7 +89,10 @@ func enrollCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			if err != nil {
 				return fmt.Errorf("enrollment: %w", err)
 			}
-			return f.ended(final)
+			if err := f.ended(final); err != nil {
+				return err
+			}
+			return route.apply(ctx, f, final.AccountKey)
 		case <-ctx.Done():
 			_ = tc.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), wfapi.SignalCancel, nil)
 			return ctx.Err()
@@ -243,4 +259,66 @@ func doneText(st wfapi.EnrollmentState) string {
 		msg += "; replaced " + strings.Join(st.Replaced, ", ")
 	}
 	return msg
+}
+
+// enrollRouteChoice is the route an enrollment gives its new bot: none without route
+// flags.
+type enrollRouteChoice struct {
+	in    store.RouteInput
+	st    *store.Store
+	close func()
+}
+
+// enrollRoute checks the route flags of an enrollment before anyone scans a QR code: the
+// route's settings, and that its MCP agent exists and is not revoked. The secret of a
+// webhook route comes from a file: stdin carries the verification code.
+func enrollRoute(ctx context.Context, c *conn, rf *routeFlags, by string, getenv func(string) string) (enrollRouteChoice, error) {
+	if rf.modes() == 0 {
+		return enrollRouteChoice{}, nil
+	}
+	if *rf.secretFile == "-" {
+		return enrollRouteChoice{}, usagef("enroll: --webhook-secret-file -: stdin carries the verification code; give the secret in a file")
+	}
+	in, err := rf.input("enroll", by, nil, getenv)
+	if err != nil {
+		return enrollRouteChoice{}, err
+	}
+	st, closeFn, err := openStore(ctx, c, getenv)
+	if err != nil {
+		return enrollRouteChoice{}, err
+	}
+	if in.Kind == store.RouteMCP {
+		agents, err := st.ListMCPAgents(ctx)
+		if err != nil {
+			closeFn()
+			return enrollRouteChoice{}, err
+		}
+		i := slices.IndexFunc(agents, func(a store.MCPAgent) bool { return a.Name == in.MCPAgent })
+		switch {
+		case i < 0:
+			closeFn()
+			return enrollRouteChoice{}, fmt.Errorf("enroll: no MCP agent is named %s (starter mcp-agent add %s) [%s]", in.MCPAgent, in.MCPAgent, vocab.CodeMCPAgentNotFound)
+		case agents[i].RevokedAt != nil:
+			closeFn()
+			return enrollRouteChoice{}, fmt.Errorf("enroll: the token of MCP agent %s is revoked (starter mcp-agent token %s issues a new one)", in.MCPAgent, in.MCPAgent)
+		}
+	}
+	return enrollRouteChoice{in: in, st: st, close: closeFn}, nil
+}
+
+// apply routes the enrolled bot (nothing without a route).
+func (r enrollRouteChoice) apply(ctx context.Context, f *enrollFollower, accountKey string) error {
+	if r.st == nil {
+		return nil
+	}
+	in := r.in
+	in.AccountKey = accountKey
+	got, err := r.st.SetRoute(ctx, time.Now(), in)
+	if err != nil {
+		return fmt.Errorf("enrolled %s, but its route was not set (starter route --account %s ...): %w", accountKey, accountKey, err)
+	}
+	res := routeResult{AccountKey: accountKey, Route: got.Kind, WebhookHost: got.WebhookHost, WorkflowType: got.WorkflowType,
+		TaskQueue: got.TaskQueue, MCPAgent: got.MCPAgent, Version: got.Version, Changed: true}
+	return f.emit(enrollEvent{Event: "route", AccountKey: accountKey, Route: &res},
+		fmt.Sprintf("route: %s answers to %s (route version %d)", accountKey, routeText(res), got.Version))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // TestEnrollJSONShowsQRStatusesSaysAWrongVerificationCodeWasWrongAndAsksAgain runs
@@ -227,5 +228,103 @@ func TestEnrollWithoutAWorkerSaysSo(t *testing.T) {
 	<-done
 	if n := strings.Count(errOut.String(), "no QR code"); n != 1 {
 		t.Fatalf("hint printed %d times", n)
+	}
+}
+
+// TestEnrollWithARouteRoutesTheNewBotAndRefusesAnUnknownAgentBeforeAnyQRCode enrolls a
+// bot with --mcp-agent: the bot is routed the moment it is enrolled (the route event comes
+// after done); an unknown agent is refused before any enrollment starts.
+func TestEnrollWithARouteRoutesTheNewBotAndRefusesAnUnknownAgentBeforeAnyQRCode(t *testing.T) {
+	t.Parallel()
+	dev := devserver.Start(t)
+	ns, tc := dev.NewNamespace(t)
+	pool := dbtest.NewPool(t)
+	var schema string
+	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	simCfg := ilinksim.DefaultConfig()
+	simCfg.LongPollHold = 200 * time.Millisecond
+	srv := httptest.NewServer(ilinksim.New(simCfg).Handler())
+	t.Cleanup(srv.Close)
+	ctl := ilinksim.NewControl(srv.URL, srv.Client())
+	st, err := store.New(pool, testkit.Keyring, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := st.CreateMCPAgent(ctx, time.Now(), "support", "test"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := gateway.DefaultConfig()
+	cfg.TaskQueue = devserver.TaskQueue(t)
+	cfg.ILinkBaseURL = srv.URL
+	cfg.ILinkCDNBaseURL = srv.URL + "/c2c"
+	cfg.PollSession = 2 * time.Second
+	cfg.Heartbeat = time.Second
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: testkit.Keyring, Temporal: tc,
+			Ready: func(gateway.ReconcileReport) { close(ready) }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("worker: %v", err)
+	}
+	flags := []string{"--json", "--temporal-address", dev.HostPort, "--temporal-namespace", ns, "--task-queue", cfg.TaskQueue,
+		"--database-url", dbtest.SchemaURL(schema), "--refresh", "50ms", "--lifetime", "2m"}
+
+	// An unknown agent: refused before the enrollment starts (no QR code, no workflow).
+	var out, errOut bytes.Buffer
+	err = run(ctx, append([]string{"enroll", "--mcp-agent", "ghost", "--offer-id", "qo_cli_route_ghost"}, flags...), nil, &out, &errOut,
+		func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), string(vocab.CodeMCPAgentNotFound)) || out.Len() != 0 {
+		t.Fatalf("enroll --mcp-agent ghost: %v, stdout %q", err, out.String())
+	}
+	if _, err := tc.DescribeWorkflowExecution(ctx, wfapi.EnrollmentID("qo_cli_route_ghost"), ""); err == nil {
+		t.Fatal("a refused enrollment started its workflow")
+	}
+	// The secret of a webhook route cannot come on stdin: stdin carries the code.
+	if code := runMain(ctx, append([]string{"enroll", "--webhook-url", "https://agent.example/", "--webhook-secret-file", "-"}, flags...),
+		nil, &out, &errOut, func(string) string { return "" }); code != 2 {
+		t.Fatalf("enroll --webhook-secret-file -: exit %d", code)
+	}
+
+	stdoutR, stdoutW := io.Pipe()
+	cmdDone := make(chan error, 1)
+	go func() {
+		cmdDone <- run(ctx, append([]string{"enroll", "--mcp-agent", "support", "--offer-id", "qo_cli_route"}, flags...),
+			strings.NewReader(""), stdoutW, io.Discard, func(string) string { return "" })
+		stdoutW.Close()
+	}()
+	var events []enrollEvent
+	lines := bufio.NewScanner(stdoutR)
+	for lines.Scan() {
+		var ev enrollEvent
+		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+			t.Fatalf("not a JSON event: %q", lines.Text())
+		}
+		events = append(events, ev)
+		if ev.Event == "qr" {
+			if _, err := ctl.ScanQR(ctx, "", ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ctl.ConfirmQR(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := <-cmdDone; err != nil {
+		t.Fatalf("enroll: %v (events %+v)", err, events)
+	}
+	last := events[len(events)-1]
+	if last.Event != "route" || last.Route == nil || last.Route.Route != store.RouteMCP || last.Route.MCPAgent != "support" ||
+		events[len(events)-2].Event != "done" || last.AccountKey != events[len(events)-2].AccountKey {
+		t.Fatalf("the last events: %+v", events[len(events)-2:])
+	}
+	if r, found, err := st.GetRoute(ctx, last.AccountKey); err != nil || !found || r.Kind != store.RouteMCP || r.MCPAgent != "support" {
+		t.Fatalf("the enrolled bot's route: %+v %v %v", r, found, err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -43,14 +44,7 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"starter route --account ilk_0123abcd --mcp-agent support   # after: starter mcp-agent add support\n" +
 			"starter route --account ilk_0123abcd --default"}, withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "account key of the bot (required)")
-	webhookURL := fs.String("webhook-url", "", "webhook route: the URL deliveries are POSTed to")
-	secretFile := fs.String("webhook-secret-file", "", `webhook route: file holding the signing secret (at least 16 bytes; "-" reads stdin); the secret is stored sealed and never printed`)
-	timeout := fs.Duration("webhook-timeout", 0, "webhook route: timeout of one request (0: the default 10s, at most 90s)")
-	workflowType := fs.String("workflow-type", "", "workflow route: the agent workflow type started for each message")
-	taskQueue := fs.String("task-queue", "", "workflow route: the agent workflow's task queue")
-	mcpAgent := fs.String("mcp-agent", "", "mcp route: the MCP agent (starter mcp-agent add) that answers the bot through the MCP server")
-	echo := fs.Bool("echo", false, "echo route: the built-in echo answers the bot's messages")
-	toDefault := fs.Bool("default", false, "back to the worker's default route (its --handler)")
+	rf := addRouteFlags(fs, true, "task-queue")
 	by := fs.String("by", envOr(getenv, "USER", "operator"), "who changes the route (recorded in the route audit)")
 	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
@@ -58,47 +52,15 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if *account == "" {
 		return usagef("route: --account is required")
 	}
-	webhook := *webhookURL != "" || *secretFile != "" || *timeout != 0
-	workflow := *workflowType != "" || *taskQueue != ""
-	modes := 0
-	for _, on := range []bool{webhook, workflow, *mcpAgent != "", *echo, *toDefault} {
-		if on {
-			modes++
-		}
-	}
-	switch {
-	case modes == 0:
+	if rf.modes() == 0 {
 		return usagef("route: give one route: --webhook-url with --webhook-secret-file, --workflow-type with --task-queue, --mcp-agent, --echo or --default")
-	case modes > 1:
-		return usagef("route: give one route only (webhook, workflow, --mcp-agent, --echo or --default)")
-	case webhook && (*webhookURL == "" || *secretFile == ""):
-		return usagef("route: a webhook route needs --webhook-url and --webhook-secret-file")
-	case workflow && (*workflowType == "" || *taskQueue == ""):
-		return usagef("route: a workflow route needs --workflow-type and --task-queue")
-	case *timeout < 0 || *timeout > store.MaxWebhookTimeout:
-		return usagef("route: --webhook-timeout %s: must be between 0 and %s", *timeout, store.MaxWebhookTimeout)
 	}
-	in := store.RouteInput{AccountKey: *account, By: *by}
-	switch {
-	case webhook:
-		// The worker opens the secret with its sealing keys: a throwaway key would seal a
-		// secret nobody can open.
-		if _, err := sealing.LoadKeyring(getenv); err != nil {
-			return fmt.Errorf("route: a webhook route's secret is sealed with the worker's keys: set %s (or %s): %w",
-				sealing.EnvKeys, sealing.EnvKeysFile, err)
-		}
-		secret, err := readSecret(*secretFile, stdin)
-		if err != nil {
-			return err
-		}
-		in.Kind, in.WebhookURL, in.WebhookSecret, in.WebhookTimeout = store.RouteWebhook, *webhookURL, secret, *timeout
-	case workflow:
-		in.Kind, in.WorkflowType, in.TaskQueue = store.RouteWorkflow, *workflowType, *taskQueue
-	case *mcpAgent != "":
-		in.Kind, in.MCPAgent = store.RouteMCP, *mcpAgent
-	case *echo:
-		in.Kind = store.RouteEcho
+	in, err := rf.input("route", *by, stdin, getenv)
+	if err != nil {
+		return err
 	}
+	in.AccountKey = *account
+	toDefault := rf.toDefault
 	st, closeFn, err := openStore(ctx, c, getenv)
 	if err != nil {
 		return err
@@ -131,6 +93,90 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stdout, "%s routes to %s from its next message (route version %d)\n", out.AccountKey, routeText(out), out.Version)
 	}
 	return nil
+}
+
+// routeFlags are the flags that choose a route (starter route; starter enroll without
+// --default).
+type routeFlags struct {
+	webhookURL, secretFile            *string
+	timeout                           *time.Duration
+	workflowType, taskQueue, mcpAgent *string
+	echo, toDefault                   *bool
+	taskQueueFlag                     string
+}
+
+// addRouteFlags registers the route flags (--default only with withDefault); taskQueue
+// names the workflow route's task queue flag (starter enroll's --task-queue is ilinkflow's
+// own).
+func addRouteFlags(fs *flag.FlagSet, withDefault bool, taskQueue string) *routeFlags {
+	f := &routeFlags{
+		webhookURL:    fs.String("webhook-url", "", "webhook route: the URL deliveries are POSTed to"),
+		secretFile:    fs.String("webhook-secret-file", "", `webhook route: file holding the signing secret (at least 16 bytes; "-" reads stdin); the secret is stored sealed and never printed`),
+		timeout:       fs.Duration("webhook-timeout", 0, "webhook route: timeout of one request (0: the default 10s, at most 90s)"),
+		workflowType:  fs.String("workflow-type", "", "workflow route: the agent workflow type started for each message"),
+		taskQueue:     fs.String(taskQueue, "", "workflow route: the agent workflow's task queue"),
+		mcpAgent:      fs.String("mcp-agent", "", "mcp route: the MCP agent (starter mcp-agent add) that answers the bot through the MCP server"),
+		echo:          fs.Bool("echo", false, "echo route: the built-in echo answers the bot's messages"),
+		toDefault:     new(bool),
+		taskQueueFlag: taskQueue,
+	}
+	if withDefault {
+		f.toDefault = fs.Bool("default", false, "back to the worker's default route (its --handler)")
+	}
+	return f
+}
+
+func (f *routeFlags) webhook() bool {
+	return *f.webhookURL != "" || *f.secretFile != "" || *f.timeout != 0
+}
+func (f *routeFlags) workflow() bool { return *f.workflowType != "" || *f.taskQueue != "" }
+
+// modes counts the routes the flags name (one is right).
+func (f *routeFlags) modes() int {
+	n := 0
+	for _, on := range []bool{f.webhook(), f.workflow(), *f.mcpAgent != "", *f.echo, *f.toDefault} {
+		if on {
+			n++
+		}
+	}
+	return n
+}
+
+// input is the route the flags name (Kind "" for --default), without its account; a
+// webhook's secret is read from its file or stdin. cmd names the command in errors.
+func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) string) (store.RouteInput, error) {
+	switch {
+	case f.modes() > 1:
+		return store.RouteInput{}, usagef("%s: give one route only (webhook, workflow, --mcp-agent, --echo or --default)", cmd)
+	case f.webhook() && (*f.webhookURL == "" || *f.secretFile == ""):
+		return store.RouteInput{}, usagef("%s: a webhook route needs --webhook-url and --webhook-secret-file", cmd)
+	case f.workflow() && (*f.workflowType == "" || *f.taskQueue == ""):
+		return store.RouteInput{}, usagef("%s: a workflow route needs --workflow-type and --%s", cmd, f.taskQueueFlag)
+	case *f.timeout < 0 || *f.timeout > store.MaxWebhookTimeout:
+		return store.RouteInput{}, usagef("%s: --webhook-timeout %s: must be between 0 and %s", cmd, *f.timeout, store.MaxWebhookTimeout)
+	}
+	in := store.RouteInput{By: by}
+	switch {
+	case f.webhook():
+		// The worker opens the secret with its sealing keys: a throwaway key would seal a
+		// secret nobody can open.
+		if _, err := sealing.LoadKeyring(getenv); err != nil {
+			return store.RouteInput{}, fmt.Errorf("%s: a webhook route's secret is sealed with the worker's keys: set %s (or %s): %w",
+				cmd, sealing.EnvKeys, sealing.EnvKeysFile, err)
+		}
+		secret, err := readSecret(*f.secretFile, stdin)
+		if err != nil {
+			return store.RouteInput{}, err
+		}
+		in.Kind, in.WebhookURL, in.WebhookSecret, in.WebhookTimeout = store.RouteWebhook, *f.webhookURL, secret, *f.timeout
+	case f.workflow():
+		in.Kind, in.WorkflowType, in.TaskQueue = store.RouteWorkflow, *f.workflowType, *f.taskQueue
+	case *f.mcpAgent != "":
+		in.Kind, in.MCPAgent = store.RouteMCP, *f.mcpAgent
+	case *f.echo:
+		in.Kind = store.RouteEcho
+	}
+	return in, nil
 }
 
 // routeText shows a route in one phrase: "webhook at agent.example", "workflow MyAgent on
