@@ -23,6 +23,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
+	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
@@ -251,6 +252,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	}
 	say("  Temporal           %s (namespace %s, task queue %s)", c.temporal, c.namespace, c.taskQueue)
 	say("  reply API          http://%s/v1/reply", apiAddr)
+	say("  MCP server         http://%s%s (starter mcp-agent add NAME; starter route --account %s --mcp-agent NAME)", apiAddr, mcpserver.Path, account)
 	say("  metrics, health    http://%s/metrics  http://%s/healthz", apiAddr, apiAddr)
 	say("  web front end      http://%s%s/ (operator token: %s)", apiAddr, gateway.UIPath, uiToken)
 	say("  iLink simulator    %s (control API under /_sim/)", simURL)
