@@ -221,7 +221,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		apiMux = http.NewServeMux()
 		apiMux.Handle("/v1/", s.gate)
 		// The MCP tools act through the gate: a worker that drains refuses them too.
-		s.mcp = mcpserver.New(mcpserver.Config{Store: st, Replies: s.gate, Logger: logger.With("component", "mcp"),
+		s.mcp = mcpserver.New(mcpserver.Config{Store: st, Replies: s.gate, Logger: logger.With("component", "mcp"), Metrics: reg.Product(),
 			MaxMediaBytes: int(cfg.Limits.MediaCap())})
 		apiMux.Handle(mcpserver.Path, s.mcp.Handler())
 		var mcpCtx context.Context

@@ -41,6 +41,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/version"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -97,6 +98,8 @@ type Config struct {
 	// Replies is the reply API (replyapi.API) the tools act through.
 	Replies http.Handler
 	Logger  *slog.Logger
+	// Metrics counts tool calls by tool and answer code (nil: none).
+	Metrics *metrics.Product
 	// Lease is how long a claim outlives its session's last renewal (default 30 s): the
 	// delay before a crashed gateway's claims are offered again.
 	Lease time.Duration

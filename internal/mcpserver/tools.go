@@ -183,6 +183,7 @@ func addTool[In, Out any](s *Server, name, description string, h toolFunc[In, Ou
 				output, content, terr = h(ctx, req, a, input)
 			}
 			if terr != nil {
+				s.cfg.Metrics.MCPToolCall(name, terr.Code)
 				s.log.Info("MCP tool refused", "tool", name, "agent", a.name, "code", terr.Code, "status", terr.Status)
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: terr.Error()}}}, nil
 			}
@@ -190,6 +191,7 @@ func addTool[In, Out any](s *Server, name, description string, h toolFunc[In, Ou
 			if err != nil {
 				return nil, err
 			}
+			s.cfg.Metrics.MCPToolCall(name, "ok")
 			s.log.Debug("MCP tool", "tool", name, "agent", a.name, "took", s.cfg.Now().Sub(started))
 			return &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: string(raw)}}, content...),
 				StructuredContent: json.RawMessage(raw)}, nil

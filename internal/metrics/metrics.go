@@ -51,6 +51,7 @@ type Product struct {
 	messages *prometheus.CounterVec
 	sends    *prometheus.CounterVec
 	replies  *prometheus.CounterVec
+	mcpCalls *prometheus.CounterVec
 	leases   *prometheus.CounterVec
 	// unreadable: active accounts whose bot token this worker cannot open.
 	unreadable prometheus.Gauge
@@ -82,6 +83,10 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_reply_api_requests_total",
 			Help: "Reply API requests by route and answer code (ok, unknown, or the error code).",
 		}, []string{"route", "code"}),
+		mcpCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_mcp_tool_calls_total",
+			Help: "MCP server tool calls by tool and answer code (ok, or the refusal's code).",
+		}, []string{"tool", "code"}),
 		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_poll_lease_renewals_total",
 			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
@@ -93,7 +98,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 				"The worker's log names each one and the key generation to add.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.leases, p.unreadable} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.leases, p.unreadable} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -113,6 +118,9 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	// the documented series.
 	for _, route := range []string{"reply", "done"} {
 		p.replies.WithLabelValues(route, "ok")
+	}
+	for _, tool := range MCPTools {
+		p.mcpCalls.WithLabelValues(tool, "ok")
 	}
 	return p, nil
 }
@@ -175,6 +183,17 @@ func (p *Product) Send(outcome string) {
 		return
 	}
 	p.sends.WithLabelValues(outcome).Inc()
+}
+
+// MCPTools are the MCP server's tools, whose series exist before their first call.
+var MCPTools = []string{"wait_for_message", "reply_text", "reply_media", "fetch_attachment", "typing", "finish"}
+
+// MCPToolCall records one MCP tool call by tool and answer code (ok or the refusal's).
+func (p *Product) MCPToolCall(tool, code string) {
+	if p == nil {
+		return
+	}
+	p.mcpCalls.WithLabelValues(tool, code).Inc()
 }
 
 // ReplyRequest records one reply API request by route (reply, done) and answer code.
