@@ -52,7 +52,7 @@ ON CONFLICT (message_key) DO UPDATE SET
 -- The oldest offer of an agent (of one of its bots, or any when account_key is '') that is
 -- still answerable (its message processing, its window open) and that no live session
 -- holds, claimed for a session until lease_until.
-UPDATE mcp_offers o SET claimed_by = sqlc.arg(session), lease_until = sqlc.arg(lease_until)
+UPDATE mcp_offers o SET claimed_by = sqlc.arg(session), lease_until = sqlc.arg(lease_until), taken = o.taken + 1
 WHERE o.message_key = (
     SELECT c.message_key
     FROM mcp_offers c

@@ -13,7 +13,7 @@ import (
 )
 
 const claimMCPOffer = `-- name: ClaimMCPOffer :one
-UPDATE mcp_offers o SET claimed_by = $1, lease_until = $2
+UPDATE mcp_offers o SET claimed_by = $1, lease_until = $2, taken = o.taken + 1
 WHERE o.message_key = (
     SELECT c.message_key
     FROM mcp_offers c
@@ -27,7 +27,7 @@ WHERE o.message_key = (
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
-RETURNING o.message_key, o.account_key, o.agent_name, o.reply_window_id, o.session_id, o.key_generation, o.nonce, o.ciphertext, o.offered_at, o.offers, o.claimed_by, o.lease_until
+RETURNING o.message_key, o.account_key, o.agent_name, o.reply_window_id, o.session_id, o.key_generation, o.nonce, o.ciphertext, o.offered_at, o.offers, o.taken, o.claimed_by, o.lease_until
 `
 
 type ClaimMCPOfferParams struct {
@@ -61,6 +61,7 @@ func (q *Queries) ClaimMCPOffer(ctx context.Context, arg ClaimMCPOfferParams) (M
 		&i.Ciphertext,
 		&i.OfferedAt,
 		&i.Offers,
+		&i.Taken,
 		&i.ClaimedBy,
 		&i.LeaseUntil,
 	)
@@ -112,7 +113,7 @@ func (q *Queries) GetMCPAgent(ctx context.Context, agentName string) (GetMCPAgen
 }
 
 const getMCPOffer = `-- name: GetMCPOffer :one
-SELECT message_key, account_key, agent_name, reply_window_id, session_id, key_generation, nonce, ciphertext, offered_at, offers, claimed_by, lease_until FROM mcp_offers WHERE message_key = $1
+SELECT message_key, account_key, agent_name, reply_window_id, session_id, key_generation, nonce, ciphertext, offered_at, offers, taken, claimed_by, lease_until FROM mcp_offers WHERE message_key = $1
 `
 
 func (q *Queries) GetMCPOffer(ctx context.Context, messageKey string) (McpOffer, error) {
@@ -129,6 +130,7 @@ func (q *Queries) GetMCPOffer(ctx context.Context, messageKey string) (McpOffer,
 		&i.Ciphertext,
 		&i.OfferedAt,
 		&i.Offers,
+		&i.Taken,
 		&i.ClaimedBy,
 		&i.LeaseUntil,
 	)

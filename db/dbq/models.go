@@ -140,6 +140,7 @@ type McpOffer struct {
 	Ciphertext    []byte
 	OfferedAt     time.Time
 	Offers        int32
+	Taken         int32
 	ClaimedBy     *string
 	LeaseUntil    *time.Time
 }

@@ -37,6 +37,8 @@ CREATE TABLE mcp_offers (
     ciphertext       bytea       NOT NULL CHECK (octet_length(ciphertext) > 16),
     offered_at       timestamptz NOT NULL,
     offers           integer     NOT NULL CHECK (offers >= 1),
+    -- How many times a session took it: more than one when a session dropped it.
+    taken            integer     NOT NULL DEFAULT 0 CHECK (taken >= 0),
     claimed_by       text        CHECK (octet_length(claimed_by) BETWEEN 1 AND 200),
     lease_until      timestamptz,
     CHECK ((claimed_by IS NULL) = (lease_until IS NULL))

@@ -128,7 +128,7 @@ func TestAWorkerKilledWhileAnMCPAgentWaitsLosesNoMessageAndAnswersEachOnce(t *te
 		t.Fatalf("session 1's wait for the first message: %+v, %v", taken.out, taken.err)
 	}
 	m1 := *taken.out.Message
-	if m1.Bot != acct1.AccountKey || m1.Text != text1 || m1.Conversation != bot1.Owner || m1.Offer != 1 {
+	if m1.Bot != acct1.AccountKey || m1.Text != text1 || m1.Conversation != bot1.Owner || m1.Taken != 1 {
 		t.Fatalf("session 1 got %+v, want %q of bot %s", m1, text1, acct1.AccountKey)
 	}
 	if claimedBy, _ := mcpCrashClaim(t, r, m1.MessageKey); claimedBy != s1.ID() {
@@ -226,6 +226,9 @@ func TestAWorkerKilledWhileAnMCPAgentWaitsLosesNoMessageAndAnswersEachOnce(t *te
 			}
 			if got.Before(leaseUntil) {
 				t.Fatalf("the message the dead session held was given to session 2 %v before its claim lapsed", leaseUntil.Sub(got))
+			}
+			if m.Taken != 2 {
+				t.Fatalf("the message the dead session held came back taken %d times, want 2 (the agent must know it may have replied)", m.Taken)
 			}
 		}
 		arrived[m.Bot] = got.Sub(killed)

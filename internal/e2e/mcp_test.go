@@ -159,7 +159,7 @@ func TestAnMCPAgentWaitsFetchesTheImageRepliesWithTextAndImageAndFinishes(t *tes
 	out := waitMessage(t, cs, 90)
 	m := out.Message
 	if m == nil || m.Bot != key || m.Conversation != owner || len(m.Attachments) != 1 || m.Attachments[0].Kind != "image" ||
-		!m.Attachments[0].Fetchable || m.Offer != 1 || m.Window.SendsLeft != int32(limits.MaxSends) {
+		!m.Attachments[0].Fetchable || m.Taken != 1 || m.Window.SendsLeft != int32(limits.MaxSends) {
 		t.Fatalf("the wait answered %+v", out)
 	}
 
@@ -254,8 +254,8 @@ func TestAnMCPMessageDroppedByItsClientIsOfferedAgainOnReconnectAndAnsweredOnce(
 		t.Fatal(err)
 	}
 	again := waitMessage(t, second, 60).Message
-	if again == nil || again.MessageKey != got.MessageKey {
-		t.Fatalf("after the disconnect the agent got %+v, want %s again", again, got.MessageKey)
+	if again == nil || again.MessageKey != got.MessageKey || again.Taken != 2 {
+		t.Fatalf("after the disconnect the agent got %+v, want %s again, taken twice", again, got.MessageKey)
 	}
 	var r mcpserver.ReplyOutput
 	toolOK(t, mcpserver.ToolReplyText, callTool(t, second, mcpserver.ToolReplyText,

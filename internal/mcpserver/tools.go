@@ -59,7 +59,7 @@ type Message struct {
 	Text         string       `json:"text" jsonschema:"the message's text, with a line per attachment"`
 	Attachments  []Attachment `json:"attachments" jsonschema:"the message's attachments"`
 	Window       Window       `json:"window" jsonschema:"what the reply window still allows"`
-	Offer        int32        `json:"offer" jsonschema:"1 at the first offer; more when the message is offered again (an earlier session may have replied: see the idempotency keys you used)"`
+	Taken        int32        `json:"taken" jsonschema:"1 the first time a session takes the message; more when a session that took it ended before finishing it: that session may have replied (repeat a reply with its idempotency_key, never a new one)"`
 }
 
 // Attachment describes one attachment of a message.
@@ -282,7 +282,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, a agent, in
 			if terr != nil {
 				return WaitOutput{}, nil, terr
 			}
-			s.log.Info("MCP message taken", "agent", a.name, "message_key", o.MessageKey, "offer", o.Offers)
+			s.log.Info("MCP message taken", "agent", a.name, "message_key", o.MessageKey, "taken", o.Taken, "offers", o.Offers)
 			return WaitOutput{Message: &m}, nil, nil
 		}
 		if !s.cfg.Now().Before(deadline) {
@@ -308,7 +308,7 @@ func (s *Server) message(ctx context.Context, o store.MCPOffer) (Message, *ToolE
 	}
 	in := handoff.AgentInput(handoff.Delivery{Message: m, Window: w, SessionID: o.SessionID})
 	out := Message{MessageKey: in.MessageKey, Bot: in.AccountKey, Conversation: in.PeerID, SentAt: in.SentAt.UTC().Format(time.RFC3339Nano),
-		Text: in.Summary, Attachments: []Attachment{}, Offer: o.Offers,
+		Text: in.Summary, Attachments: []Attachment{}, Taken: o.Taken,
 		Window: Window{ExpiresAt: in.ExpiresAt.UTC().Format(time.RFC3339Nano), SendsLeft: in.SendsLeft}}
 	for i, at := range in.Attachments {
 		out.Attachments = append(out.Attachments, Attachment{Index: i, Kind: at.Kind, Name: at.Name, Size: at.Size, Text: at.Text,

@@ -201,6 +201,9 @@ type MCPOffer struct {
 	OfferedAt time.Time
 	// Offers counts the hand-offs of the message to MCP (1 at the first).
 	Offers int32
+	// Taken counts the claims of the offer by sessions (1 at the first): more when a
+	// session that took it ended, or its claim lapsed, before the message was finished.
+	Taken int32
 	// ClaimedBy is the MCP session that holds the offer ("" when none does), until
 	// LeaseUntil.
 	ClaimedBy  string
@@ -309,7 +312,7 @@ func (s *Store) mcpOfferFrom(r dbq.McpOffer) (MCPOffer, error) {
 		return MCPOffer{}, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open MCP session token", Err: err}
 	}
 	o := MCPOffer{MessageKey: r.MessageKey, AccountKey: r.AccountKey, Agent: r.AgentName, ReplyWindowID: r.ReplyWindowID,
-		SessionID: r.SessionID.String(), Token: token, OfferedAt: r.OfferedAt, Offers: r.Offers}
+		SessionID: r.SessionID.String(), Token: token, OfferedAt: r.OfferedAt, Offers: r.Offers, Taken: r.Taken}
 	if r.ClaimedBy != nil && r.LeaseUntil != nil {
 		o.ClaimedBy, o.LeaseUntil = *r.ClaimedBy, *r.LeaseUntil
 	}

@@ -162,7 +162,7 @@ func TestAnMCPOfferIsHeldByOneSessionUntilTheSessionEndsOrItsLeaseLapses(t *test
 	if n, err := e.store.ReleaseMCPClaims(e.ctx, "s1"); err != nil || n != 1 {
 		t.Fatalf("release: %d %v", n, err)
 	}
-	if o, found, _ := e.store.ClaimMCPOffer(e.ctx, t0.Add(lease+2*time.Second), "support", b.key, "s2", lease); !found || o.ClaimedBy != "s2" {
+	if o, found, _ := e.store.ClaimMCPOffer(e.ctx, t0.Add(lease+2*time.Second), "support", b.key, "s2", lease); !found || o.ClaimedBy != "s2" || o.Taken != 2 {
 		t.Fatalf("after the release: %+v %v", o, found)
 	}
 	// s2 dies without a release: its claim lapses after the lease.
