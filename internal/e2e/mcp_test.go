@@ -48,6 +48,15 @@ func (a *apiSystem) routeToMCP(accountKey, agentName string) {
 	}
 }
 
+// mcpBot enrolls a bot, adds an MCP agent and routes the bot to it.
+func (a *apiSystem) mcpBot(offerID, owner, agentName string) (string, ilinksim.BotInfo, string) {
+	a.t.Helper()
+	key, bot := a.enrolledBot(offerID, owner)
+	token := a.mcpAgent(agentName)
+	a.routeToMCP(key, agentName)
+	return key, bot, token
+}
+
 // connectMCP connects an MCP client session with the token.
 func (a *apiSystem) connectMCP(token string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, nil)
@@ -127,9 +136,7 @@ func TestAnMCPAgentWaitsFetchesTheImageRepliesWithTextAndImageAndFinishes(t *tes
 	limits.WindowLifetime = time.Hour
 	a := startAPI(t, limits, nil)
 	const owner = "o9cq8mcpowner000000000001@im.wechat"
-	key, bot := a.enrolledBot("qo_e2e_mcp", owner)
-	token := a.mcpAgent("support")
-	a.routeToMCP(key, "support")
+	key, bot, token := a.mcpBot("qo_e2e_mcp", owner, "support")
 	cs := a.mustConnectMCP(token)
 
 	tools, err := cs.ListTools(a.ctx, nil)
@@ -228,10 +235,7 @@ func TestAnMCPMessageDroppedByItsClientIsOfferedAgainOnReconnectAndAnsweredOnce(
 	limits := store.DefaultLimits()
 	limits.WindowLifetime = time.Hour
 	a := startAPI(t, limits, nil)
-	const owner = "o9cq8mcpdrop0000000000001@im.wechat"
-	key, bot := a.enrolledBot("qo_e2e_mcp_drop", owner)
-	token := a.mcpAgent("dropper")
-	a.routeToMCP(key, "dropper")
+	_, bot, token := a.mcpBot("qo_e2e_mcp_drop", "o9cq8mcpdrop0000000000001@im.wechat", "dropper")
 
 	first, err := a.connectMCP(token)
 	if err != nil {

@@ -263,23 +263,11 @@ func (s *Store) ClaimMCPOffer(ctx context.Context, now time.Time, agent, account
 	if session == "" || len(session) > 200 || lease <= 0 {
 		return MCPOffer{}, false, fail(vocab.CodeInvalidInput, "a claim needs a session of 1 to 200 bytes and a positive lease")
 	}
-	var row dbq.McpOffer
-	err = s.read(ctx, "claim MCP offer", func(q *dbq.Queries) error {
-		var err error
-		until := now.Add(lease)
-		row, err = q.ClaimMCPOffer(ctx, dbq.ClaimMCPOfferParams{Session: &session, LeaseUntil: &until, AgentName: agent,
+	until := now.Add(lease)
+	return s.readOffer(ctx, "claim MCP offer", func(q *dbq.Queries) (dbq.McpOffer, error) {
+		return q.ClaimMCPOffer(ctx, dbq.ClaimMCPOfferParams{Session: &session, LeaseUntil: &until, AgentName: agent,
 			AccountKey: accountKey, Now: now})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		found = err == nil
-		return err
 	})
-	if err != nil || !found {
-		return MCPOffer{}, false, err
-	}
-	o, err = s.mcpOfferFrom(row)
-	return o, err == nil, err
 }
 
 // GetMCPOffer returns a message's MCP offer with its session token opened; found is false
@@ -288,10 +276,16 @@ func (s *Store) GetMCPOffer(ctx context.Context, messageKey string) (o MCPOffer,
 	if err := validMessageKey(messageKey); err != nil {
 		return MCPOffer{}, false, err
 	}
+	return s.readOffer(ctx, "get MCP offer", func(q *dbq.Queries) (dbq.McpOffer, error) { return q.GetMCPOffer(ctx, messageKey) })
+}
+
+// readOffer runs a statement that returns one offer row, or none (found false), and opens
+// the row's session token.
+func (s *Store) readOffer(ctx context.Context, op string, stmt func(q *dbq.Queries) (dbq.McpOffer, error)) (o MCPOffer, found bool, err error) {
 	var row dbq.McpOffer
-	err = s.read(ctx, "get MCP offer", func(q *dbq.Queries) error {
+	err = s.read(ctx, op, func(q *dbq.Queries) error {
 		var err error
-		row, err = q.GetMCPOffer(ctx, messageKey)
+		row, err = stmt(q)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
