@@ -23,8 +23,8 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
-	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
