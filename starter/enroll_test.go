@@ -283,7 +283,7 @@ func TestEnrollWithARouteRoutesTheNewBotAndRefusesAnUnknownAgentBeforeAnyQRCode(
 	if err == nil || !strings.Contains(err.Error(), string(vocab.CodeMCPAgentNotFound)) || out.Len() != 0 {
 		t.Fatalf("enroll --mcp-agent ghost: %v, stdout %q", err, out.String())
 	}
-	if _, err := tc.DescribeWorkflowExecution(ctx, wfapi.EnrollmentID("qo_cli_route_ghost"), ""); err == nil {
+	if _, err := tc.DescribeWorkflow(ctx, wfapi.EnrollmentID("qo_cli_route_ghost"), ""); err == nil {
 		t.Fatal("a refused enrollment started its workflow")
 	}
 	// The secret of a webhook route cannot come on stdin: stdin carries the code.
