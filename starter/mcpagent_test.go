@@ -96,6 +96,15 @@ func TestAnMCPAgentTokenIsPrintedOnceAndTheAgentAnswersTheBotsRoutedToIt(t *test
 	if _, text, _ := starter("accounts"); !strings.Contains(text, "mcp (support)") {
 		t.Fatalf("accounts text:\n%s", text)
 	}
+	code, out, errOut = starter("route", "--changes", "--account", a.AccountKey, "--json")
+	var changes []routeChangeRow
+	if code != 0 || json.Unmarshal([]byte(out), &changes) != nil || len(changes) != 1 || changes[0].From != "default" ||
+		changes[0].To != store.RouteMCP || changes[0].Detail != "mcp agent support" || changes[0].ChangedBy == "" {
+		t.Fatalf("route --changes: exit %d, %q, stderr %q", code, out, errOut)
+	}
+	if _, text, _ := starter("route", "--changes"); !strings.Contains(text, "mcp agent support") || !strings.Contains(text, "CHANGED AT") {
+		t.Fatalf("route --changes text:\n%s", text)
+	}
 	code, out, errOut = starter("mcp-agent", "list", "--json")
 	var rows []mcpAgentRow
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Agent != "support" || rows[0].Bots != 1 || rows[0].RevokedAt != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
@@ -42,12 +43,20 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			"openssl rand -hex 32 | starter route --account ilk_0123abcd --webhook-url https://agent.example/hook --webhook-secret-file -\n" +
 			"starter route --account ilk_0123abcd --workflow-type MyAgent --task-queue agents\n" +
 			"starter route --account ilk_0123abcd --mcp-agent support   # after: starter mcp-agent add support\n" +
-			"starter route --account ilk_0123abcd --default"}, withDB|withJSON, stderr, getenv)
-	account := fs.String("account", "", "account key of the bot (required)")
+			"starter route --account ilk_0123abcd --default\n" +
+			"starter route --changes --account ilk_0123abcd"}, withDB|withJSON, stderr, getenv)
+	account := fs.String("account", "", "account key of the bot (required, but with --changes)")
 	rf := addRouteFlags(fs, true, "task-queue")
 	by := fs.String("by", envOr(getenv, "USER", "operator"), "who changes the route (recorded in the route audit)")
+	changes := fs.Bool("changes", false, "list the audited route changes (of --account, or of every bot) instead of changing one")
 	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
+	}
+	if *changes {
+		if rf.modes() > 0 {
+			return usagef("route: --changes lists changes; it takes no route")
+		}
+		return listRouteChanges(ctx, c, *account, stdout, getenv)
 	}
 	if *account == "" {
 		return usagef("route: --account is required")
@@ -223,4 +232,51 @@ func readSecret(path string, stdin io.Reader) (sealing.Secret, error) {
 		return sealing.Secret{}, fmt.Errorf("route: --webhook-secret-file: the secret must be at least %d bytes (it has %d)", store.MinWebhookSecretBytes, len(s))
 	}
 	return sealing.NewSecret(s), nil
+}
+
+// routeChangeRow is one audited route change as `starter route --changes` prints it.
+type routeChangeRow struct {
+	AccountKey string    `json:"account_key"`
+	ChangedAt  time.Time `json:"changed_at"`
+	ChangedBy  string    `json:"changed_by"`
+	// From and To are route kinds, or "default".
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Detail  string `json:"detail"`
+	Version int64  `json:"version,omitempty"`
+}
+
+// listRouteChanges prints the route audit, oldest first: who changed which bot's route
+// when, from which kind to which, and what the new route names (never a secret or a
+// webhook's full URL: the audit holds neither).
+func listRouteChanges(ctx context.Context, c *conn, account string, stdout io.Writer, getenv func(string) string) error {
+	st, closeFn, err := openStore(ctx, c, getenv)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	changes, err := st.ListRouteChanges(ctx, account)
+	if err != nil {
+		return err
+	}
+	kind := func(k string) string {
+		if k == "" {
+			return routeDefault
+		}
+		return k
+	}
+	rows := make([]routeChangeRow, 0, len(changes))
+	for _, ch := range changes {
+		rows = append(rows, routeChangeRow{AccountKey: ch.AccountKey, ChangedAt: ch.ChangedAt, ChangedBy: ch.ChangedBy,
+			From: kind(ch.OldKind), To: kind(ch.NewKind), Detail: ch.Detail, Version: ch.NewVersion})
+	}
+	if c.json {
+		return printJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHANGED AT\tACCOUNT\tBY\tFROM\tTO\tDETAIL")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ChangedAt.UTC().Format(time.RFC3339), r.AccountKey, r.ChangedBy, r.From, r.To, r.Detail)
+	}
+	return tw.Flush()
 }
