@@ -205,6 +205,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, &ToolError{Code: CodeInvalidToken, Status: http.StatusUnauthorized, Message: "the token is unknown or revoked"})
 			return
 		}
+		// A wait lasts up to MaxWait and the session's event stream as long as the session:
+		// the server's write timeout (made for the reply API) must not cut them. The MCP
+		// server bounds its own waits.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, agent{name: name, token: token})))
 	})
 }
