@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -295,28 +296,7 @@ func (s *Server) NewNamespaceDial(tb testing.TB, opts client.Options) (string, c
 	ns := "t-" + hex.EncodeToString(raw[:])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := s.Client.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace:                        ns,
-		Description:                      tb.Name(),
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
-	}); err != nil {
-		tb.Fatalf("devserver: register namespace %s: %v", ns, err)
-	}
-	// The frontend may serve a namespace a moment after it is registered.
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		_, err := s.Client.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("devserver: namespace %s not served: %v", ns, err)
-		case <-tick.C:
-		}
-	}
-	if err := wfapi.RegisterSearchAttributes(ctx, s.Client, ns); err != nil {
+	if err := CreateNamespace(ctx, s.Client, ns, tb.Name()); err != nil {
 		tb.Fatalf("devserver: %v", err)
 	}
 	opts.HostPort, opts.Namespace = s.HostPort, ns
@@ -329,6 +309,82 @@ func (s *Server) NewNamespaceDial(tb testing.TB, opts client.Options) (string, c
 	}
 	tb.Cleanup(c.Close)
 	return ns, c
+}
+
+// namespaceMu serializes namespace creation in a process: tests that start together
+// would otherwise all write to the dev server's SQLite store at once.
+var namespaceMu sync.Mutex
+
+// CreateNamespace registers namespace on the server of c with ilinkflow's search
+// attributes (a day's retention, description as given) and returns once the frontend
+// serves it. A dev server busy with other writes can fail a registration transiently
+// ("GetNamespace operation failed ... interrupted"): such failures are retried until ctx
+// ends, and a retry that finds the namespace already registered (the earlier attempt
+// landed) counts as done. A refusal of the request itself (invalid argument, permission
+// denied) is returned at once.
+func CreateNamespace(ctx context.Context, c client.Client, namespace, description string) error {
+	namespaceMu.Lock()
+	defer namespaceMu.Unlock()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	wait := func(what string, err error) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s: %w", what, namespace, err)
+		case <-tick.C:
+			return nil
+		}
+	}
+	for {
+		_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace:                        namespace,
+			Description:                      description,
+			WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+		})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if err == nil || errors.As(err, &exists) {
+			break
+		}
+		if permanentServiceError(err) {
+			return fmt.Errorf("register namespace %s: %w", namespace, err)
+		}
+		if werr := wait("register namespace", err); werr != nil {
+			return werr
+		}
+	}
+	// The frontend may serve a namespace a moment after it is registered.
+	for {
+		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if err == nil {
+			break
+		}
+		if werr := wait("frontend does not serve namespace", err); werr != nil {
+			return werr
+		}
+	}
+	for {
+		err := wfapi.RegisterSearchAttributes(ctx, c, namespace)
+		if err == nil {
+			return nil
+		}
+		if permanentServiceError(err) {
+			return err
+		}
+		if werr := wait("search attributes of", err); werr != nil {
+			return werr
+		}
+	}
+}
+
+// permanentServiceError reports whether err is the server refusing the request itself,
+// which a retry cannot change.
+func permanentServiceError(err error) bool {
+	var (
+		invalid *serviceerror.InvalidArgument
+		denied  *serviceerror.PermissionDenied
+		unimpl  *serviceerror.Unimplemented
+	)
+	return errors.As(err, &invalid) || errors.As(err, &denied) || errors.As(err, &unimpl)
 }
 
 var shared struct {

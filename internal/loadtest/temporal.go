@@ -20,11 +20,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/temporalconn"
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // startDevServer starts the dev server with the pinned temporal CLI, its task queues
@@ -63,30 +61,7 @@ func openNamespace(ctx context.Context, addr, given, fresh string, logger *slog.
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("connect Temporal at %s: %w", addr, err)
 	}
-	if _, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace:                        fresh,
-		Description:                      "ilinkflow load test",
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
-	}); err != nil {
-		c.Close()
-		return "", nil, nil, fmt.Errorf("register namespace %s: %w", fresh, err)
-	}
-	// The frontend may serve a namespace a moment after it is registered.
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: fresh})
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			c.Close()
-			return "", nil, nil, fmt.Errorf("namespace %s not served: %w", fresh, err)
-		case <-tick.C:
-		}
-	}
-	if err := wfapi.RegisterSearchAttributes(ctx, c, fresh); err != nil {
+	if err := devserver.CreateNamespace(ctx, c, fresh, "ilinkflow load test"); err != nil {
 		c.Close()
 		return "", nil, nil, err
 	}
