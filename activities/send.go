@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -80,7 +81,14 @@ func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.Send
 			return a.release(ctx, att, vocab.SendThrottled, prep.BlockedUntil)
 		}
 	}
-	st := prep.Started
+	return a.transmit(ctx, log, att, prep.Started)
+}
+
+// transmit sends a started attempt once and completes it: its media uploaded first (once),
+// the outcome classified and recorded, "typing" ended, and the bot's throttle penalty
+// recorded when iLink throttled it. From the request on, nothing is retried.
+func (a *Activities) transmit(ctx context.Context, log *slog.Logger, att store.Attempt, st *store.SendStart) (actapi.SendOutput, error) {
+	cfg := a.cfg()
 	cl, err := a.botClient(st.Account)
 	if err != nil {
 		log.Error("no iLink client for the account", "error", err)

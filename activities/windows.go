@@ -128,5 +128,6 @@ func (a *Activities) StopPollers(ctx context.Context, accountKeys []string) erro
 // WindowRefOf is the reference of an open window as the store describes it.
 func WindowRefOf(o store.OpenedWindow) actapi.WindowRef {
 	return actapi.WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey, PeerID: o.PeerID,
-		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed}
+		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed,
+		FinalSlots: o.FinalSlots, HeldWaiting: o.HeldWaiting}
 }

@@ -76,7 +76,10 @@ const CodeWindowClosed = "reply_window_closed"
 
 // Reply sends text to the user through the reply window's send Update and waits for the
 // outcome (Status sent, failed or unknown; an unknown send is never retried by the
-// gateway). windowWorkflowID is the window's workflow id (Input.WindowWorkflowID).
+// gateway; or held: the window could no longer carry it — its quota used up, its last
+// sends kept for the final answer, or expired — and the gateway sends it first when the
+// user writes again). A reply is a progress reply: it leaves the window's last sends
+// (the gateway's final slots) to ReplyFinal. windowWorkflowID is the window's workflow id (Input.WindowWorkflowID).
 // requestID makes the reply idempotent: a retry with the same id returns the first
 // outcome and never sends twice; "" gives every call its own id. A text that breaks the
 // rule for outbound text (vocab.CheckText: valid UTF-8, no U+0000, not blank, at most
@@ -89,12 +92,22 @@ func Reply(ctx context.Context, c client.Client, windowWorkflowID, text, request
 // window takes it even before it took in the hand-off that opened the session; "" is the
 // window's latest session.
 func ReplyInSession(ctx context.Context, c client.Client, windowWorkflowID, sessionID, text, requestID string) (wfapi.SendResult, error) {
+	return reply(ctx, c, windowWorkflowID, sessionID, text, requestID, false)
+}
+
+// ReplyFinal is ReplyInSession for the agent's final answer: it may use the window's last
+// sends, which other replies leave for it.
+func ReplyFinal(ctx context.Context, c client.Client, windowWorkflowID, sessionID, text, requestID string) (wfapi.SendResult, error) {
+	return reply(ctx, c, windowWorkflowID, sessionID, text, requestID, true)
+}
+
+func reply(ctx context.Context, c client.Client, windowWorkflowID, sessionID, text, requestID string, final bool) (wfapi.SendResult, error) {
 	if fault := vocab.CheckText(text, vocab.MaxTextBytes); fault != vocab.TextOK {
 		return wfapi.SendResult{}, &TextError{Field: FieldText, Fault: fault, Bytes: len(text)}
 	}
 	opts := client.UpdateWorkflowOptions{
 		WorkflowID: windowWorkflowID, UpdateName: wfapi.UpdateSend,
-		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID, SessionID: sessionID}},
+		Args:         []any{wfapi.SendRequest{Type: "text", Text: text, RequestID: requestID, SessionID: sessionID, Final: final}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 	if requestID != "" {
@@ -194,6 +207,8 @@ type ReplyInput struct {
 	RequestID string
 	// SessionID is the delivery's session ("": the window's latest).
 	SessionID string
+	// Final marks the agent's final answer (see ReplyFinal).
+	Final bool
 }
 
 // FinishInput is the input of the finish activity.
@@ -233,7 +248,7 @@ func (a *Activities) Reply(ctx context.Context, in ReplyInput) (wfapi.SendResult
 	if window == "" {
 		return wfapi.SendResult{}, errNoWindow
 	}
-	res, err := ReplyInSession(ctx, a.Client, window, in.SessionID, in.Text, id)
+	res, err := reply(ctx, a.Client, window, in.SessionID, in.Text, id, in.Final)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < notStartedAttempts {
 		// Right after the hand-off the window's workflow may not be started yet (the
@@ -293,6 +308,14 @@ func WorkflowReplyTo(ctx workflow.Context, in Input, text, requestID string) (wf
 	var res wfapi.SendResult
 	err := workflow.ExecuteActivity(withOptions(ctx), ReplyActivity,
 		ReplyInput{WindowWorkflowID: in.WindowWorkflowID, Text: text, RequestID: requestID, SessionID: in.SessionID}).Get(ctx, &res)
+	return res, err
+}
+
+// WorkflowReplyFinal is WorkflowReplyTo for the agent's final answer (see ReplyFinal).
+func WorkflowReplyFinal(ctx workflow.Context, in Input, text, requestID string) (wfapi.SendResult, error) {
+	var res wfapi.SendResult
+	err := workflow.ExecuteActivity(withOptions(ctx), ReplyActivity,
+		ReplyInput{WindowWorkflowID: in.WindowWorkflowID, Text: text, RequestID: requestID, SessionID: in.SessionID, Final: true}).Get(ctx, &res)
 	return res, err
 }
 

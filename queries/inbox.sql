@@ -154,15 +154,18 @@ SELECT * FROM quarantined_pages WHERE quarantine_id = $1;
 -- cancelled (a superseded window's message is the page commit's: it is absorbed into the
 -- next delivery): a message handed to an agent (processing) whose reply iLink accepted is
 -- handled (it was answered), one without is failed with the reason. A message never handed
--- out (received) stays the conversation's backlog, merged into the next delivery.
+-- out (received) stays the conversation's backlog, merged into the next delivery. One
+-- whose answer is partly held is held until those replies are settled.
 UPDATE inbound_messages AS m
-SET status = CASE WHEN answered.yes THEN 'handled' ELSE 'failed' END,
-    failure_reason = CASE WHEN answered.yes THEN '' ELSE sqlc.arg(reason)::text END,
+SET status = CASE WHEN answered.held THEN 'held' WHEN answered.yes THEN 'handled' ELSE 'failed' END,
+    failure_reason = CASE WHEN answered.held OR answered.yes THEN '' ELSE sqlc.arg(reason)::text END,
     updated_at = sqlc.arg(now)
 FROM reply_windows AS w
 CROSS JOIN LATERAL (
     SELECT EXISTS (SELECT 1 FROM send_attempts AS s
-                   WHERE s.source_message_key = w.source_message_key AND s.status = 'sent') AS yes
+                   WHERE s.source_message_key = w.source_message_key AND s.status = 'sent') AS yes,
+           EXISTS (SELECT 1 FROM held_replies AS h
+                   WHERE h.source_message_key = w.source_message_key AND h.status IN ('held', 'sending')) AS held
 ) AS answered
 WHERE w.reply_window_id = ANY(sqlc.arg(reply_window_ids)::bigint[])
   AND m.message_key = w.source_message_key AND m.status = 'processing'

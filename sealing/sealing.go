@@ -184,12 +184,14 @@ const (
 	// PurposeMCPSession seals the agent session token of a message offered to an MCP
 	// agent, bound to the message key.
 	PurposeMCPSession Purpose = "mcp_session"
+	// PurposeHeldReply seals the content of a held reply, bound to its id.
+	PurposeHeldReply Purpose = "held_reply"
 )
 
 func (p Purpose) valid() bool {
 	switch p {
 	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload, PurposeQuarantinedPage,
-		PurposeRouteSecret, PurposeMCPSession:
+		PurposeRouteSecret, PurposeMCPSession, PurposeHeldReply:
 		return true
 	}
 	return false

@@ -47,6 +47,19 @@ const (
 	CodeMCPAgentNotFound Code = "mcp_agent_not_found"
 	// CodeMCPAgentExists: an MCP agent of that name exists already.
 	CodeMCPAgentExists Code = "mcp_agent_exists"
+	// CodeReplySlotsReserved: the window's sends left are kept for the final answer
+	// (FinalSlots); a reply not marked final may not use them.
+	CodeReplySlotsReserved Code = "reply_slots_reserved"
+	// CodeHeldLimitReached: holding the reply would pass the conversation's limits of
+	// held replies (count or bytes).
+	CodeHeldLimitReached Code = "held_limit_reached"
+	// CodeHeldReplyNotFound: no held reply of that id belongs to the account.
+	CodeHeldReplyNotFound Code = "held_reply_not_found"
+	// CodeReplyNotHoldable: the reply cannot be held: its window can carry it now, or the
+	// window was retired by a newer message (answer that one).
+	CodeReplyNotHoldable Code = "reply_not_holdable"
+	// CodeHeldReplyExpired: the held reply passed its age limit and was dropped, unsent.
+	CodeHeldReplyExpired Code = "held_reply_expired"
 )
 
 // Account statuses.
@@ -69,7 +82,49 @@ const (
 	MessageHandled    = "handled"
 	MessageFailed     = "failed"
 	MessageAbsorbed   = "absorbed"
+	// MessageHeld: the agent answered, but its answer is held until the user writes
+	// again (handled once it is sent, failed if it is dropped).
+	MessageHeld = "held"
 )
+
+// Held reply statuses: held until a new window carries it (sending), then settled as its
+// attempt is (sent, unknown, failed), or dropped unsent (age limit, operator).
+const (
+	HeldWaiting = "held"
+	HeldSending = "sending"
+	HeldSent    = "sent"
+	HeldUnknown = "unknown"
+	HeldFailed  = "failed"
+	HeldDropped = "dropped"
+)
+
+// HeldStatuses lists every held reply status.
+var HeldStatuses = []string{HeldWaiting, HeldSending, HeldSent, HeldUnknown, HeldFailed, HeldDropped}
+
+// SendCap is the one rule of how many sends of a window of maxSends a reply may use: a
+// final answer may use all of them; any other reply stops finalSlots short, so the last
+// sends are kept for the final answer (finalSlots is clamped to leave one send usable).
+func SendCap(maxSends, finalSlots int32, final bool) int32 {
+	if final || finalSlots <= 0 {
+		return maxSends
+	}
+	if finalSlots >= maxSends {
+		finalSlots = maxSends - 1
+	}
+	return maxSends - finalSlots
+}
+
+// QuotaRefusal is the code refusing a reply to a window whose used sends (reserved or
+// transmitted) reached its cap, or "" when the reply fits.
+func QuotaRefusal(maxSends, used, finalSlots int32, final bool) Code {
+	switch {
+	case used >= maxSends:
+		return CodeReplyQuotaExhausted
+	case used >= SendCap(maxSends, finalSlots, final):
+		return CodeReplySlotsReserved
+	}
+	return ""
+}
 
 // Reply window states.
 const (
@@ -132,6 +187,13 @@ const (
 	DefaultMaxMergedSummaryBytes = 16 << 10
 	// DefaultMaxClockSkew is how far in the future an inbound sent-at may lie.
 	DefaultMaxClockSkew = 5 * time.Minute
+	// DefaultFinalSlots is how many of a window's last sends are kept for the final answer.
+	DefaultFinalSlots = 1
+	// DefaultMaxHeldReplies, DefaultMaxHeldBytes and DefaultMaxHeldAge are the limits of
+	// one conversation's held replies: how many, how many bytes of content, how long.
+	DefaultMaxHeldReplies = 20
+	DefaultMaxHeldBytes   = 160 << 10
+	DefaultMaxHeldAge     = 7 * 24 * time.Hour
 )
 
 // Pacing of a bot's sends and pauses, with their defaults.

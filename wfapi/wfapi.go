@@ -197,6 +197,10 @@ type WindowInput struct {
 	Deliverable bool
 	// SendsUsed is the quota already reserved or spent when the workflow started.
 	SendsUsed int32
+	// FinalSlots is how many of the last sends are kept for the final answer.
+	FinalSlots int32 `json:",omitempty"`
+	// HeldWaiting counts the conversation's held replies the window sends first.
+	HeldWaiting int32 `json:",omitempty"`
 	// ReofferAfter is how long an unhandled message waits before it is handed off again
 	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
 	ReofferAfter Duration
@@ -234,6 +238,12 @@ type SendRequest struct {
 	SessionID string
 	// Media names the staged media of an image, file or video reply (nil for text).
 	Media *MediaRef `json:",omitempty"`
+	// Final marks the agent's final answer to the message: it may use the sends the
+	// window keeps for it (the last FinalSlots); any other reply stops short of them.
+	Final bool `json:",omitempty"`
+	// NoHold asks for the refusal instead of holding a reply the window cannot carry
+	// (quota used up, the kept slots reached, the window expired).
+	NoHold bool `json:",omitempty"`
 }
 
 // MediaRef names media staged in the store for a reply (store.StageMedia): its id and
@@ -249,12 +259,20 @@ type MediaRef struct {
 type SendResult struct {
 	AttemptID         string
 	ClientMessageID   string
-	Status            string // sent, failed, unknown
+	Status            string // sent, failed, unknown; or held (HeldID, ErrorCode the reason)
 	ProviderMessageID string
 	ErrorCode         string
 	RetryAfter        time.Time
 	SendsLeft         int32
+	// HeldID and HeldPosition name a held reply and its place among its conversation's
+	// replies still to send (1: the next).
+	HeldID       string `json:",omitempty"`
+	HeldPosition int32  `json:",omitempty"`
 }
+
+// SendHeld is the Status of a send that was held: the window could not carry it; it is
+// sent first when the user's next message opens a new window.
+const SendHeld = vocab.HeldWaiting
 
 // FinishRequest is an agent's verdict on the window's message: handled, or failed with a
 // reason (at most 2048 bytes of UTF-8).

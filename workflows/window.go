@@ -109,6 +109,8 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 	retired := workflow.GetSignalChannel(ctx, wfapi.SignalRetired)
 	resumed := workflow.GetSignalChannel(ctx, wfapi.SignalAccountResumed)
 
+	// The conversation's held replies go first, before anything of this window's answer.
+	w.deliverHeld(ctx)
 	switch {
 	case in.Deliverable && in.Offered != nil:
 		// The poll already handed the message off (one activity less per message).
@@ -268,10 +270,11 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 	}
 	// Without a handler nobody is there to offer it to again.
 	w.reofferDue = out.Delivered
-	attempted, windowEnded := 0, false
+	attempted, windowEnded, held := 0, false, false
 	for i, text := range out.Replies {
 		attempted++
-		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1)}
+		// The handler's answer is its final answer: it may use the slots kept for it.
+		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1), Final: true}
 		res, err := w.sendOne(ctx, req)
 		code := res.ErrorCode
 		if err != nil {
@@ -279,6 +282,10 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 		}
 		switch {
 		case err == nil && res.Status == vocab.AttemptSent:
+		case err == nil && res.Status == wfapi.SendHeld:
+			held = true
+			log.Info("reply of the hand-off held for the next window", "window", w.in.ReplyWindowID, "request", req.RequestID,
+				"held_reply", res.HeldID, "reason", res.ErrorCode)
 		case code == string(vocab.CodeReplyWindowInactive), code == string(vocab.CodeReplyWindowExpired):
 			// Superseded or expired meanwhile (refused, or failed as retired): the message
 			// went with the next delivery, or the expiry settled it.
@@ -294,7 +301,7 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 				"status", res.Status, "error_code", res.ErrorCode)
 		}
 	}
-	if attempted > 0 && !w.confirmed && (windowEnded || w.awaitingAccount) {
+	if attempted > 0 && !w.confirmed && !held && (windowEnded || w.awaitingAccount) {
 		// Nothing reached the user because the window ended (its message is no longer
 		// this window's to finish) or the account was paused (offered again on resume):
 		// no verdict now.
@@ -305,8 +312,10 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 		// replies and none of them (nor any other send of the window) was confirmed sent
 		// (refused, failed, or an unknown outcome), the message is failed with the reason,
 		// never falsely handled.
+		// A held reply is an answer on its way: the store makes the message held until
+		// it is sent.
 		status, reason := vocab.MessageHandled, ""
-		if attempted > 0 && !w.confirmed {
+		if attempted > 0 && !w.confirmed && !held {
 			status, reason = vocab.MessageFailed, "the agent answered handled, but none of its replies was confirmed sent"
 			log.Warn("hand-off answered handled but no reply was confirmed sent; the message is failed", "window", w.in.ReplyWindowID)
 		}
@@ -325,15 +334,40 @@ func (w *window) query() (wfapi.WindowState, error) {
 		SendsLeft: w.maxSends - w.sendsUsed, SessionID: w.sessionID, Offers: w.offers, Verdict: w.verdict}, nil
 }
 
+// holdReason is why the window cannot carry req (expired, or its quota or the sends
+// kept for the final answer used up: vocab.QuotaRefusal, the store's rule), or "".
+func (w *window) holdReason(ctx workflow.Context, req wfapi.SendRequest) vocab.Code {
+	if w.state == windowExpired || (w.state == windowOpen && !workflow.Now(ctx).Before(w.in.ExpiresAt)) {
+		return vocab.CodeReplyWindowExpired
+	}
+	if w.state != windowOpen {
+		return ""
+	}
+	return vocab.QuotaRefusal(w.maxSends, w.sendsUsed, w.in.FinalSlots, req.Final)
+}
+
+// holds reports whether req is to be held rather than sent: the window cannot carry it
+// and the caller did not ask for the refusal. Only text is held.
+func (w *window) holds(ctx workflow.Context, req wfapi.SendRequest) bool {
+	return !req.NoHold && req.Type == "text" && w.holdReason(ctx, req) != ""
+}
+
 // validate refuses, before anything is written or recorded, what the store would refuse.
+// A reply the window cannot carry passes when it is to be held (holds).
 func (w *window) validate(ctx workflow.Context, req wfapi.SendRequest) error {
-	switch {
-	case w.state == windowExpired || !workflow.Now(ctx).Before(w.in.ExpiresAt):
-		return refusal(vocab.CodeReplyWindowExpired, "reply window has expired")
+	hold := w.holds(ctx, req)
+	switch code := w.holdReason(ctx, req); {
+	case hold:
+	case code == vocab.CodeReplyWindowExpired:
+		return refusal(code, "reply window has expired")
 	case w.state != windowOpen:
 		return refusal(vocab.CodeReplyWindowInactive, "reply window is %s", w.state)
-	case w.sendsUsed >= w.maxSends:
-		return refusal(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+	case code == vocab.CodeReplySlotsReserved:
+		return refusal(code, "the window's sends left are kept for the final answer")
+	case code != "":
+		return refusal(code, "reply quota of the window is exhausted")
+	}
+	switch {
 	case w.sessionID == "" && req.SessionID == "":
 		return refusal(vocab.CodeInvalidAgentSession, "the window has no agent session")
 	case w.verdict != "":
@@ -386,6 +420,16 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
 	var out wfapi.SendResult
+	if w.holds(ctx, req) {
+		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.HoldReply, actapi.HoldInput{
+			SessionID: in.SessionID, ReplyWindowID: w.in.ReplyWindowID, RequestID: req.RequestID,
+			Content: in.Content, Final: req.Final}).Get(ctx, &out)
+		if err == nil && out.Status != wfapi.SendHeld {
+			// Refused by the store (limits, a removed bot, ...): nothing was held.
+			return out, temporal.NewApplicationError("hold refused: "+out.ErrorCode, out.ErrorCode, out)
+		}
+		return out, err
+	}
 	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &out)
 	if err != nil {
 		return wfapi.SendResult{}, err
@@ -409,12 +453,72 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.
 	return out, nil
 }
 
+// deliverHeld sends the conversation's held replies first, in order, through this
+// window, under the sending lock (the window's own replies wait for them). It stops at
+// the first a store rule refuses (the kept slots or the quota reached, the window ended,
+// the account paused, the breaker open): what is left stays held for a later window. A
+// held reply past its age limit is dropped unsent and the next one goes.
+func (w *window) deliverHeld(ctx workflow.Context) {
+	if w.in.HeldWaiting <= 0 {
+		return
+	}
+	if err := w.sending.Lock(ctx); err != nil {
+		return
+	}
+	w.deliverHeldLocked(ctx)
+	w.sending.Unlock()
+}
+
+func (w *window) deliverHeldLocked(ctx workflow.Context) {
+	log := workflow.GetLogger(ctx)
+	var ids []string
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.WaitingHeld,
+		actapi.Conversation{AccountKey: w.in.AccountKey, PeerID: w.in.PeerID}).Get(ctx, &ids)
+	if err != nil {
+		log.Warn("held replies not read; they wait for a later window", "window", w.in.ReplyWindowID, "error", err)
+		return
+	}
+	for _, id := range ids {
+		if w.state != windowOpen {
+			return
+		}
+		var out wfapi.SendResult
+		err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.SendHeld,
+			actapi.SendHeldInput{ReplyWindowID: w.in.ReplyWindowID, HeldID: id}).Get(ctx, &out)
+		if err != nil {
+			log.Warn("held reply not sent", "window", w.in.ReplyWindowID, "held_reply", id, "error", err)
+			return
+		}
+		if out.AttemptID != "" && out.ClientMessageID != "" {
+			w.sendsUsed = w.maxSends - out.SendsLeft
+		}
+		switch {
+		case out.ErrorCode == string(vocab.CodeHeldReplyExpired):
+			continue
+		case out.ClientMessageID == "" && out.ErrorCode != "":
+			// Refused before any attempt: the rest waits.
+			log.Info("held replies wait for a later window", "window", w.in.ReplyWindowID, "held_reply", id, "code", out.ErrorCode)
+			if out.ErrorCode == string(vocab.CodeAccountNotActive) {
+				w.awaitForAccount()
+			}
+			return
+		}
+		log.Info("held reply delivered", "window", w.in.ReplyWindowID, "held_reply", id, "status", out.Status, "code", out.ErrorCode)
+	}
+}
+
 // verdictOf is the message status a finish request asks for.
 func verdictOf(req wfapi.FinishRequest) string {
 	if req.Handled {
 		return vocab.MessageHandled
 	}
 	return vocab.MessageFailed
+}
+
+// sameVerdict reports whether a message's status matches the verdict asked for: held is
+// handled whose answer waits to be sent.
+func sameVerdict(status, verdict string) bool {
+	return status == verdict || (status == vocab.MessageHeld && verdict == vocab.MessageHandled)
 }
 
 // validateFinish refuses a finish that cannot be recorded, before anything is written.
@@ -424,7 +528,7 @@ func (w *window) validateFinish(_ workflow.Context, req wfapi.FinishRequest) err
 		return refusal(vocab.CodeInvalidAgentSession, "the window's message was not handed to an agent")
 	case len(req.Reason) > vocab.MaxReasonBytes || !utf8.ValidString(req.Reason):
 		return refusal(vocab.CodeInvalidInput, "reason must be at most %d bytes of UTF-8", vocab.MaxReasonBytes)
-	case w.verdict != "" && w.verdict != verdictOf(req):
+	case w.verdict != "" && !sameVerdict(w.verdict, verdictOf(req)):
 		return refusal(vocab.CodeAttemptConflict, "message is already %s", w.verdict)
 	}
 	return nil
@@ -452,7 +556,7 @@ func (w *window) finish(ctx workflow.Context, status, reason string) (wfapi.Fini
 
 // finishLocked is finish's store call, run under the window's sending lock.
 func (w *window) finishLocked(ctx workflow.Context, status, reason string) (wfapi.FinishResult, error) {
-	if w.verdict != "" && w.verdict != status { // decided while waiting
+	if w.verdict != "" && !sameVerdict(w.verdict, status) { // decided while waiting
 		return wfapi.FinishResult{}, refusal(vocab.CodeAttemptConflict, "message is already %s", w.verdict)
 	}
 	var out actapi.FinishOutput

@@ -28,6 +28,7 @@ type standIns struct {
 	send    func(actapi.SendInput) (wfapi.SendResult, error)
 	finish  func(actapi.FinishInput) (actapi.FinishOutput, error)
 	expire  func(actapi.ExpireInput) (actapi.WindowState, error)
+	hold    func(actapi.HoldInput) (wfapi.SendResult, error)
 }
 
 func unitEnv(t *testing.T, s standIns) *testsuite.TestWorkflowEnvironment {
@@ -55,9 +56,17 @@ func unitEnv(t *testing.T, s standIns) *testsuite.TestWorkflowEnvironment {
 			return actapi.WindowState{State: vocab.WindowExpired}, nil
 		}
 	}
+	if s.hold == nil {
+		s.hold = func(in actapi.HoldInput) (wfapi.SendResult, error) {
+			return wfapi.SendResult{Status: wfapi.SendHeld, HeldID: "hr_1", HeldPosition: 1, ErrorCode: string(vocab.CodeReplyQuotaExhausted)}, nil
+		}
+	}
 	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.HandOffInput) (actapi.HandOffOutput, error) {
 		return s.handOff(in)
 	}, activity.RegisterOptions{Name: actapi.HandOff})
+	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.HoldInput) (wfapi.SendResult, error) {
+		return s.hold(in)
+	}, activity.RegisterOptions{Name: actapi.HoldReply})
 	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.SendInput) (wfapi.SendResult, error) {
 		return s.send(in)
 	}, activity.RegisterOptions{Name: actapi.Send})
@@ -152,23 +161,30 @@ func TestUnitAPermanentHandOffFailureEndsTheOffersAndRefusesSends(t *testing.T) 
 	}
 }
 
-// The validator refuses a send once the quota is spent, before the Send activity runs.
-func TestUnitTheValidatorRefusesASendBeyondTheQuotaWithoutRunningIt(t *testing.T) {
+// The validator refuses a send once the quota is spent, when the caller asked not to
+// hold it, before the Send activity runs; without that ask, the reply is held.
+func TestUnitTheValidatorRefusesASendBeyondTheQuotaThatMayNotBeHeldAndHoldsTheOthers(t *testing.T) {
 	t.Parallel()
-	var sends atomic.Int32
+	var sends, holds atomic.Int32
 	env := unitEnv(t, standIns{send: func(actapi.SendInput) (wfapi.SendResult, error) {
 		n := sends.Add(1)
 		return wfapi.SendResult{AttemptID: "a", Status: vocab.AttemptSent, SendsLeft: 2 - n}, nil
+	}, hold: func(in actapi.HoldInput) (wfapi.SendResult, error) {
+		holds.Add(1)
+		if in.RequestID != "d" || in.Content.Text != "reply" {
+			return wfapi.SendResult{}, errors.New("held the wrong reply")
+		}
+		return wfapi.SendResult{Status: wfapi.SendHeld, HeldID: "hr_1", HeldPosition: 1, ErrorCode: string(vocab.CodeReplyQuotaExhausted)}, nil
 	}})
 	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	env.SetStartTime(start)
 	in := unitInput(start)
 	in.MaxSends = 2
 	var results []error
-	for i := range 3 {
+	for i := range 4 {
 		env.RegisterDelayedCallback(func() {
 			env.UpdateWorkflow(wfapi.UpdateSend, "", &updateRecorder{done: func(err error) { results = append(results, err) }},
-				wfapi.SendRequest{Type: "text", Text: "reply", RequestID: string(rune('a' + i))})
+				wfapi.SendRequest{Type: "text", Text: "reply", RequestID: string(rune('a' + i)), NoHold: i == 2})
 		}, time.Duration(i+1)*time.Minute)
 	}
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(wfapi.SignalRetired, nil) }, 10*time.Minute)
@@ -177,12 +193,15 @@ func TestUnitTheValidatorRefusesASendBeyondTheQuotaWithoutRunningIt(t *testing.T
 		t.Fatal(err)
 	}
 	var app *temporal.ApplicationError
-	if len(results) != 3 || results[0] != nil || results[1] != nil || !asApp(results[2], &app) ||
-		app.Type() != string(vocab.CodeReplyQuotaExhausted) {
-		t.Fatalf("results %v: want two sends and a quota refusal", results)
+	if len(results) != 4 || results[0] != nil || results[1] != nil || !asApp(results[2], &app) ||
+		app.Type() != string(vocab.CodeReplyQuotaExhausted) || results[3] != nil {
+		t.Fatalf("results %v: want two sends, a quota refusal and a hold", results)
 	}
 	if n := sends.Load(); n != 2 {
 		t.Fatalf("the Send activity ran %d times, want 2 (the refusal runs nothing)", n)
+	}
+	if n := holds.Load(); n != 1 {
+		t.Fatalf("the HoldReply activity ran %d times, want 1", n)
 	}
 	if st := windowState(t, env); st.State != wfapi.WindowStateRetired || st.SendsLeft != 0 {
 		t.Fatalf("state %+v, want retired with no sends left", st)

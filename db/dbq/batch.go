@@ -430,6 +430,59 @@ func (b *CompleteSendingAttemptBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const countWaitingHeld = `-- name: CountWaitingHeld :batchone
+SELECT count(*)::integer FROM held_replies
+WHERE account_key = $1 AND peer_id = $2 AND status IN ('held', 'sending')
+`
+
+type CountWaitingHeldBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CountWaitingHeldParams struct {
+	AccountKey string
+	PeerID     string
+}
+
+// Whether a conversation has replies to send (the page commit reads it with the page).
+func (q *Queries) CountWaitingHeld(ctx context.Context, arg []CountWaitingHeldParams) *CountWaitingHeldBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.AccountKey,
+			a.PeerID,
+		}
+		batch.Queue(countWaitingHeld, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CountWaitingHeldBatchResults{br, len(arg), false}
+}
+
+func (b *CountWaitingHeldBatchResults) QueryRow(f func(int, int32, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var column_1 int32
+		if b.closed {
+			if f != nil {
+				f(t, column_1, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&column_1)
+		if f != nil {
+			f(t, column_1, err)
+		}
+	}
+}
+
+func (b *CountWaitingHeldBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const deleteImagesOfMessages = `-- name: DeleteImagesOfMessages :batchexec
 DELETE FROM inbound_images WHERE message_key = ANY($1::text[])
 `

@@ -256,13 +256,15 @@ func (q *Queries) SetMessageStatus(ctx context.Context, arg SetMessageStatusPara
 
 const settleUnansweredMessages = `-- name: SettleUnansweredMessages :many
 UPDATE inbound_messages AS m
-SET status = CASE WHEN answered.yes THEN 'handled' ELSE 'failed' END,
-    failure_reason = CASE WHEN answered.yes THEN '' ELSE $1::text END,
+SET status = CASE WHEN answered.held THEN 'held' WHEN answered.yes THEN 'handled' ELSE 'failed' END,
+    failure_reason = CASE WHEN answered.held OR answered.yes THEN '' ELSE $1::text END,
     updated_at = $2
 FROM reply_windows AS w
 CROSS JOIN LATERAL (
     SELECT EXISTS (SELECT 1 FROM send_attempts AS s
-                   WHERE s.source_message_key = w.source_message_key AND s.status = 'sent') AS yes
+                   WHERE s.source_message_key = w.source_message_key AND s.status = 'sent') AS yes,
+           EXISTS (SELECT 1 FROM held_replies AS h
+                   WHERE h.source_message_key = w.source_message_key AND h.status IN ('held', 'sending')) AS held
 ) AS answered
 WHERE w.reply_window_id = ANY($3::bigint[])
   AND m.message_key = w.source_message_key AND m.status = 'processing'
@@ -278,7 +280,8 @@ type SettleUnansweredMessagesRow struct {
 // cancelled (a superseded window's message is the page commit's: it is absorbed into the
 // next delivery): a message handed to an agent (processing) whose reply iLink accepted is
 // handled (it was answered), one without is failed with the reason. A message never handed
-// out (received) stays the conversation's backlog, merged into the next delivery.
+// out (received) stays the conversation's backlog, merged into the next delivery. One
+// whose answer is partly held is held until those replies are settled.
 func (q *Queries) SettleUnansweredMessages(ctx context.Context, reason string, now time.Time, replyWindowIds []int64) ([]SettleUnansweredMessagesRow, error) {
 	rows, err := q.db.Query(ctx, settleUnansweredMessages, reason, now, replyWindowIds)
 	if err != nil {

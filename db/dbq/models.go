@@ -79,6 +79,31 @@ type EnrollmentAudit struct {
 	CompletedAt         time.Time
 }
 
+type HeldReply struct {
+	HeldID           string
+	HeldSeq          int64
+	AccountKey       string
+	PeerID           string
+	SourceMessageKey string
+	ReplyWindowID    int64
+	RequestID        string
+	ContentType      string
+	Final            bool
+	Fingerprint      string
+	SizeBytes        int32
+	Reason           string
+	Status           string
+	AttemptID        *string
+	KeyGeneration    *int32
+	Nonce            []byte
+	Ciphertext       []byte
+	DropReason       string
+	DroppedBy        string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	UpdatedAt        time.Time
+}
+
 type InboundImage struct {
 	MessageKey    string
 	Position      int32

@@ -53,6 +53,10 @@ type WindowRef struct {
 	// transmitted.
 	MaxSends  int32
 	SendsUsed int32
+	// FinalSlots is how many of the last sends are kept for the final answer;
+	// HeldWaiting counts the conversation's held replies the window sends first.
+	FinalSlots  int32
+	HeldWaiting int32
 }
 
 // PollResult is what one PollAccount activity found. The activity keeps polling across
@@ -167,6 +171,28 @@ type SendInput struct {
 // blocked; SendsLeft is the window's quota after this send).
 type SendOutput = wfapi.SendResult
 
+// HoldInput is a reply to hold because its window cannot carry it (store.HoldReply):
+// made under SessionID, checked against ReplyWindowID.
+type HoldInput struct {
+	SessionID     string
+	ReplyWindowID int64
+	RequestID     string
+	Content       vocab.Content
+	Final         bool
+}
+
+// Conversation names one bot's conversation with its owner.
+type Conversation struct {
+	AccountKey string
+	PeerID     string
+}
+
+// SendHeldInput is a held reply to send through an open window of its conversation.
+type SendHeldInput struct {
+	ReplyWindowID int64
+	HeldID        string
+}
+
 // ExpireInput retires a window whose expiry passed. Now is the workflow's time.
 type ExpireInput struct {
 	ReplyWindowID int64
@@ -260,12 +286,15 @@ const (
 	FetchQRCode      = "FetchQRCode"
 	PollQRStatus     = "PollQRStatus"
 	CloseOffer       = "CloseOffer"
+	HoldReply        = "HoldReply"
+	WaitingHeld      = "WaitingHeld"
+	SendHeld         = "SendHeld"
 )
 
 // Names lists every activity name above.
 var Names = []string{PollAccount, ReadAccountState, PauseAccount, ResumeAccount, MarkNeedsRelogin, SyncWindows,
 	StartPoller, StopPollers, NotifyStart, NotifyStop, HandOff, FinishMessage, Send, ExpireWindow, CreateOffer,
-	FetchQRCode, PollQRStatus, CloseOffer}
+	FetchQRCode, PollQRStatus, CloseOffer, HoldReply, WaitingHeld, SendHeld}
 
 // Failures of the media fetch and typing helpers, which the activities return and the
 // reply API maps to its answers.

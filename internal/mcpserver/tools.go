@@ -83,6 +83,7 @@ type ReplyTextInput struct {
 	MessageKey     string `json:"message_key" jsonschema:"the message to answer"`
 	Text           string `json:"text" jsonschema:"the reply's text (at most 16 KiB of UTF-8, no U+0000)"`
 	IdempotencyKey string `json:"idempotency_key" jsonschema:"a key of yours, new for each reply (1 to 200 visible ASCII characters): repeating a call with the same key never sends twice"`
+	Final          bool   `json:"final,omitempty" jsonschema:"true for your final answer: it may use the window's last sends, which other replies leave for it"`
 }
 
 // ReplyMediaInput is the input of reply_media.
@@ -93,16 +94,20 @@ type ReplyMediaInput struct {
 	DataBase64     string `json:"data_base64,omitempty" jsonschema:"the bytes, base64; or give from_attachment"`
 	FromAttachment *int   `json:"from_attachment,omitempty" jsonschema:"send back the bytes of this attachment of the message (its index); or give data_base64"`
 	IdempotencyKey string `json:"idempotency_key" jsonschema:"a key of yours, new for each reply: repeating a call with the same key never sends twice"`
+	Final          bool   `json:"final,omitempty" jsonschema:"true for your final answer: it may use the window's last sends, which other replies leave for it"`
 }
 
 // ReplyOutput is the answer of a reply: the reply API's ReplyResponse.
 type ReplyOutput struct {
 	AttemptID         string `json:"attempt_id"`
 	ClientMessageID   string `json:"client_message_id"`
-	Status            string `json:"status" jsonschema:"sent, or unknown: iLink's answer did not come; repeat the call with the same idempotency_key to learn it"`
+	Status            string `json:"status" jsonschema:"sent; unknown: iLink's answer did not come, repeat the call with the same idempotency_key to learn it; or held: the window could not carry it, it is sent first when the user writes again"`
 	ProviderMessageID string `json:"provider_message_id"`
 	SendsLeft         int32  `json:"sends_left"`
 	RequestID         string `json:"request_id"`
+	HeldID            string `json:"held_id,omitempty" jsonschema:"a held reply's id"`
+	Position          int32  `json:"position,omitempty" jsonschema:"a held reply's place among the conversation's replies still to send (1: the next)"`
+	Reason            string `json:"reason,omitempty" jsonschema:"why a held reply's window could not carry it"`
 }
 
 // FetchInput is the input of fetch_attachment.
@@ -376,7 +381,7 @@ func (s *Server) replyText(ctx context.Context, _ *mcp.CallToolRequest, a agent,
 	if terr := required("idempotency_key", in.IdempotencyKey); terr != nil {
 		return ReplyOutput{}, nil, terr
 	}
-	body, err := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: in.Text})
+	body, err := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: in.Text, Final: in.Final})
 	if err != nil {
 		return ReplyOutput{}, nil, &ToolError{Code: CodeInvalidArgument, Status: http.StatusBadRequest, Message: "text cannot be encoded"}
 	}
@@ -423,6 +428,9 @@ func (s *Server) replyMedia(ctx context.Context, _ *mcp.CallToolRequest, a agent
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	_ = mw.WriteField("type", in.Type)
+	if in.Final {
+		_ = mw.WriteField("final", "true")
+	}
 	if name != "" {
 		_ = mw.WriteField("file_name", name)
 	}

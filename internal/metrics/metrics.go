@@ -38,6 +38,7 @@ const (
 	SendUnknown   = vocab.AttemptUnknown
 	SendRefused   = vocab.FailRefused   // refused by our bookkeeping before anything left
 	SendThrottled = vocab.SendThrottled // iLink's throttle, or the bot's open breaker
+	SendHeld      = vocab.HeldWaiting   // held: its window could not carry it; sent with the next window
 )
 
 // Product records the product's counters (polls, pages, messages by outcome, sends by
@@ -110,7 +111,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	}
 	p.leases.WithLabelValues("ok")
 	p.leases.WithLabelValues("error")
-	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled} {
+	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled, SendHeld} {
 		p.sends.WithLabelValues(o)
 	}
 	// The reply API's main routes are exposed before their first request: a worker whose
@@ -227,7 +228,7 @@ func storeRefusal(code string) bool {
 	case vocab.CodeInvalidInput, vocab.CodeAccountNotFound, vocab.CodeAccountNotActive, vocab.CodeGenerationConflict,
 		vocab.CodeReplyWindowNotFound, vocab.CodeReplyWindowInactive, vocab.CodeReplyWindowExpired,
 		vocab.CodeReplyQuotaExhausted, vocab.CodeSendInProgress, vocab.CodeAttemptConflict, vocab.CodeInvalidAgentSession,
-		vocab.CodeSealedUnreadable:
+		vocab.CodeSealedUnreadable, vocab.CodeReplySlotsReserved:
 		return true
 	}
 	return false

@@ -239,6 +239,8 @@ type mediaReply struct {
 	kind, fileName string
 	data           []byte
 	sha256         string
+	// final: the "final" field was "true" (the reply is the agent's final answer).
+	final bool
 }
 
 // isMultipart reports whether a request carries multipart/form-data.
@@ -267,7 +269,7 @@ const maxFieldBytes = 1024
 // parseMediaReply reads a multipart media reply from body (cut at limit plus the
 // multipart overhead by the caller): a "type" field (image, file or video), one "file"
 // part with 1..limit bytes and, for a file, its name: a "file_name" field or else the
-// part's file name. A field given twice, an unknown field, a name with a control
+// part's file name; an optional "final" field ("true" or "false"). A field given twice, an unknown field, a name with a control
 // character (U+0000 included) or invalid UTF-8 (vocab.CheckFileName) are refused; the
 // name kept is vocab.SafeFileName's (no path, bounded). sizeHint (the declared body
 // size, or -1) sizes the file's buffer. It reads nothing else.
@@ -277,7 +279,7 @@ func parseMediaReply(body io.Reader, boundary string, limit, sizeHint int64) (me
 	}
 	mr := multipart.NewReader(body, boundary)
 	var out mediaReply
-	var gotFile, gotType, gotName bool
+	var gotFile, gotType, gotName, gotFinal bool
 	partName := ""
 	tooLarge := func(err error) bool {
 		var mbe *http.MaxBytesError
@@ -317,6 +319,15 @@ func parseMediaReply(body io.Reader, boundary string, limit, sizeHint int64) (me
 				return mediaReply{}, e
 			}
 			out.fileName, gotName = string(v), true
+		case "final":
+			v, err := io.ReadAll(io.LimitReader(p, maxFieldBytes+1))
+			if err != nil {
+				return mediaReply{}, malformed(err)
+			}
+			if gotFinal || (string(v) != "true" && string(v) != "false") {
+				return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: `the final field is given once, as "true" or "false"`}
+			}
+			out.final, gotFinal = string(v) == "true", true
 		case "file":
 			if gotFile {
 				return mediaReply{}, &apiError{code: CodeInvalidMedia, msg: "a media reply carries exactly one file"}
@@ -476,5 +487,5 @@ func (a *API) replyMedia(w http.ResponseWriter, r *http.Request, token sealing.S
 	}
 	sess := store.Session{SessionID: staged.SessionID, ReplyWindowID: staged.ReplyWindowID}
 	ref := &wfapi.MediaRef{MediaID: staged.MediaID, FileName: staged.FileName, Size: staged.Size, SHA256: staged.SHA256}
-	return a.sendUpdate(r, log, token, key, sess, ReplyRequest{Type: kind}, ref, match)
+	return a.sendUpdate(r, log, token, key, sess, ReplyRequest{Type: kind, Final: m.final}, ref, match)
 }

@@ -99,6 +99,10 @@ const (
 	CodeTemporalUnavailable   = "temporal_unavailable"
 	CodeStoreUnavailable      = string(vocab.CodeUnavailable)
 	CodeSealedUnreadable      = string(vocab.CodeSealedUnreadable)
+	CodeSlotsReserved         = string(vocab.CodeReplySlotsReserved)
+	CodeHeldLimitReached      = string(vocab.CodeHeldLimitReached)
+	CodeNotHoldable           = string(vocab.CodeReplyNotHoldable)
+	CodeAccountNotFound       = string(vocab.CodeAccountNotFound)
 	CodeInternal              = string(vocab.CodeInternal)
 	CodeNotFound              = "not_found"
 	CodeMethodNotAllowed      = "method_not_allowed"
@@ -118,8 +122,10 @@ func StatusOf(code string) int {
 	case CodeWindowExpired:
 		return http.StatusGone
 	case CodeWindowInactive, CodeQuotaExhausted, CodeAccountNotActive, CodeGenerationConflict,
-		CodeAttemptConflict, CodeSendInProgress:
+		CodeAttemptConflict, CodeSendInProgress, CodeSlotsReserved, CodeHeldLimitReached, CodeNotHoldable:
 		return http.StatusConflict
+	case CodeAccountNotFound:
+		return http.StatusGone
 	case CodeThrottled:
 		return http.StatusTooManyRequests
 	case CodeRejected, CodeStaleToken:
@@ -149,6 +155,10 @@ type Store interface {
 	GetAttachment(ctx context.Context, now time.Time, ref store.SessionRef, messageKey string, index int) (store.AttachmentLocator, error)
 	// StageMedia stages a media reply's bytes (sealed) under a valid session.
 	StageMedia(ctx context.Context, now time.Time, in store.StageMediaInput) (store.StagedMedia, error)
+	// HoldReply holds a reply its expired window cannot carry; FindHeldReply finds the
+	// reply a session's request held.
+	HoldReply(ctx context.Context, now time.Time, in store.HoldInput) (store.HeldReply, error)
+	FindHeldReply(ctx context.Context, ref store.SessionRef, requestID string) (store.HeldReply, bool, error)
 }
 
 // Updater executes Updates and answers health checks (a Temporal client.Client).
@@ -201,7 +211,16 @@ type ReplyRequest struct {
 	Type  string          `json:"type"`
 	Text  string          `json:"text,omitempty"`
 	Media json.RawMessage `json:"media,omitempty"`
+	// Final marks the agent's final answer: it may use the sends the window keeps for
+	// it (the last FinalSlots); any other reply stops short of them.
+	Final bool `json:"final,omitempty"`
+	// Hold false asks for the refusal (409 or 410) instead of holding a reply the window
+	// cannot carry; absent or true, such a reply is held (202, status held).
+	Hold *bool `json:"hold,omitempty"`
 }
+
+// holds reports whether a reply the window cannot carry is to be held.
+func (r ReplyRequest) holds() bool { return r.Hold == nil || *r.Hold }
 
 // ReplyResponse is the answer of POST /v1/reply (200 sent, 202 unknown), and the
 // "attempt" of an error body when a send was attempted.
@@ -214,6 +233,13 @@ type ReplyResponse struct {
 	// RequestID is the request's idempotency key: the Idempotency-Key header, or one the
 	// gateway made up. Repeating the request with it as Idempotency-Key is safe.
 	RequestID string `json:"request_id"`
+	// HeldID, Position and Reason describe a held reply (status held): its id, its place
+	// among the conversation's replies still to send (1: the next) and why the window
+	// could not carry it (reply_quota_exhausted, reply_slots_reserved,
+	// reply_window_expired).
+	HeldID   string `json:"held_id,omitempty"`
+	Position int32  `json:"position,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // DoneRequest is the body of POST /v1/done.
@@ -506,7 +532,8 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, token sealing.Secret
 	log := a.log.With("route", "reply")
 	sess, serr := a.session(r.Context(), token)
 	var prior *store.SendOutcome
-	if serr != nil {
+	expired := serr != nil && serr.code == CodeWindowExpired
+	if serr != nil && !expired {
 		// A repeated request learns the first one's outcome, even after its window ended;
 		// without a first attempt (an unknown token never has one) the refusal stands and
 		// the body is never read.
@@ -527,7 +554,35 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, token sealing.Secret
 		status, out, e := a.priorAnswer(log.With("request_id", key), key, *prior, match)
 		return status, out, e
 	}
+	if expired {
+		// The window expired (its workflow may be gone): a repeated request learns its
+		// first outcome; a new reply is held for the user's next message, or refused.
+		if p, e := a.repeated(r.Context(), log, token, key, serr); e == nil {
+			return a.priorAnswer(log.With("request_id", key), key, *p, match)
+		}
+		if !req.holds() {
+			return 0, nil, serr
+		}
+		return a.holdExpired(r.Context(), log, token, key, req)
+	}
 	return a.sendUpdate(r, log, token, key, sess, req, nil, match)
+}
+
+// holdExpired holds a text reply whose window expired (store.HoldReply, under the
+// token's session, with the request id the send Update would have used).
+func (a *API) holdExpired(ctx context.Context, log *slog.Logger, token sealing.Secret, key string, req ReplyRequest) (int, any, *apiError) {
+	if key == "" {
+		key = uuid.NewString()
+	}
+	log = log.With("request_id", key)
+	sctx, cancel := a.storeContext(ctx)
+	defer cancel()
+	h, err := a.cfg.Store.HoldReply(sctx, a.cfg.Now(), store.HoldInput{Session: store.ByToken(token), RequestID: UpdateID(key),
+		Content: vocab.Content{Type: req.Type, Text: req.Text}, Final: req.Final})
+	if err != nil {
+		return 0, nil, a.storeFailure(sctx, log, "the held reply", err)
+	}
+	return a.answer(log, key, wfapi.SendResult{Status: wfapi.SendHeld, HeldID: h.HeldID, HeldPosition: h.Position, ErrorCode: h.Reason})
 }
 
 // repeated is what a request whose session was refused (serr) does next: with an
@@ -566,10 +621,11 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 	defer cancel()
 	var res wfapi.SendResult
 	h, err := a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		UpdateID:     id,
-		WorkflowID:   workflowID,
-		UpdateName:   wfapi.UpdateSend,
-		Args:         []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID, Media: media}},
+		UpdateID:   id,
+		WorkflowID: workflowID,
+		UpdateName: wfapi.UpdateSend,
+		Args: []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID, Media: media,
+			Final: req.Final, NoHold: !req.holds()}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -581,6 +637,12 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 			// The window's workflow ended: a repeated request answers its first outcome.
 			if prior, ok, e := a.findReply(ctx, log, token, key); e == nil && ok {
 				return a.priorAnswer(log, key, prior, match)
+			}
+			sctx, cancel := a.storeContext(ctx)
+			h, ok, herr := a.cfg.Store.FindHeldReply(sctx, store.ByToken(token), id)
+			cancel()
+			if herr == nil && ok {
+				return a.answer(log, key, wfapi.SendResult{Status: wfapi.SendHeld, HeldID: h.HeldID, HeldPosition: h.Position, ErrorCode: h.Reason})
 			}
 		}
 		return a.updateFailure(ctx, log, sess, key, err)
@@ -692,6 +754,10 @@ func (a *API) answer(log *slog.Logger, key string, res wfapi.SendResult) (int, a
 		return http.StatusOK, out, nil
 	case vocab.AttemptUnknown:
 		log.Warn("reply outcome unknown", "attempt", res.AttemptID)
+		return http.StatusAccepted, out, nil
+	case wfapi.SendHeld:
+		out.HeldID, out.Position, out.Reason = res.HeldID, res.HeldPosition, res.ErrorCode
+		log.Info("reply held for the user's next message", "held_reply", res.HeldID, "reason", res.ErrorCode, "position", res.HeldPosition)
 		return http.StatusAccepted, out, nil
 	case vocab.AttemptPending, vocab.AttemptSending:
 		// A repeated request whose first one's send is still in progress (its worker died
@@ -910,6 +976,14 @@ func failureMessage(code string) string {
 		return "the reply window was retired (a newer message superseded it, or it was cancelled)"
 	case CodeQuotaExhausted:
 		return "the reply quota of the window is exhausted"
+	case CodeSlotsReserved:
+		return "the window's sends left are kept for the final answer (mark the reply final, or let it be held)"
+	case CodeHeldLimitReached:
+		return "the conversation holds as many replies as its limits allow; nothing was held"
+	case CodeNotHoldable:
+		return "the reply cannot be held (the window can carry it now, or it is not text)"
+	case CodeAccountNotFound:
+		return "the bot was removed"
 	case CodeAccountNotActive:
 		return "the bot account is not active"
 	case CodeGenerationConflict:

@@ -88,6 +88,16 @@ func (f *fakeStore) StageMedia(_ context.Context, _ time.Time, in store.StageMed
 // testInstallation is the installation id of the fake store's windows.
 const testInstallation = "0123456789ab"
 
+// HoldReply of the fake holds nothing: the reply API's holding is tested against the
+// real store (realstore_test.go and the e2e tests).
+func (f *fakeStore) HoldReply(context.Context, time.Time, store.HoldInput) (store.HeldReply, error) {
+	return store.HeldReply{}, &store.Error{Code: vocab.CodeReplyNotHoldable, Msg: "the fake store holds nothing"}
+}
+
+func (f *fakeStore) FindHeldReply(context.Context, store.SessionRef, string) (store.HeldReply, bool, error) {
+	return store.HeldReply{}, false, nil
+}
+
 func (f *fakeStore) WindowWorkflowID(_ context.Context, windowID int64) (string, error) {
 	return wfapi.ReplyWindowID(testInstallation, windowID), nil
 }
@@ -434,7 +444,13 @@ func TestSessionRefusals(t *testing.T) {
 		for _, path := range []string{"/v1/reply", "/v1/done"} {
 			r := newRig()
 			r.st.validate = c.err
-			w := r.post(t, path, bodies[path])
+			body := bodies[path]
+			if path == "/v1/reply" && c.code == replyapi.CodeWindowExpired {
+				// An expired window's reply is held unless the agent asks for the refusal
+				// (holding is tested against the real store).
+				body = `{"type":"text","text":"hi","hold":false}`
+			}
+			w := r.post(t, path, body)
 			if w.Code != c.status || code(t, w) != c.code {
 				t.Errorf("%s %v: %d %s, want %d %s", path, c.err, w.Code, w.Body, c.status, c.code)
 			}

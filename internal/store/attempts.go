@@ -28,6 +28,9 @@ type ReplyInput struct {
 	RequestID string
 	// ReplyWindowID, when set, is the window the session must belong to.
 	ReplyWindowID int64
+	// Final marks the agent's final answer: it may use the sends the window keeps for it
+	// (Limits.FinalSlots); any other reply stops short of them (reply_slots_reserved).
+	Final bool
 }
 
 // Reservation is the outcome of PrepareReply: a pending attempt, or — when the window had
@@ -318,11 +321,14 @@ func (r *reservation) decide(sendCtx sendContext) error {
 		r.refused = vocab.CodeReplyWindowExpired
 	}
 	w := r.w
-	if r.refused == "" && w.Reserved+w.Transmitted >= w.MaxSends {
+	if code := vocab.QuotaRefusal(w.MaxSends, w.Reserved+w.Transmitted, r.s.limits.FinalSlots, r.in.Final); r.refused == "" && code != "" {
 		if !r.record {
-			return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+			if code == vocab.CodeReplySlotsReserved {
+				return fail(code, "the window's sends left are kept for the final answer")
+			}
+			return fail(code, "reply quota of the window is exhausted")
 		}
-		r.refused = vocab.CodeReplyQuotaExhausted
+		r.refused = code
 	}
 	if r.index >= maxSendIndex {
 		return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")

@@ -87,7 +87,7 @@ func TestSessionNeverOutlivesItsWindow(t *testing.T) {
 
 func TestEleventhReservationIsQuotaExhaustedAndPrepareRecordsIt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, rawQuota())
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	for i := 0; i < 10; i++ {

@@ -58,7 +58,7 @@ func ccSend(e *env, tok sealing.Secret, label string) {
 // is refused with reply_quota_exhausted, and the window never exceeds its quota.
 func TestConcurrencyLastQuotaSlotHasExactlyOneWinner(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, rawQuota())
 	const racers = 6
 	for round := 0; round < ccRounds; round++ {
 		b := e.register()

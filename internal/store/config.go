@@ -22,6 +22,29 @@ type Limits struct {
 	// MaxMediaBytes caps the plaintext of one outbound media item staged for a reply
 	// (0: DefaultMaxMediaBytes).
 	MaxMediaBytes int64
+	// FinalSlots is how many of a window's last sends are kept for replies marked final
+	// (vocab.SendCap); 0 keeps none.
+	FinalSlots int32
+	// MaxHeldReplies, MaxHeldBytes and MaxHeldAge limit one conversation's held replies
+	// (0: the vocab defaults).
+	MaxHeldReplies int32
+	MaxHeldBytes   int64
+	MaxHeldAge     time.Duration
+}
+
+// HeldLimits returns the effective limits of one conversation's held replies.
+func (l Limits) HeldLimits() (replies int32, bytes int64, age time.Duration) {
+	replies, bytes, age = l.MaxHeldReplies, l.MaxHeldBytes, l.MaxHeldAge
+	if replies <= 0 {
+		replies = vocab.DefaultMaxHeldReplies
+	}
+	if bytes <= 0 {
+		bytes = vocab.DefaultMaxHeldBytes
+	}
+	if age <= 0 {
+		age = vocab.DefaultMaxHeldAge
+	}
+	return replies, bytes, age
 }
 
 // DefaultMaxMediaBytes is the default cap of one outbound media item (20 MiB).
@@ -44,6 +67,7 @@ func DefaultLimits() Limits {
 		MaxTextBytes:          vocab.MaxTextBytes,
 		MaxClockSkew:          vocab.DefaultMaxClockSkew,
 		MaxMediaBytes:         DefaultMaxMediaBytes,
+		FinalSlots:            vocab.DefaultFinalSlots,
 	}
 }
 

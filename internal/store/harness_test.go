@@ -35,6 +35,14 @@ func newEnv(t testing.TB) *env {
 	return newEnvWith(t, store.DefaultLimits())
 }
 
+// rawQuota are the default limits without final slots: every send of a window is open
+// to any reply (the tests of the quota itself).
+func rawQuota() store.Limits {
+	l := store.DefaultLimits()
+	l.FinalSlots = 0
+	return l
+}
+
 func newEnvWith(t testing.TB, limits store.Limits) *env {
 	t.Helper()
 	pool := dbtest.NewPool(t)

@@ -71,7 +71,7 @@ func TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	migrateTo(t, pool, 6)
+	migrateTo(t, pool, 7)
 	st, err := store.New(pool, testKeys, store.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
@@ -122,25 +122,32 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) {
 }
 
 // withPageObjects runs fn, which commits pages with the current store on a schema of an
-// older release, with the objects migration 00008 adds for the page commit in place (its
-// Up section), and takes them away again (its Down section) so that the schema can be
-// upgraded afterwards as that release's would be.
+// older release, with the objects the page commit reads that later migrations add in
+// place (the Up sections of 00008 and 00015), and takes them away again (their Down
+// sections, newest first) so that the schema can be upgraded afterwards as that
+// release's would be.
 func withPageObjects(t *testing.T, pool *pgxpool.Pool, fn func()) {
 	t.Helper()
-	text, err := fs.ReadFile(db.Migrations(), "00008_predicted_pages.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, down, ok := strings.Cut(strings.TrimPrefix(string(text), "-- +goose Up"), "-- +goose Down")
-	if !ok {
-		t.Fatal("migration 00008 has no Down section")
-	}
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, up); err != nil {
-		t.Fatal(err)
+	var downs []string
+	for _, name := range []string{"00008_predicted_pages.sql", "00015_held_replies.sql"} {
+		text, err := fs.ReadFile(db.Migrations(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, down, ok := strings.Cut(strings.TrimPrefix(string(text), "-- +goose Up"), "-- +goose Down")
+		if !ok {
+			t.Fatalf("migration %s has no Down section", name)
+		}
+		if _, err := pool.Exec(ctx, up); err != nil {
+			t.Fatal(err)
+		}
+		downs = append([]string{down}, downs...)
 	}
 	fn()
-	if _, err := pool.Exec(ctx, down); err != nil {
-		t.Fatal(err)
+	for _, down := range downs {
+		if _, err := pool.Exec(ctx, down); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

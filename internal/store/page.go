@@ -217,6 +217,9 @@ type pageRead struct {
 	known   map[string]dbq.PageKnownMessagesRow
 	backlog []dbq.ReceivedBacklogRow
 	images  []dbq.ReceivedBacklogImagesRow // of the backlog, newest message first
+	// held counts the conversation's held replies still to send (the window the page
+	// opens sends them first).
+	held int32
 }
 
 // CommitPage commits one getupdates page atomically with its cursor (design.md §3,
@@ -347,7 +350,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 		res.OpenedWindowID = d.windowID
 		res.Opened = &OpenedWindow{ReplyWindowID: d.windowID, AccountKey: in.AccountKey, MessageKey: d.key, PeerID: rd.account.OwnerPeerID,
 			ExpiresAt: insert.ExpiresAts[slices.Index(insert.MessageKeys, d.key)], MaxSends: s.limits.MaxSends,
-			Deliverable: messageDeliverable(d.deferred, vocab.MessageReceived)}
+			FinalSlots: s.limits.FinalSlots, HeldWaiting: rd.held, Deliverable: messageDeliverable(d.deferred, vocab.MessageReceived)}
 		if res.Opened.Deliverable {
 			res.Deliverable = &Delivery{MessageKey: d.key, ReplyWindowID: d.windowID}
 		}
@@ -381,6 +384,7 @@ func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) 
 	known := q.PageKnownMessages(ctx, [][]string{keys})
 	backlog := q.ReceivedBacklog(ctx, []dbq.ReceivedBacklogParams{{AccountKey: conv.key, PeerID: conv.peer}})
 	images := q.ReceivedBacklogImages(ctx, []dbq.ReceivedBacklogImagesParams{{AccountKey: conv.key, PeerID: conv.peer}})
+	held := q.CountWaitingHeld(ctx, []dbq.CountWaitingHeldParams{{AccountKey: conv.key, PeerID: conv.peer}})
 
 	var err error
 	rd.account, err = batchRow[dbq.Account](moved)
@@ -413,7 +417,10 @@ func readPage(ctx context.Context, q *dbq.Queries, now time.Time, in PageInput) 
 	if rd.backlog, err = batchRows[dbq.ReceivedBacklogRow](backlog); err != nil {
 		return rd, err
 	}
-	rd.images, err = batchRows[dbq.ReceivedBacklogImagesRow](images)
+	if rd.images, err = batchRows[dbq.ReceivedBacklogImagesRow](images); err != nil {
+		return rd, err
+	}
+	rd.held, err = batchRow[int32](held)
 	return rd, err
 }
 

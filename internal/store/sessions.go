@@ -267,7 +267,8 @@ func (s *Store) CloseAgentSession(ctx context.Context, now time.Time, token seal
 }
 
 // FinishMessage records the agent's verdict on a message it was handed: handled, or
-// failed with a reason. Its sessions close. Finishing twice with the same verdict is a
+// failed with a reason. Its sessions close. Handled while some of its answer is held
+// makes it held (handled once those replies are sent). Finishing twice with the same verdict is a
 // no-op (retries), a different verdict is attempt_conflict.
 func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, status, reason string) (traced Message, tracedErr error) {
 	ctx, span := startSpan(ctx, "FinishMessage", "")
@@ -290,11 +291,22 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 		if err != nil {
 			return notFound(err, vocab.CodeInvalidInput, "unknown message")
 		}
-		switch m.Status {
-		case status:
-		case vocab.MessageReceived, vocab.MessageProcessing:
+		switch {
+		case m.Status == status, m.Status == vocab.MessageHeld && status == vocab.MessageHandled:
+		case m.Status == vocab.MessageReceived, m.Status == vocab.MessageProcessing:
+			set := status
+			if status == vocab.MessageHandled {
+				// Handled means answered: while some of the answer is held, the message is held.
+				held, err := q.MessageHasWaitingHeld(ctx, messageKey)
+				if err != nil {
+					return err
+				}
+				if held {
+					set = vocab.MessageHeld
+				}
+			}
 			if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
-				MessageKey: messageKey, Status: status, FailureReason: reason, Now: now,
+				MessageKey: messageKey, Status: set, FailureReason: reason, Now: now,
 				FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
 			}); err != nil {
 				return err

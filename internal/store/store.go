@@ -39,7 +39,8 @@ func New(pool *pgxpool.Pool, keys *sealing.Keyring, limits Limits) (*Store, erro
 		return nil, errors.New("store: pool and key ring are required")
 	}
 	if limits.WindowLifetime <= 0 || limits.MaxSends <= 0 || limits.MaxSends > maxSendIndex ||
-		limits.MaxMergedSummaryBytes < 256 || limits.MaxTextBytes <= 0 || limits.MaxClockSkew < 0 {
+		limits.MaxMergedSummaryBytes < 256 || limits.MaxTextBytes <= 0 || limits.MaxClockSkew < 0 ||
+		limits.FinalSlots < 0 || limits.FinalSlots >= limits.MaxSends {
 		return nil, fmt.Errorf("store: invalid limits %+v", limits)
 	}
 	return &Store{pool: pool, keys: keys, limits: limits}, nil

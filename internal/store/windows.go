@@ -237,6 +237,11 @@ type OpenedWindow struct {
 	MaxSends  int32
 	// SendsUsed counts the quota already reserved or transmitted.
 	SendsUsed int32
+	// FinalSlots is how many of the last sends are kept for the final answer.
+	FinalSlots int32
+	// HeldWaiting counts the conversation's held replies the window sends first (set by
+	// CommitPage for the window it opens).
+	HeldWaiting int32
 	// Deliverable: the window's message is to be handed to an agent (messageDeliverable).
 	Deliverable bool
 }
@@ -264,7 +269,7 @@ func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, limit in
 		for _, r := range rows {
 			out = append(out, OpenedWindow{ReplyWindowID: r.ReplyWindowID, AccountKey: r.AccountKey,
 				MessageKey: r.SourceMessageKey, PeerID: r.PeerID, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,
-				Deliverable: messageDeliverable(r.Deferred, r.MessageStatus)})
+				FinalSlots: s.limits.FinalSlots, Deliverable: messageDeliverable(r.Deferred, r.MessageStatus)})
 		}
 		return err
 	})

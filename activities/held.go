@@ -1,0 +1,98 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/metrics"
+	"github.com/ilinkflow/ilinkflow/internal/pause"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
+)
+
+// HoldReply holds a reply its window cannot carry (store.HoldReply): its answer is the
+// held reply (Status held, ErrorCode the reason the window refused it). A store refusal
+// (limits, a window retired by a newer message, a removed bot) is an answer with its
+// code; only infrastructure failures are errors. Holding again by the same request id
+// finds the held reply, so a retry holds nothing twice.
+func (a *Activities) HoldReply(ctx context.Context, in actapi.HoldInput) (actapi.SendOutput, error) {
+	h, err := a.Store.HoldReply(ctx, now(), store.HoldInput{Session: store.BySessionID(in.SessionID),
+		ReplyWindowID: in.ReplyWindowID, RequestID: in.RequestID, Content: in.Content, Final: in.Final})
+	if err != nil {
+		return a.refusal("hold reply", err)
+	}
+	a.Metrics.Send(metrics.SendHeld)
+	a.log().Info("reply held", "account", h.AccountKey, "held_reply", h.HeldID, "reason", h.Reason, "position", h.Position)
+	return heldOutput(h), nil
+}
+
+// heldOutput is the send answer of a held reply.
+func heldOutput(h store.HeldReply) actapi.SendOutput {
+	return actapi.SendOutput{Status: wfapi.SendHeld, ErrorCode: h.Reason, HeldID: h.HeldID, HeldPosition: h.Position}
+}
+
+// WaitingHeld lists the ids of a conversation's held replies still to send, in order.
+func (a *Activities) WaitingHeld(ctx context.Context, in actapi.Conversation) ([]string, error) {
+	ids, err := a.Store.WaitingHeld(ctx, in.AccountKey, in.PeerID)
+	if err != nil {
+		return nil, fmt.Errorf("waiting held replies: %w", err)
+	}
+	return ids, nil
+}
+
+// SendHeld sends one held reply through an open window of its conversation, through the
+// send path of every reply: its turn waits for the bot's pacing and any send to the peer
+// in flight (store.StartHeldDelivery reserves and starts it then, marking the held reply
+// sending in the same transaction), it is transmitted once, and its outcome is recorded;
+// the held reply follows its attempt (sent, unknown, failed, or back to held when it
+// surely never left). A held reply past its age limit is dropped unsent (ErrorCode
+// held_reply_expired). A store refusal (the window's kept slots or quota reached, the
+// window ended, the account paused) is an answer with its code and leaves the reply held.
+// A retry that finds its attempt sending completes it as unknown: never sent twice.
+func (a *Activities) SendHeld(ctx context.Context, in actapi.SendHeldInput) (actapi.SendOutput, error) {
+	cfg := a.cfg()
+	if activity.IsActivity(ctx) {
+		stop := heartbeat(ctx, cfg.HeartbeatEvery, func() any { return nil })
+		defer stop()
+	}
+	pacing := store.SendPacing{Gap: cfg.SendGap}
+	for {
+		d, err := a.Store.StartHeldDelivery(ctx, now(), in.ReplyWindowID, in.HeldID, pacing)
+		if err != nil {
+			return a.refusal("start held delivery", err)
+		}
+		att := d.Attempt
+		log := a.log().With("account", d.Held.AccountKey, "held_reply", in.HeldID, "reply_window_id", in.ReplyWindowID)
+		switch {
+		case d.Settled && d.Held.Status == vocab.HeldDropped:
+			log.Warn("held reply passed its age limit; dropped unsent", "reason", d.Held.DropReason)
+			return actapi.SendOutput{Status: vocab.HeldDropped, HeldID: in.HeldID, ErrorCode: string(vocab.CodeHeldReplyExpired)}, nil
+		case d.Settled:
+			return actapi.SendOutput{Status: d.Held.Status, HeldID: in.HeldID, AttemptID: d.Held.AttemptID}, nil
+		case d.Started != nil:
+			out, err := a.transmit(ctx, log.With("attempt", att.AttemptID), att, d.Started)
+			out.HeldID = in.HeldID
+			return out, err
+		case att.AttemptID != "" && att.Status == vocab.AttemptSending:
+			log.Warn("held reply's attempt found sending after a retry; outcome unknown", "attempt", att.AttemptID)
+			return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptUnknown,
+				ErrorCode: vocab.SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
+		case att.AttemptID != "":
+			return a.output(d.Window, att, nil), nil
+		case d.BlockedUntil != nil:
+			// The bot's breaker is open: the reply stays held for a later window.
+			return actapi.SendOutput{ErrorCode: vocab.SendThrottled, RetryAfter: *d.BlockedUntil, HeldID: in.HeldID}, nil
+		}
+		wait := max(d.NotBefore.Sub(now()), 0)
+		if d.InFlight {
+			wait = max(wait, inFlightWait)
+		}
+		if err := pause.For(ctx, wait); err != nil {
+			return actapi.SendOutput{}, err
+		}
+	}
+}
