@@ -57,7 +57,7 @@ func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.Send
 	}
 	pacing := store.SendPacing{Gap: cfg.SendGap}
 	prep, err := a.Store.ReserveAndStart(ctx, now(), store.ReplyInput{Session: ref, Content: in.Content,
-		RequestID: requestID, ReplyWindowID: in.ReplyWindowID}, pacing)
+		RequestID: requestID, ReplyWindowID: in.ReplyWindowID, Final: in.Final}, pacing)
 	if err != nil {
 		return a.refusal("reserve reply", err)
 	}

@@ -415,7 +415,7 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.
 		return wfapi.SendResult{}, err
 	}
 	in := actapi.SendInput{SessionID: w.sessionID, RequestID: req.RequestID,
-		Content: contentOf(req)}
+		Content: contentOf(req), Final: req.Final}
 	if req.SessionID != "" && req.SessionID != w.sessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}

@@ -163,6 +163,8 @@ type SendInput struct {
 	// ReplyWindowID, when set, is the window the session must belong to (checked before
 	// anything is written).
 	ReplyWindowID int64
+	// Final marks the agent's final answer (it may use the window's kept slots).
+	Final bool `json:",omitempty"`
 }
 
 // SendOutput is the outcome of a send: the send Update's answer (ErrorCode is a store

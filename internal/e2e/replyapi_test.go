@@ -242,6 +242,7 @@ var replyTables = map[string]string{
 	"send_attempts":        "to_jsonb(t)",
 	"agent_sessions":       "to_jsonb(t)",
 	"outbound_media":       "to_jsonb(t)",
+	"held_replies":         "to_jsonb(t)",
 }
 
 // digest fingerprints every row of every table (as store/harness_test.go does), so a
@@ -250,7 +251,7 @@ func (a *apiSystem) digest() string {
 	a.t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"accounts", "account_secrets", "login_offers", "enrollment_audit", "inbound_messages",
-		"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions", "outbound_media"} {
+		"inbound_images", "reply_windows", "reply_window_secrets", "send_attempts", "agent_sessions", "outbound_media", "held_replies"} {
 		var d *string
 		q := "SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM (SELECT " + replyTables[table] + " AS r FROM " + table + " t) x"
 		if err := a.pool.QueryRow(a.ctx, q).Scan(&d); err != nil {

@@ -538,6 +538,9 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, token sealing.Secret
 		// without a first attempt (an unknown token never has one) the refusal stands and
 		// the body is never read.
 		if prior, serr = a.repeated(r.Context(), log, token, key, serr); serr != nil {
+			if status, out, ok := a.heldAnswer(r.Context(), log, token, key); ok {
+				return status, out, nil
+			}
 			return 0, nil, serr
 		}
 	}
@@ -566,6 +569,23 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, token sealing.Secret
 		return a.holdExpired(r.Context(), log, token, key, req)
 	}
 	return a.sendUpdate(r, log, token, key, sess, req, nil, match)
+}
+
+// heldAnswer answers a repeated request whose first one was held with the held reply
+// (ok false: the key held nothing, or the store could not tell).
+func (a *API) heldAnswer(ctx context.Context, log *slog.Logger, token sealing.Secret, key string) (int, any, bool) {
+	if key == "" {
+		return 0, nil, false
+	}
+	sctx, cancel := a.storeContext(ctx)
+	h, ok, err := a.cfg.Store.FindHeldReply(sctx, store.ByToken(token), UpdateID(key))
+	cancel()
+	if err != nil || !ok {
+		return 0, nil, false
+	}
+	status, out, _ := a.answer(log.With("request_id", key), key, wfapi.SendResult{Status: wfapi.SendHeld, HeldID: h.HeldID,
+		HeldPosition: h.Position, ErrorCode: h.Reason})
+	return status, out, true
 }
 
 // holdExpired holds a text reply whose window expired (store.HoldReply, under the
