@@ -96,3 +96,46 @@ func (a *Activities) SendHeld(ctx context.Context, in actapi.SendHeldInput) (act
 		}
 	}
 }
+
+// SendReminder sends a window's reminder when it is due (store.StartReminder): nothing
+// when the window is no longer open, the bot's reminder is off, the conversation holds
+// no reply, or the message had its reminder already (ErrorCode empty, Status empty);
+// otherwise once, through the send path, in the send the window kept for it. A retry
+// that finds it sending completes it as unknown: never sent twice.
+func (a *Activities) SendReminder(ctx context.Context, in actapi.ReminderInput) (actapi.SendOutput, error) {
+	cfg := a.cfg()
+	if activity.IsActivity(ctx) {
+		stop := heartbeat(ctx, cfg.HeartbeatEvery, func() any { return nil })
+		defer stop()
+	}
+	pacing := store.SendPacing{Gap: cfg.SendGap}
+	for {
+		r, err := a.Store.StartReminder(ctx, now(), in.ReplyWindowID, pacing)
+		if err != nil {
+			return a.refusal("start reminder", err)
+		}
+		att := r.Attempt
+		log := a.log().With("account", r.Window.AccountKey, "reply_window_id", in.ReplyWindowID)
+		switch {
+		case r.Skipped != "":
+			log.Info("no reminder sent", "why", r.Skipped)
+			return actapi.SendOutput{}, nil
+		case r.Started != nil:
+			log.Info("reminder sent before the window ends", "attempt", att.AttemptID)
+			return a.transmit(ctx, log.With("attempt", att.AttemptID), att, r.Started)
+		case att.AttemptID != "":
+			log.Warn("reminder found sending after a retry; outcome unknown", "attempt", att.AttemptID)
+			return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptUnknown,
+				ErrorCode: vocab.SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
+		case r.BlockedUntil != nil:
+			return actapi.SendOutput{ErrorCode: vocab.SendThrottled, RetryAfter: *r.BlockedUntil}, nil
+		}
+		wait := max(r.NotBefore.Sub(now()), 0)
+		if r.InFlight {
+			wait = max(wait, inFlightWait)
+		}
+		if err := pause.For(ctx, wait); err != nil {
+			return actapi.SendOutput{}, err
+		}
+	}
+}

@@ -129,5 +129,5 @@ func (a *Activities) StopPollers(ctx context.Context, accountKeys []string) erro
 func WindowRefOf(o store.OpenedWindow) actapi.WindowRef {
 	return actapi.WindowRef{ReplyWindowID: o.ReplyWindowID, AccountKey: o.AccountKey, MessageKey: o.MessageKey, PeerID: o.PeerID,
 		ExpiresAt: o.ExpiresAt, Deliverable: o.Deliverable, MaxSends: o.MaxSends, SendsUsed: o.SendsUsed,
-		FinalSlots: o.FinalSlots, HeldWaiting: o.HeldWaiting}
+		FinalSlots: o.FinalSlots, HeldWaiting: o.HeldWaiting, RemindBefore: o.RemindBefore}
 }

@@ -81,3 +81,13 @@ ORDER BY account_key, peer_id;
 -- name: MessageHasWaitingHeld :one
 -- Whether some of a message's answer is held still to send.
 SELECT EXISTS (SELECT 1 FROM held_replies WHERE source_message_key = $1 AND status IN ('held', 'sending'));
+
+-- name: SetReminder :one
+UPDATE accounts SET reminder_before_seconds = sqlc.narg(before_seconds), reminder_text = sqlc.narg(reminder_text),
+    updated_at = sqlc.arg(now)
+WHERE account_key = sqlc.arg(account_key)
+RETURNING *;
+
+-- name: ReminderAttempt :one
+-- The reminder a window's message already has (one per message: never twice).
+SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = 'reminder';

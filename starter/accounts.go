@@ -74,11 +74,15 @@ type windowRow struct {
 	Sent      int32 `json:"sent"`
 	MaxSends  int32 `json:"max_sends"`
 	SendsLeft int32 `json:"sends_left"`
+	// Held counts the replies held for the window's conversation (its account and peer)
+	// still to send: they go first when the peer's next message opens a window.
+	Held int32 `json:"held"`
 }
 
 func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("windows", help{"windows [--account KEY] [--state S] [--limit N] [--json]",
-		"Lists reply windows, newest first (SENT: replies iLink accepted, of the quota; LEFT: sends the window still grants).",
+		"Lists reply windows, newest first (SENT: replies iLink accepted, of the quota; LEFT: sends the window still grants; " +
+			"HELD: replies held for the window's conversation, sent first when its next message opens a window: starter held list).",
 		"starter windows --account ilk_0123abcd --state open --limit 10"}, withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "only this account")
 	state := fs.String("state", "", "only this state ("+strings.Join(windowStates, ", ")+")")
@@ -109,21 +113,42 @@ func windowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
+	held, err := heldByConversation(ctx, st)
+	if err != nil {
+		return err
+	}
 	rows := make([]windowRow, 0, len(ws))
 	for _, w := range ws {
 		rows = append(rows, windowRow{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.SourceMessageKey,
 			State: w.State, ExpiresAt: w.ExpiresAt, Reserved: w.Reserved, Transmitted: w.Transmitted, Sent: sent[w.ReplyWindowID],
-			MaxSends: w.MaxSends, SendsLeft: w.SendsLeft()})
+			MaxSends: w.MaxSends, SendsLeft: w.SendsLeft(), Held: held[conversation{w.AccountKey, w.PeerID}]})
 	}
 	if c.json {
 		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tACCOUNT\tSTATE\tSENT\tLEFT\tEXPIRES")
+	fmt.Fprintln(tw, "WINDOW\tACCOUNT\tSTATE\tSENT\tLEFT\tHELD\tEXPIRES")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\n", r.ReplyWindowID, r.AccountKey, r.State, r.Sent, r.MaxSends, r.SendsLeft, r.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", r.ReplyWindowID, r.AccountKey, r.State, r.Sent, r.MaxSends, r.SendsLeft, r.Held,
+			r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// conversation is a bot's conversation with one peer.
+type conversation struct{ account, peer string }
+
+// heldByConversation counts, per conversation, the held replies still to send.
+func heldByConversation(ctx context.Context, st *store.Store) (map[conversation]int32, error) {
+	counts, err := st.WaitingHeldCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[conversation]int32, len(counts))
+	for _, c := range counts {
+		out[conversation{c.AccountKey, c.PeerID}] = c.Replies
+	}
+	return out, nil
 }
 
 func ago(t *time.Time) string {

@@ -39,6 +39,8 @@ func TestEveryCommandHelpBadFlagAndBadValue(t *testing.T) {
 			[]string{"--status", "bogus"}, `--status "bogus": must be one of active, paused, needs_relogin, replaced, disabled`},
 		{"windows", []string{"-state", "-account", "-limit", "-json", "-database-url"}, []string{"-temporal-address", "-status"},
 			[]string{"--state", "bogus"}, `--state "bogus": must be one of open, superseded, cancelled, expired`},
+		{"held", []string{"-account", "-status", "-limit", "-by", "-json", "-database-url"}, []string{"-temporal-address", "-state", "-show"},
+			[]string{"list", "--status", "bogus"}, `--status "bogus": must be one of held, sending, sent, unknown, failed, dropped`},
 		{"quarantine", []string{"-account", "-show", "-json", "-database-url"}, []string{"-temporal-address", "-state"},
 			[]string{"--show", "qp_x"}, `--show "qp_x": must be a quarantine id (qp_ and 32 hex digits)`},
 		{"pause", []string{"-account", "-for", "-reason", "-json", "-temporal-address", "-database-url"}, []string{"pause only"},
@@ -123,8 +125,9 @@ func TestExitCodesAndTopLevelUsage(t *testing.T) {
 	code, _, errOut = cliRun(t, "frobnicate")
 	assertUsageMistake(t, "unknown command", code, "", errOut, `unknown command "frobnicate"`)
 
-	for _, cmd := range []string{"accounts", "windows", "quarantine", "migrate"} {
-		code, _, errOut = cliRun(t, cmd, "--database-url", "postgres://postgres@127.0.0.1:5432/ilinkflow_no_such_db?sslmode=disable")
+	for _, args := range [][]string{{"accounts"}, {"windows"}, {"held", "list"}, {"quarantine"}, {"migrate"}} {
+		cmd := args[0]
+		code, _, errOut = cliRun(t, append(args, "--database-url", "postgres://postgres@127.0.0.1:5432/ilinkflow_no_such_db?sslmode=disable")...)
 		if code != 1 || strings.Contains(errOut, "internal") || strings.Count(errOut, `database "ilinkflow_no_such_db"`) < 1 ||
 			strings.Count(errOut, "\n") != 1 {
 			t.Fatalf("%s with a missing database: exit %d, stderr %q", cmd, code, errOut)

@@ -1,6 +1,6 @@
 // Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
-// windows, quarantine, pause, resume, remove, route and dev. It exits 0 on success, 1 on failure and 2 on a
-// usage mistake.
+// windows, held, quarantine, pause, resume, remove, route, mcp-agent and dev. It exits 0
+// on success, 1 on failure and 2 on a usage mistake.
 package main
 
 import (
@@ -24,7 +24,8 @@ commands:
   keygen    print a new sealing key entry "N:<base64>" for ILINKFLOW_SEALING_KEYS
   enroll    enroll a bot: QR code in the terminal, status as it moves, verification code prompt
   accounts  list accounts with status, generation, last successful poll and open window
-  windows   list reply windows
+  windows   list reply windows, with the replies held for each one's conversation
+  held      list the replies held for a conversation's next window, or drop one still waiting
   quarantine list the pages the store could not take as iLink handed them out (kept sealed)
   pause     pause an account (--account KEY --for 1h)
   resume    resume a paused account
@@ -92,6 +93,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return accountsCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "windows":
 		return windowsCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "held":
+		return heldCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "quarantine":
 		return quarantineCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "dev":

@@ -102,7 +102,7 @@ func TestNoSecretInHelpLogsOrErrors(t *testing.T) {
 			t.Fatalf("worker --help: %v\n%s", err, out)
 		}
 		assertNoSecret(t, "worker --help", out, secrets...)
-		for _, cmd := range []string{"", "migrate", "keygen", "enroll", "accounts", "windows", "quarantine", "pause", "resume", "remove", "dev"} {
+		for _, cmd := range []string{"", "migrate", "keygen", "enroll", "accounts", "windows", "held", "quarantine", "pause", "resume", "remove", "dev"} {
 			args := []string{"--help"}
 			if cmd != "" {
 				args = []string{cmd, "--help"}
@@ -138,7 +138,7 @@ func TestNoSecretInHelpLogsOrErrors(t *testing.T) {
 				t.Fatalf("worker on a closed port: %v, want a failure\n%s", err, out)
 			}
 			assertNoSecret(t, "worker's log and error", out, secrets...)
-			for _, cmd := range [][]string{{"accounts"}, {"windows"}, {"quarantine"}, {"migrate"}, {"pause", "--account", "ilk_x", "--for", "1h"}} {
+			for _, cmd := range [][]string{{"accounts"}, {"windows"}, {"held", "list"}, {"quarantine"}, {"migrate"}, {"pause", "--account", "ilk_x", "--for", "1h"}} {
 				out, err := run(env, starter, cmd...)
 				if err == nil || !strings.Contains(out, "starter: cannot connect to PostgreSQL") {
 					t.Fatalf("starter %s on a closed port: %v, want a failure naming PostgreSQL\n%s", cmd[0], err, out)

@@ -64,7 +64,7 @@ func TestAnUnmigratedDatabaseGetsOneLineNamingStarterMigrate(t *testing.T) {
 		want := fmt.Sprintf("starter: the database at %s is not migrated (schema version %d, this build needs %d): run \"starter migrate\"\n",
 			shown, version, latest)
 		t.Logf("%s", want)
-		for _, args := range [][]string{{"accounts"}, {"windows"}, {"quarantine"}, {"pause", "--account", "ilk_x"},
+		for _, args := range [][]string{{"accounts"}, {"windows"}, {"held", "list"}, {"quarantine"}, {"pause", "--account", "ilk_x"},
 			{"resume", "--account", "ilk_x"}, {"remove", "--account", "ilk_x"}} {
 			var out, errOut strings.Builder
 			code := runMain(context.Background(), args, strings.NewReader(""), &out, &errOut, getenv)

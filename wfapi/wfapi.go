@@ -201,6 +201,9 @@ type WindowInput struct {
 	FinalSlots int32 `json:",omitempty"`
 	// HeldWaiting counts the conversation's held replies the window sends first.
 	HeldWaiting int32 `json:",omitempty"`
+	// RemindBefore is the bot's reminder before the window ends (0: off): the window
+	// keeps its last send for it and sends it then when the conversation holds replies.
+	RemindBefore Duration `json:",omitempty"`
 	// ReofferAfter is how long an unhandled message waits before it is handed off again
 	// while its window is open (0: DefaultReofferAfter; negative: never re-offered).
 	ReofferAfter Duration

@@ -60,6 +60,8 @@ type window struct {
 
 	// sending runs the window's sends (and finishes) one at a time.
 	sending workflow.Mutex
+	// reminded is set once the reminder's time came (sent or not needed).
+	reminded bool
 }
 
 // newWindow is the state of a window workflow just started with in. An offer made before
@@ -128,6 +130,10 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 				wait, offerAgain = at.Sub(now), true
 			}
 		}
+		remind := false
+		if at := w.reminderAt(); !at.IsZero() && at.Sub(now) < wait {
+			wait, offerAgain, remind = at.Sub(now), false, true
+		}
 		fired := sleepOrSignal(ctx, wait, retired, resumed, w.wake)
 		if retired.ReceiveAsync(nil) {
 			w.state = windowRetired
@@ -138,6 +144,10 @@ func ReplyWindow(ctx workflow.Context, in wfapi.WindowInput) error {
 			continue
 		}
 		if !fired {
+			continue
+		}
+		if remind {
+			w.remind(ctx)
 			continue
 		}
 		if offerAgain {
@@ -343,7 +353,43 @@ func (w *window) holdReason(ctx workflow.Context, req wfapi.SendRequest) vocab.C
 	if w.state != windowOpen {
 		return ""
 	}
-	return vocab.QuotaRefusal(w.maxSends, w.sendsUsed, w.in.FinalSlots, req.Final)
+	return vocab.QuotaRefusal(w.replySends(), w.sendsUsed, w.in.FinalSlots, req.Final)
+}
+
+// replySends is the quota the replies see: while the bot's reminder is on, the last send
+// is kept for it (the store's rule, mirrored).
+func (w *window) replySends() int32 {
+	if w.in.RemindBefore > 0 && w.maxSends > 1 {
+		return w.maxSends - 1
+	}
+	return w.maxSends
+}
+
+// reminderAt is when the window's reminder is due (zero: none, or done).
+func (w *window) reminderAt() time.Time {
+	if w.reminded || w.in.RemindBefore <= 0 {
+		return time.Time{}
+	}
+	return w.in.ExpiresAt.Add(-w.in.RemindBefore.D())
+}
+
+// remind sends the window's reminder (SendReminder: only when the conversation holds
+// replies, once), under the sending lock.
+func (w *window) remind(ctx workflow.Context) {
+	w.reminded = true
+	if err := w.sending.Lock(ctx); err != nil {
+		return
+	}
+	var out wfapi.SendResult
+	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.SendReminder,
+		actapi.ReminderInput{ReplyWindowID: w.in.ReplyWindowID}).Get(ctx, &out)
+	w.sending.Unlock()
+	switch {
+	case err != nil:
+		workflow.GetLogger(ctx).Warn("reminder not sent", "window", w.in.ReplyWindowID, "error", err)
+	case out.ClientMessageID != "":
+		w.sendsUsed = w.maxSends - out.SendsLeft
+	}
 }
 
 // holds reports whether req is to be held rather than sent: the window cannot carry it
@@ -421,14 +467,7 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.
 	}
 	var out wfapi.SendResult
 	if w.holds(ctx, req) {
-		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.HoldReply, actapi.HoldInput{
-			SessionID: in.SessionID, ReplyWindowID: w.in.ReplyWindowID, RequestID: req.RequestID,
-			Content: in.Content, Final: req.Final}).Get(ctx, &out)
-		if err == nil && out.Status != wfapi.SendHeld {
-			// Refused by the store (limits, a removed bot, ...): nothing was held.
-			return out, temporal.NewApplicationError("hold refused: "+out.ErrorCode, out.ErrorCode, out)
-		}
-		return out, err
+		return w.hold(ctx, req, in)
 	}
 	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &out)
 	if err != nil {
@@ -442,6 +481,10 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.
 		w.sendsUsed = w.maxSends
 	case out.AttemptID != "":
 		w.sendsUsed = w.maxSends - out.SendsLeft
+	}
+	if out.AttemptID == "" && holdable(out.ErrorCode) && !req.NoHold && req.Type == "text" {
+		// The store, whose rule this window mirrors, found no room: hold it after all.
+		return w.hold(ctx, req, in)
 	}
 	if out.ErrorCode == string(vocab.CodeAccountNotActive) {
 		w.awaitForAccount() // the pause refused it: the message is offered again on resume
@@ -505,6 +548,28 @@ func (w *window) deliverHeldLocked(ctx workflow.Context) {
 		}
 		log.Info("held reply delivered", "window", w.in.ReplyWindowID, "held_reply", id, "status", out.Status, "code", out.ErrorCode)
 	}
+}
+
+// hold holds a reply the window cannot carry (HoldReply); a store refusal (limits, a
+// removed bot, ...) is answered with its code, nothing held.
+func (w *window) hold(ctx workflow.Context, req wfapi.SendRequest, in actapi.SendInput) (wfapi.SendResult, error) {
+	var out wfapi.SendResult
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.HoldReply, actapi.HoldInput{
+		SessionID: in.SessionID, ReplyWindowID: w.in.ReplyWindowID, RequestID: req.RequestID,
+		Content: in.Content, Final: req.Final}).Get(ctx, &out)
+	if err == nil && out.Status != wfapi.SendHeld {
+		return out, temporal.NewApplicationError("hold refused: "+out.ErrorCode, out.ErrorCode, out)
+	}
+	return out, err
+}
+
+// holdable reports whether a store refusal is one a held reply answers.
+func holdable(code string) bool {
+	switch vocab.Code(code) {
+	case vocab.CodeReplyQuotaExhausted, vocab.CodeReplySlotsReserved, vocab.CodeReplyWindowExpired:
+		return true
+	}
+	return false
 }
 
 // verdictOf is the message status a finish request asks for.

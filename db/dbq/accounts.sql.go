@@ -62,7 +62,7 @@ func (q *Queries) CountActiveAccounts(ctx context.Context) (int64, error) {
 }
 
 const getAccount = `-- name: GetAccount :one
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE account_key = $1
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text FROM accounts WHERE account_key = $1
 `
 
 func (q *Queries) GetAccount(ctx context.Context, accountKey string) (Account, error) {
@@ -85,6 +85,8 @@ func (q *Queries) GetAccount(ctx context.Context, accountKey string) (Account, e
 		&i.UpdatedAt,
 		&i.LastSendAt,
 		&i.SendsBlockedUntil,
+		&i.ReminderBeforeSeconds,
+		&i.ReminderText,
 	)
 	return i, err
 }
@@ -117,7 +119,7 @@ func (q *Queries) InsertAccount(ctx context.Context, arg InsertAccountParams) er
 }
 
 const listAccounts = `-- name: ListAccounts :many
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts ORDER BY created_at, account_key
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text FROM accounts ORDER BY created_at, account_key
 `
 
 func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
@@ -146,6 +148,8 @@ func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		); err != nil {
 			return nil, err
 		}
@@ -158,7 +162,7 @@ func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
 }
 
 const listAccountsByStatus = `-- name: ListAccountsByStatus :many
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE status = $1 ORDER BY created_at, account_key
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text FROM accounts WHERE status = $1 ORDER BY created_at, account_key
 `
 
 func (q *Queries) ListAccountsByStatus(ctx context.Context, status string) ([]Account, error) {
@@ -187,6 +191,8 @@ func (q *Queries) ListAccountsByStatus(ctx context.Context, status string) ([]Ac
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		); err != nil {
 			return nil, err
 		}
@@ -241,7 +247,7 @@ func (q *Queries) ListPollAges(ctx context.Context) ([]ListPollAgesRow, error) {
 }
 
 const liveAccountsOfOwner = `-- name: LiveAccountsOfOwner :many
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text FROM accounts
 WHERE owner_peer_id = $1 AND status IN ('active', 'paused')
 ORDER BY account_key
 FOR NO KEY UPDATE
@@ -273,6 +279,8 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		); err != nil {
 			return nil, err
 		}

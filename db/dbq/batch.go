@@ -232,7 +232,7 @@ UPDATE accounts
 SET cursor = $1::text, cursor_updated_at = $2::timestamptz, last_poll_at = clock_timestamp()
 WHERE account_key = $3 AND generation >= $4
   AND cursor = $5
-RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
+RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text
 `
 
 type CompareAndSetCursorBatchResults struct {
@@ -298,6 +298,8 @@ func (b *CompareAndSetCursorBatchResults) QueryRow(f func(int, Account, error)) 
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1043,7 +1045,7 @@ func (b *InsertSendAttemptBatchResults) Close() error {
 }
 
 const lockAccount = `-- name: LockAccount :batchone
-SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
+SELECT account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE
 `
 
 type LockAccountBatchResults struct {
@@ -1093,6 +1095,8 @@ func (b *LockAccountBatchResults) QueryRow(f func(int, Account, error)) {
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1106,7 +1110,7 @@ func (b *LockAccountBatchResults) Close() error {
 }
 
 const lockAccountOfWindow = `-- name: LockAccountOfWindow :batchone
-SELECT accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until FROM accounts
+SELECT accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, accounts.reminder_before_seconds, accounts.reminder_text FROM accounts
 WHERE accounts.account_key = (
     SELECT reply_windows.account_key FROM reply_windows WHERE reply_windows.reply_window_id = $1)
 FOR NO KEY UPDATE OF accounts
@@ -1160,6 +1164,8 @@ func (b *LockAccountOfWindowBatchResults) QueryRow(f func(int, Account, error)) 
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1722,7 +1728,7 @@ WHERE w.reply_window_id = $2 AND w.state = 'open'
   -- The account by its key, so that it is one probe whatever the planner thinks of the
   -- table's size (joined, the small accounts table was hashed for every send).
   AND accounts.account_key = (SELECT owner.account_key FROM owner)
-RETURNING w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, touched.last_send_at AS touched_last_send_at
+RETURNING w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, accounts.reminder_before_seconds, accounts.reminder_text, touched.last_send_at AS touched_last_send_at
 `
 
 type ReserveStartedWindowSendBatchResults struct {
@@ -1807,6 +1813,8 @@ func (b *ReserveStartedWindowSendBatchResults) QueryRow(f func(int, ReserveStart
 			&i.Account.UpdatedAt,
 			&i.Account.LastSendAt,
 			&i.Account.SendsBlockedUntil,
+			&i.Account.ReminderBeforeSeconds,
+			&i.Account.ReminderText,
 			&i.TouchedLastSendAt,
 		)
 		if f != nil {
@@ -2371,7 +2379,7 @@ func (b *StartWindowSendBatchResults) Close() error {
 const touchLastSend = `-- name: TouchLastSend :batchone
 UPDATE accounts SET last_send_at = $1::timestamptz
 WHERE account_key = $2
-RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until
+RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text
 `
 
 type TouchLastSendBatchResults struct {
@@ -2428,6 +2436,8 @@ func (b *TouchLastSendBatchResults) QueryRow(f func(int, Account, error)) {
 			&i.UpdatedAt,
 			&i.LastSendAt,
 			&i.SendsBlockedUntil,
+			&i.ReminderBeforeSeconds,
+			&i.ReminderText,
 		)
 		if f != nil {
 			f(t, i, err)

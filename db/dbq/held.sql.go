@@ -412,6 +412,85 @@ func (q *Queries) MessageHasWaitingHeld(ctx context.Context, sourceMessageKey st
 	return exists, err
 }
 
+const reminderAttempt = `-- name: ReminderAttempt :one
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 AND request_id = 'reminder'
+`
+
+// The reminder a window's message already has (one per message: never twice).
+func (q *Queries) ReminderAttempt(ctx context.Context, sourceMessageKey string) (SendAttempt, error) {
+	row := q.db.QueryRow(ctx, reminderAttempt, sourceMessageKey)
+	var i SendAttempt
+	err := row.Scan(
+		&i.AttemptID,
+		&i.ClientMessageID,
+		&i.SourceMessageKey,
+		&i.AccountKey,
+		&i.PeerID,
+		&i.ReplyWindowID,
+		&i.SendIndex,
+		&i.WindowSendIndex,
+		&i.Source,
+		&i.ContentType,
+		&i.Payload,
+		&i.Metadata,
+		&i.Fingerprint,
+		&i.Status,
+		&i.ProviderMessageID,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.FailType,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.RequestID,
+	)
+	return i, err
+}
+
+const setReminder = `-- name: SetReminder :one
+UPDATE accounts SET reminder_before_seconds = $1, reminder_text = $2,
+    updated_at = $3
+WHERE account_key = $4
+RETURNING account_key, provider_account_id, owner_peer_id, base_url, generation, status, status_reason, pause_until, last_poll_at, cursor, cursor_updated_at, replaced_by, created_at, updated_at, last_send_at, sends_blocked_until, reminder_before_seconds, reminder_text
+`
+
+type SetReminderParams struct {
+	BeforeSeconds *int32
+	ReminderText  *string
+	Now           time.Time
+	AccountKey    string
+}
+
+func (q *Queries) SetReminder(ctx context.Context, arg SetReminderParams) (Account, error) {
+	row := q.db.QueryRow(ctx, setReminder,
+		arg.BeforeSeconds,
+		arg.ReminderText,
+		arg.Now,
+		arg.AccountKey,
+	)
+	var i Account
+	err := row.Scan(
+		&i.AccountKey,
+		&i.ProviderAccountID,
+		&i.OwnerPeerID,
+		&i.BaseUrl,
+		&i.Generation,
+		&i.Status,
+		&i.StatusReason,
+		&i.PauseUntil,
+		&i.LastPollAt,
+		&i.Cursor,
+		&i.CursorUpdatedAt,
+		&i.ReplacedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.LastSendAt,
+		&i.SendsBlockedUntil,
+		&i.ReminderBeforeSeconds,
+		&i.ReminderText,
+	)
+	return i, err
+}
+
 const waitingHeldCounts = `-- name: WaitingHeldCounts :many
 SELECT account_key, peer_id, count(*)::integer AS replies, coalesce(sum(size_bytes), 0)::bigint AS bytes
 FROM held_replies

@@ -12,22 +12,24 @@ import (
 )
 
 type Account struct {
-	AccountKey        string
-	ProviderAccountID string
-	OwnerPeerID       string
-	BaseUrl           string
-	Generation        int32
-	Status            string
-	StatusReason      string
-	PauseUntil        *time.Time
-	LastPollAt        *time.Time
-	Cursor            string
-	CursorUpdatedAt   *time.Time
-	ReplacedBy        *string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	LastSendAt        *time.Time
-	SendsBlockedUntil *time.Time
+	AccountKey            string
+	ProviderAccountID     string
+	OwnerPeerID           string
+	BaseUrl               string
+	Generation            int32
+	Status                string
+	StatusReason          string
+	PauseUntil            *time.Time
+	LastPollAt            *time.Time
+	Cursor                string
+	CursorUpdatedAt       *time.Time
+	ReplacedBy            *string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	LastSendAt            *time.Time
+	SendsBlockedUntil     *time.Time
+	ReminderBeforeSeconds *int32
+	ReminderText          *string
 }
 
 type AccountRoute struct {

@@ -20,6 +20,14 @@ ALTER DOMAIN ilk_send_source DROP CONSTRAINT ilk_send_source_check;
 ALTER DOMAIN ilk_send_source ADD CONSTRAINT ilk_send_source_check
     CHECK (VALUE IN ('agent', 'system', 'held'));
 
+-- A reminder before a window closes (per bot, off by default): when the conversation
+-- has held replies, the gateway sends reminder_text reminder_before_seconds before the
+-- window ends, inviting the user to write again. While it is on, the window keeps its
+-- last send for it.
+ALTER TABLE accounts ADD COLUMN reminder_before_seconds integer CHECK (reminder_before_seconds > 0);
+ALTER TABLE accounts ADD COLUMN reminder_text text CHECK (octet_length(reminder_text) BETWEEN 1 AND 2048);
+ALTER TABLE accounts ADD CONSTRAINT accounts_reminder CHECK ((reminder_before_seconds IS NULL) = (reminder_text IS NULL));
+
 CREATE TABLE held_replies (
     held_id             text            PRIMARY KEY CHECK (held_id ~ '^hr_[0-9a-f]{32}$'),
     -- The order of the conversation's held replies.
@@ -122,6 +130,9 @@ DROP FUNCTION ilk_settle_held_message();
 DROP TRIGGER send_attempts_follow_held ON send_attempts;
 DROP FUNCTION ilk_follow_held_attempt();
 DROP TABLE held_replies;
+ALTER TABLE accounts DROP CONSTRAINT accounts_reminder;
+ALTER TABLE accounts DROP COLUMN reminder_text;
+ALTER TABLE accounts DROP COLUMN reminder_before_seconds;
 UPDATE send_attempts SET source = 'system' WHERE source = 'held';
 ALTER DOMAIN ilk_send_source DROP CONSTRAINT ilk_send_source_check;
 ALTER DOMAIN ilk_send_source ADD CONSTRAINT ilk_send_source_check CHECK (VALUE IN ('agent', 'system'));

@@ -57,6 +57,8 @@ type WindowRef struct {
 	// HeldWaiting counts the conversation's held replies the window sends first.
 	FinalSlots  int32
 	HeldWaiting int32
+	// RemindBefore is the bot's reminder before the window ends (0: off).
+	RemindBefore time.Duration
 }
 
 // PollResult is what one PollAccount activity found. The activity keeps polling across
@@ -189,6 +191,11 @@ type Conversation struct {
 	PeerID     string
 }
 
+// ReminderInput names the window whose reminder is due.
+type ReminderInput struct {
+	ReplyWindowID int64
+}
+
 // SendHeldInput is a held reply to send through an open window of its conversation.
 type SendHeldInput struct {
 	ReplyWindowID int64
@@ -291,12 +298,13 @@ const (
 	HoldReply        = "HoldReply"
 	WaitingHeld      = "WaitingHeld"
 	SendHeld         = "SendHeld"
+	SendReminder     = "SendReminder"
 )
 
 // Names lists every activity name above.
 var Names = []string{PollAccount, ReadAccountState, PauseAccount, ResumeAccount, MarkNeedsRelogin, SyncWindows,
 	StartPoller, StopPollers, NotifyStart, NotifyStop, HandOff, FinishMessage, Send, ExpireWindow, CreateOffer,
-	FetchQRCode, PollQRStatus, CloseOffer, HoldReply, WaitingHeld, SendHeld}
+	FetchQRCode, PollQRStatus, CloseOffer, HoldReply, WaitingHeld, SendHeld, SendReminder}
 
 // Failures of the media fetch and typing helpers, which the activities return and the
 // reply API maps to its answers.

@@ -259,3 +259,96 @@ func TestAReplyAfterTheWindowExpiredIsHeldAndSentWhenTheUserWritesDaysLater(t *t
 		t.Fatalf("the message whose held answer was sent is %s, want handled", st)
 	}
 }
+
+// With a bot's reminder on, a conversation with a held reply gets exactly one reminder,
+// the set time before its window ends, in the send the window kept for it; a
+// conversation whose user wrote again meanwhile (its held reply went with the new
+// window) gets none.
+func TestAReminderGoesOnceBeforeTheWindowEndsOnlyWhileAReplyIsHeld(t *testing.T) {
+	t.Parallel()
+	limits := store.DefaultLimits()
+	limits.WindowLifetime = time.Minute
+	const before = 20 * time.Second // the replies below have 40 s, on a busy machine
+	const reminder = "I have more for you: write to me again to get it."
+	a := startAPI(t, limits, nil)
+
+	type conv struct {
+		owner, offer string
+		bot          string
+		acct         string
+		w            store.Window
+		tok          string
+	}
+	start := func(owner, offer string) *conv {
+		c := &conv{owner: owner, offer: offer}
+		c.acct = a.enroll(offer, owner).AccountKey
+		c.bot = a.botOf(owner).BotID
+		if _, err := a.store.SetReminder(a.ctx, time.Now(), c.acct, before, reminder); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.ctl.InjectText(a.ctx, c.bot, "", "tell me everything"); err != nil {
+			t.Fatal(err)
+		}
+		c.w, _ = a.openWindow(c.acct, 0)
+		c.tok = a.tokenOf(c.w.ReplyWindowID)
+		// The reminder keeps the last send: eight progress replies and the final answer
+		// fit; the next reply is held.
+		for i := 1; i <= 9; i++ {
+			sent(t, a.replyAs(c.tok, fmt.Sprintf("part %d", i), fmt.Sprintf("part-%d", i), i == 9, nil))
+		}
+		held(t, a.replyAs(c.tok, "part 10", "part-10", false, nil), string(vocab.CodeReplyQuotaExhausted), 1)
+		return c
+	}
+	reminded := func(c *conv) int {
+		n := 0
+		for _, text := range a.sentTexts(c.bot) {
+			if text == reminder {
+				n++
+			}
+		}
+		return n
+	}
+	quiet := start("o9cq8heldremind000000001@im.wechat", "qo_held_remind_quiet")
+	busy := start("o9cq8heldremind000000002@im.wechat", "qo_held_remind_busy")
+
+	// The busy user writes again before the reminder is due: the held reply goes first
+	// in the new window, and no reminder is needed.
+	if _, err := a.ctl.InjectText(a.ctx, busy.bot, "", "go on"); err != nil {
+		t.Fatal(err)
+	}
+	a.eventually("the busy conversation's held reply delivered", 2*time.Minute, func() (bool, error) {
+		return slices.Contains(a.sentTexts(busy.bot), "part 10"), nil
+	})
+	busyNext, _ := a.openWindow(busy.acct, busy.w.ReplyWindowID)
+
+	a.eventually("the quiet conversation's window expired", 3*time.Minute, func() (bool, error) {
+		w, err := a.store.GetWindow(a.ctx, quiet.w.ReplyWindowID)
+		return w.State == vocab.WindowExpired, err
+	})
+	if n := reminded(quiet); n != 1 {
+		t.Fatalf("the quiet conversation got %d reminders, want exactly one", n)
+	}
+	atts, err := a.store.ListAttempts(a.ctx, quiet.w.SourceMessageKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at time.Time
+	for _, att := range atts {
+		if att.RequestID == "reminder" {
+			at = att.CreatedAt
+		}
+	}
+	if due := quiet.w.ExpiresAt.Add(-before); at.Before(due) || !at.Before(quiet.w.ExpiresAt) {
+		t.Fatalf("the reminder went at %s, want between %s and the window's end %s", at, due, quiet.w.ExpiresAt)
+	}
+	if texts := a.sentTexts(quiet.bot); len(texts) != 10 || slices.Contains(texts, "part 10") {
+		t.Fatalf("the quiet conversation got %q: want nine replies and the reminder, the held reply still held", texts)
+	}
+	a.eventually("the busy conversation's new window expired", 3*time.Minute, func() (bool, error) {
+		w, err := a.store.GetWindow(a.ctx, busyNext.ReplyWindowID)
+		return w.State == vocab.WindowExpired, err
+	})
+	if n := reminded(busy); n != 0 {
+		t.Fatalf("the conversation whose user wrote again got %d reminders, want none", n)
+	}
+}

@@ -299,6 +299,7 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.MaxSends = 3
+	limits.FinalSlots = 0 // the quota itself; holding has its own tests (held_test.go)
 	a := startAPI(t, limits, nil)
 	const owner = "o9cq8replyapiowner0000001@im.wechat"
 	acct := a.enroll("qo_replyapi", owner)
@@ -424,8 +425,9 @@ func TestReplyAPIRepliesAndRefusesWritingNothing(t *testing.T) {
 	if got := a.reply(tok1, "last answer", ""); got.status != http.StatusOK {
 		t.Fatalf("last reply: %d %s", got.status, got.body)
 	}
+	noHold := false
 	a.refused("quota exhausted", http.StatusConflict, replyapi.CodeQuotaExhausted, bot.BotID, func() answer {
-		return a.reply(tok1, "one too many", "")
+		return a.replyAs(tok1, "one too many", "one-too-many", false, &noHold)
 	})
 
 	// The agent marks the message handled: its sessions close, and the token is refused.
@@ -530,8 +532,9 @@ func TestReplyAPIExpiredWindowIsGone(t *testing.T) {
 		got, err := a.store.GetWindow(a.ctx, w.ReplyWindowID)
 		return got.State == vocab.WindowExpired, err
 	})
+	noHold := false
 	a.refused("expired window", http.StatusGone, replyapi.CodeWindowExpired, bot.BotID, func() answer {
-		return a.reply(tok, "too late", "late-key")
+		return a.replyAs(tok, "too late", "late-key", false, &noHold)
 	})
 	// A request repeated after the window expired learns its first outcome, sending nothing.
 	var again replyapi.ReplyResponse
@@ -753,6 +756,7 @@ func TestMetricsAfterARunAndHealthWhenILinkStopsAnswering(t *testing.T) {
 // found their windows expired. It takes about 6 s.
 func TestTwoHundredConcurrentRepliesOnOneWindowSendExactlyTheQuota(t *testing.T) {
 	limits := store.DefaultLimits()
+	limits.FinalSlots = 0 // the quota itself; the replies past it ask for the refusal
 	a := startAPI(t, limits, func(_ *ilinksim.Config, cfg *gateway.Config) {
 		// 200 requests queue for the gateway's PostgreSQL connections: on a busy machine the
 		// last wait longer than the default 5 s store deadline (a 503, tested on its own
@@ -770,7 +774,8 @@ func TestTwoHundredConcurrentRepliesOnOneWindowSendExactlyTheQuota(t *testing.T)
 	const n = 200
 	codes := make([]int, n)
 	reply := func(i int) int {
-		body, _ := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: fmt.Sprintf("burst reply %d", i)})
+		noHold := false
+		body, _ := json.Marshal(replyapi.ReplyRequest{Type: "text", Text: fmt.Sprintf("burst reply %d", i), Hold: &noHold})
 		return a.do(http.MethodPost, "/v1/reply", body, "Authorization", "Bearer "+tok,
 			"Idempotency-Key", fmt.Sprintf("burst-%d", i)).status
 	}

@@ -44,7 +44,8 @@ const (
 // Product records the product's counters (polls, pages, messages by outcome, sends by
 // outcome, reply API requests) and the worker's gauge of unreadable accounts. Gauges read
 // from the store at scrape time (windows by state, throttle breakers open, seconds since
-// the last good poll) are collected separately (see [Registry.WatchStore]). The zero of
+// the last good poll, held replies still to send) are collected separately (see
+// [Registry.WatchStore]). The zero of
 // *Product (nil) records nothing.
 type Product struct {
 	polls    *prometheus.CounterVec
@@ -78,7 +79,8 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 		}, []string{"outcome"}),
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_sends_total",
-			Help: "Send activities by outcome: sent, failed, unknown, refused, throttled.",
+			Help: "Send activities by outcome: sent, failed, unknown, refused, throttled, held " +
+				"(its window could not carry the reply: it goes with the conversation's next window).",
 		}, []string{"outcome"}),
 		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_reply_api_requests_total",
@@ -178,7 +180,7 @@ func (p *Product) UnreadableAccounts(n int) {
 }
 
 // Send records one send with its outcome: sent, failed, unknown, refused or throttled
-// (see [SendOutcome]).
+// (see [SendOutcome]), or held (SendHeld: the reply waits for the next window).
 func (p *Product) Send(outcome string) {
 	if p == nil {
 		return

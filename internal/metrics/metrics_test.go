@@ -28,7 +28,12 @@ type fakeSource struct {
 	accounts []store.Account
 	ages     []store.PollAge
 	windows  []store.Window
+	held     []store.HeldCount
 	err      error
+}
+
+func (f *fakeSource) WaitingHeldCounts(context.Context) ([]store.HeldCount, error) {
+	return f.held, f.err
 }
 
 func (f *fakeSource) PollAges(context.Context) ([]store.PollAge, error) {
@@ -115,6 +120,11 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 			{AccountKey: "ilk_never", Since: 30 * time.Second},
 		},
 		windows: []store.Window{{State: vocab.WindowOpen}, {State: vocab.WindowOpen}, {State: vocab.WindowExpired}},
+		held: []store.HeldCount{
+			{AccountKey: "ilk_fresh", PeerID: "o9-a@im.wechat", Replies: 2, Bytes: 300},
+			{AccountKey: "ilk_fresh", PeerID: "o9-b@im.wechat", Replies: 1, Bytes: 45},
+			{AccountKey: "ilk_gone", PeerID: "o9-c@im.wechat", Replies: 1, Bytes: 7},
+		},
 	}
 	if err := reg.WatchStore(src, metrics.StoreOptions{Now: func() time.Time { return now }}); err != nil {
 		t.Fatal(err)
@@ -154,6 +164,7 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 		`ilinkflow_messages_total{outcome="duplicate"} 0`,
 		`ilinkflow_sends_total{outcome="sent"} 1`,
 		`ilinkflow_sends_total{outcome="throttled"} 0`,
+		`ilinkflow_sends_total{outcome="held"} 0`,
 		`ilinkflow_reply_api_requests_total{code="ok",route="reply"} 0`,
 		`ilinkflow_reply_api_requests_total{code="ok",route="done"} 0`,
 		`ilinkflow_windows{state="open"} 2`,
@@ -163,6 +174,14 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 		`ilinkflow_accounts{status="active"} 2`,
 		`ilinkflow_accounts{status="replaced"} 1`,
 		`ilinkflow_store_up 1`,
+		// Held replies per account, summed over its conversations; 0 for an account not
+		// removed that holds none, and shown for a removed one that still holds some.
+		`ilinkflow_held_replies{account="ilk_fresh"} 3`,
+		`ilinkflow_held_reply_bytes{account="ilk_fresh"} 345`,
+		`ilinkflow_held_replies{account="ilk_never"} 0`,
+		`ilinkflow_held_replies{account="ilk_paused"} 0`,
+		`ilinkflow_held_replies{account="ilk_gone"} 1`,
+		`ilinkflow_held_reply_bytes{account="ilk_gone"} 7`,
 	} {
 		if !lines[want] {
 			t.Errorf("scrape lacks %q", want)
@@ -171,8 +190,12 @@ func TestRegistryServesProductStoreAndRuntimeMetrics(t *testing.T) {
 	if !strings.Contains(text, "\ngo_goroutines ") {
 		t.Error("scrape lacks the Go runtime metrics")
 	}
-	if strings.Contains(text, `account="ilk_paused"`) || strings.Contains(text, `account="ilk_gone"`) {
+	if strings.Contains(text, `ilinkflow_seconds_since_last_good_poll{account="ilk_paused"}`) ||
+		strings.Contains(text, `ilinkflow_seconds_since_last_good_poll{account="ilk_gone"}`) {
 		t.Error("only active accounts have a poll-age gauge")
+	}
+	if strings.Contains(text, "o9-") {
+		t.Error("a peer id is a label value")
 	}
 }
 

@@ -17,6 +17,9 @@ type Source interface {
 	// PollAges is the poll health of the active accounts: the seconds since the last good
 	// poll, on one clock (the database's) and never negative (see [store.Store.PollAges]).
 	PollAges(ctx context.Context) ([]store.PollAge, error)
+	// WaitingHeldCounts is, per conversation, the held replies still to send (see
+	// [store.Store.WaitingHeldCounts]).
+	WaitingHeldCounts(ctx context.Context) ([]store.HeldCount, error)
 }
 
 // StoreOptions tune the store gauges.
@@ -40,7 +43,7 @@ type storeCollector struct {
 	now     func() time.Time
 	timeout time.Duration
 
-	up, windows, breakers, sinceLastPoll, accounts *prometheus.Desc
+	up, windows, breakers, sinceLastPoll, accounts, heldReplies, heldBytes *prometheus.Desc
 }
 
 func newStoreCollector(src Source, opts StoreOptions) *storeCollector {
@@ -63,12 +66,18 @@ func newStoreCollector(src Source, opts StoreOptions) *storeCollector {
 			[]string{"account"}, nil),
 		accounts: prometheus.NewDesc("ilinkflow_accounts",
 			"Accounts by status.", []string{"status"}, nil),
+		heldReplies: prometheus.NewDesc("ilinkflow_held_replies",
+			"Replies held for their conversation's next window (its quota used up, its last send kept for the final answer, "+
+				"or it expired) still to send (held or sending), per account: every account not removed, and any other that holds some. "+
+				"`starter held list` lists them.", []string{"account"}, nil),
+		heldBytes: prometheus.NewDesc("ilinkflow_held_reply_bytes",
+			"Bytes of content of the held replies still to send, per account (as ilinkflow_held_replies).", []string{"account"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.windows, c.breakers, c.sinceLastPoll, c.accounts} {
+	for _, d := range []*prometheus.Desc{c.up, c.windows, c.breakers, c.sinceLastPoll, c.accounts, c.heldReplies, c.heldBytes} {
 		ch <- d
 	}
 }
@@ -80,7 +89,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.now()
 	up := 1.0
 
-	if accts, err := c.src.ListAccounts(ctx, ""); err != nil {
+	accts, err := c.src.ListAccounts(ctx, "")
+	if err != nil {
 		up = 0
 		ch <- prometheus.NewInvalidMetric(c.accounts, err)
 	} else {
@@ -108,6 +118,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	if held, err := c.src.WaitingHeldCounts(ctx); err != nil {
+		up = 0
+		ch <- prometheus.NewInvalidMetric(c.heldReplies, err)
+	} else {
+		c.collectHeld(ch, accts, held)
+	}
+
 	if ws, err := c.src.ListWindows(ctx, store.WindowFilter{State: vocab.WindowOpen, Limit: maxOpenWindows}); err != nil {
 		up = 0
 		ch <- prometheus.NewInvalidMetric(c.windows, err)
@@ -115,4 +132,31 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.windows, prometheus.GaugeValue, float64(len(ws)), vocab.WindowOpen)
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+}
+
+// heldLoad is what an account holds still to send.
+type heldLoad struct {
+	replies, bytes int64
+}
+
+// collectHeld sends the held replies still to send per account: 0 for an account not
+// removed that holds none (a series present from the start), and the load of any account
+// that holds some, removed or not.
+func (c *storeCollector) collectHeld(ch chan<- prometheus.Metric, accts []store.Account, held []store.HeldCount) {
+	per := map[string]heldLoad{}
+	for _, a := range accts {
+		if a.Status != vocab.AccountReplaced && a.Status != vocab.AccountDisabled {
+			per[a.AccountKey] = heldLoad{}
+		}
+	}
+	for _, h := range held {
+		l := per[h.AccountKey]
+		l.replies += int64(h.Replies)
+		l.bytes += h.Bytes
+		per[h.AccountKey] = l
+	}
+	for key, l := range per {
+		ch <- prometheus.MustNewConstMetric(c.heldReplies, prometheus.GaugeValue, float64(l.replies), key)
+		ch <- prometheus.MustNewConstMetric(c.heldBytes, prometheus.GaugeValue, float64(l.bytes), key)
+	}
 }

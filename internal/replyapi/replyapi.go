@@ -538,6 +538,9 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, token sealing.Secret
 		// without a first attempt (an unknown token never has one) the refusal stands and
 		// the body is never read.
 		if prior, serr = a.repeated(r.Context(), log, token, key, serr); serr != nil {
+			if StatusOf(serr.code) >= http.StatusInternalServerError {
+				return 0, nil, serr // the store did not answer: no second wait for it
+			}
 			if status, out, ok := a.heldAnswer(r.Context(), log, token, key); ok {
 				return status, out, nil
 			}

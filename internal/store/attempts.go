@@ -321,7 +321,7 @@ func (r *reservation) decide(sendCtx sendContext) error {
 		r.refused = vocab.CodeReplyWindowExpired
 	}
 	w := r.w
-	if code := vocab.QuotaRefusal(w.MaxSends, w.Reserved+w.Transmitted, r.s.limits.FinalSlots, r.in.Final); r.refused == "" && code != "" {
+	if code := vocab.QuotaRefusal(sendsFor(w, r.acct), w.Reserved+w.Transmitted, r.s.limits.FinalSlots, r.in.Final); r.refused == "" && code != "" {
 		if !r.record {
 			if code == vocab.CodeReplySlotsReserved {
 				return fail(code, "the window's sends left are kept for the final answer")

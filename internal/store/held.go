@@ -88,11 +88,11 @@ func heldFrom(r dbq.HeldReply) HeldReply {
 // holdReason is the one rule of whether a window can no longer carry a reply, and why:
 // it expired, its quota is used up, or the sends left are kept for the final answer
 // (vocab.QuotaRefusal). "" means the window can carry it.
-func (s *Store) holdReason(now time.Time, w dbq.ReplyWindow, final bool) vocab.Code {
+func (s *Store) holdReason(now time.Time, w dbq.ReplyWindow, a dbq.Account, final bool) vocab.Code {
 	if w.State == vocab.WindowExpired || (w.State == vocab.WindowOpen && !now.Before(w.ExpiresAt)) {
 		return vocab.CodeReplyWindowExpired
 	}
-	return vocab.QuotaRefusal(w.MaxSends, w.Reserved+w.Transmitted, s.limits.FinalSlots, final)
+	return vocab.QuotaRefusal(sendsFor(w, a), w.Reserved+w.Transmitted, s.limits.FinalSlots, final)
 }
 
 // HoldReply keeps a reply its window cannot carry, sealed, in order behind the
@@ -151,7 +151,7 @@ func (s *Store) HoldReply(ctx context.Context, now time.Time, in HoldInput) (Hel
 		case w.State == vocab.WindowSuperseded || w.State == vocab.WindowCancelled:
 			return fail(vocab.CodeReplyWindowInactive, "reply window is %s: answer the newer message", w.State)
 		}
-		reason := s.holdReason(now, w, in.Final)
+		reason := s.holdReason(now, w, a, in.Final)
 		expired := reason == vocab.CodeReplyWindowExpired
 		status := row.MessageStatus
 		switch {
@@ -338,68 +338,98 @@ func (s *Store) StartHeldDelivery(ctx context.Context, now time.Time, windowID i
 		if err := checkWindowUsable(now, w, a); err != nil {
 			return err
 		}
-		if code := vocab.QuotaRefusal(w.MaxSends, w.Reserved+w.Transmitted, s.limits.FinalSlots, false); code != "" {
+		if code := vocab.QuotaRefusal(sendsFor(w, a), w.Reserved+w.Transmitted, s.limits.FinalSlots, false); code != "" {
 			return fail(code, "the window keeps its sends left for its own answer")
 		}
-		reads, err := queueSendContext(ctx, q, windowID).read()
-		if err != nil {
+		g := gatewaySend{source: vocab.HeldWaiting /* source held */, contentType: h.ContentType, fingerprint: h.Fingerprint,
+			requestID: func(index int32) string {
+				// Each try has its own request id: a try that surely never left gives the
+				// reply back, and the same window may carry it again.
+				return fmt.Sprintf("held/%s/%d", heldID, index)
+			},
+			content: func() ([]byte, []byte, error) {
+				payload, err := s.keys.Open(sealing.PurposeHeldReply, heldID,
+					sealing.Sealed{KeyGeneration: derefInt32(h.KeyGeneration), Nonce: h.Nonce, Ciphertext: h.Ciphertext})
+				if err != nil {
+					return nil, nil, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open held reply", Err: err}
+				}
+				meta, err := json.Marshal(map[string]any{"held_id": heldID, "held_for": h.SourceMessageKey})
+				return []byte(payload.Reveal()), meta, err
+			}}
+		started, err := s.startGatewaySend(ctx, q, now, w, a, g, pacing, &out.PreparedSend)
+		if err != nil || !started {
 			return err
 		}
-		if reads.nextIndex >= maxSendIndex {
-			return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
-		}
-		out.NotBefore, out.BlockedUntil = pacedStart(now, a, &pacing)
-		out.InFlight = reads.peerSending
-		if out.BlockedUntil != nil || now.Before(out.NotBefore) || out.InFlight {
-			return nil // its turn has not come: nothing written
-		}
-		payload, err := s.keys.Open(sealing.PurposeHeldReply, heldID,
-			sealing.Sealed{KeyGeneration: derefInt32(h.KeyGeneration), Nonce: h.Nonce, Ciphertext: h.Ciphertext})
-		if err != nil {
-			return &Error{Code: vocab.CodeSealedUnreadable, Msg: "open held reply", Err: err}
-		}
-		meta, err := json.Marshal(map[string]any{"held_id": heldID, "held_for": h.SourceMessageKey})
-		if err != nil {
-			return err
-		}
-		// Each try has its own request id: a try that surely never left gives the reply
-		// back, and the same window may carry it again.
-		index, msg := reads.nextIndex, w.SourceMessageKey
-		requestID := fmt.Sprintf("held/%s/%d", heldID, index)
-		started := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
-			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
-		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
-			AttemptID: AttemptID(msg, index), ClientMessageID: ClientMessageID(msg, index),
-			SourceMessageKey: msg, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
-			SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: vocab.HeldWaiting, ContentType: h.ContentType, // source: held
-			Payload: []byte(payload.Reveal()), Metadata: meta, Fingerprint: h.Fingerprint, Status: vocab.AttemptSending,
-			RequestID: &requestID, Now: now,
-		}})
-		srow, err := batchRow[dbq.ReserveStartedWindowSendRow](started)
-		if err != nil {
-			return notFound(err, vocab.CodeAttemptConflict, "held delivery lost its race")
-		}
-		arow, err := batchRow[dbq.SendAttempt](inserted)
-		if err != nil {
-			return err
-		}
-		marked, err := q.MarkHeldSending(ctx, &arow.AttemptID, now, heldID)
+		marked, err := q.MarkHeldSending(ctx, &out.Attempt.AttemptID, now, heldID)
 		if err != nil {
 			return notFound(err, vocab.CodeAttemptConflict, "held reply changed under its lock")
 		}
 		out.Held = heldFrom(marked)
-		if out.Attempt, err = attemptFrom(arow); err != nil {
-			return err
-		}
-		out.Window = windowFrom(srow.ReplyWindow)
-		st, err := s.sendStart(out.Attempt, srow.ReplyWindow, touchedAccount(srow), reads)
-		if err != nil {
-			return err
-		}
-		out.Started = &st
 		return nil
 	})
 	return out, err
+}
+
+// gatewaySend is a send the gateway itself makes in a window (a held reply, a reminder):
+// its source, its content (read only when it starts) and its request id for a send index.
+type gatewaySend struct {
+	source, contentType, fingerprint string
+	requestID                        func(index int32) string
+	content                          func() (payload, metadata []byte, err error)
+}
+
+// startGatewaySend reserves and starts a gateway send in window w of account a, both
+// locked by the caller, who checked the window and its quota: when the bot's pacing and
+// the peer's send in flight allow, the window's counters move and the attempt is recorded
+// sending (started true, out filled as ReserveAndStart fills it); otherwise nothing is
+// written and out says until when to wait.
+func (s *Store) startGatewaySend(ctx context.Context, q *dbq.Queries, now time.Time, w dbq.ReplyWindow, a dbq.Account,
+	g gatewaySend, pacing SendPacing, out *PreparedSend) (started bool, err error) {
+	reads, err := queueSendContext(ctx, q, w.ReplyWindowID).read()
+	if err != nil {
+		return false, err
+	}
+	if reads.nextIndex >= maxSendIndex {
+		return false, fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
+	}
+	out.NotBefore, out.BlockedUntil = pacedStart(now, a, &pacing)
+	out.InFlight = reads.peerSending
+	if out.BlockedUntil != nil || now.Before(out.NotBefore) || out.InFlight {
+		return false, nil // its turn has not come: nothing written
+	}
+	payload, meta, err := g.content()
+	if err != nil {
+		return false, err
+	}
+	index, msg := reads.nextIndex, w.SourceMessageKey
+	requestID := g.requestID(index)
+	reserved := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
+		Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
+	inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
+		AttemptID: AttemptID(msg, index), ClientMessageID: ClientMessageID(msg, index),
+		SourceMessageKey: msg, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
+		SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: g.source, ContentType: g.contentType,
+		Payload: payload, Metadata: meta, Fingerprint: g.fingerprint, Status: vocab.AttemptSending,
+		RequestID: &requestID, Now: now,
+	}})
+	srow, err := batchRow[dbq.ReserveStartedWindowSendRow](reserved)
+	if err != nil {
+		return false, notFound(err, vocab.CodeAttemptConflict, "the gateway's send lost its race")
+	}
+	arow, err := batchRow[dbq.SendAttempt](inserted)
+	if err != nil {
+		return false, err
+	}
+	if out.Attempt, err = attemptFrom(arow); err != nil {
+		return false, err
+	}
+	out.Window = windowFrom(srow.ReplyWindow)
+	st, err := s.sendStart(out.Attempt, srow.ReplyWindow, touchedAccount(srow), reads)
+	if err != nil {
+		return false, err
+	}
+	out.Started = &st
+	return true, nil
 }
 
 // DropHeldReply drops an account's held reply that waits to be sent, for an operator

@@ -351,6 +351,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 		res.Opened = &OpenedWindow{ReplyWindowID: d.windowID, AccountKey: in.AccountKey, MessageKey: d.key, PeerID: rd.account.OwnerPeerID,
 			ExpiresAt: insert.ExpiresAts[slices.Index(insert.MessageKeys, d.key)], MaxSends: s.limits.MaxSends,
 			FinalSlots: s.limits.FinalSlots, HeldWaiting: rd.held, Deliverable: messageDeliverable(d.deferred, vocab.MessageReceived)}
+		res.Opened.RemindBefore, _ = reminderOf(rd.account)
 		if res.Opened.Deliverable {
 			res.Deliverable = &Delivery{MessageKey: d.key, ReplyWindowID: d.windowID}
 		}

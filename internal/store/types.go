@@ -27,8 +27,12 @@ type Account struct {
 	// end of a throttle penalty (the circuit breaker).
 	LastSendAt        *time.Time
 	SendsBlockedUntil *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	// RemindBefore and ReminderText are the bot's reminder before a window closes (0:
+	// off; see SetReminder).
+	RemindBefore time.Duration
+	ReminderText string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 func accountFrom(r dbq.Account) Account {
@@ -39,6 +43,7 @@ func accountFrom(r dbq.Account) Account {
 		LastSendAt: r.LastSendAt, SendsBlockedUntil: r.SendsBlockedUntil,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
+	a.RemindBefore, a.ReminderText = reminderOf(r)
 	if r.ReplacedBy != nil {
 		a.ReplacedBy = *r.ReplacedBy
 	}

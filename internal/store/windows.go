@@ -242,6 +242,9 @@ type OpenedWindow struct {
 	// HeldWaiting counts the conversation's held replies the window sends first (set by
 	// CommitPage for the window it opens).
 	HeldWaiting int32
+	// RemindBefore is the bot's reminder before the window ends (0: off; set by
+	// CommitPage for the window it opens).
+	RemindBefore time.Duration
 	// Deliverable: the window's message is to be handed to an agent (messageDeliverable).
 	Deliverable bool
 }

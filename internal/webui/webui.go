@@ -1,9 +1,11 @@
 // Package webui is the operator's web front end: log in with the operator
 // token, start an Enrollment and show its QR code to the bot's owner, follow its status
 // live, send iLink's verification code and cancel it as the workflow's signals, list
-// the accounts with pause, resume and remove (package operator, as the CLI does), and
-// show and change each bot's route (the store's SetRoute and ClearRoute, as `starter
-// route` does; a webhook shows its host only, and its signing secret is never shown).
+// the accounts with pause, resume and remove (package operator, as the CLI does) and the
+// replies each bot holds for its conversations' next windows (as `starter held list`
+// counts them; never their content), and show and change each bot's route (the store's
+// SetRoute and ClearRoute, as `starter route` does; a webhook shows its host only, and
+// its signing secret is never shown).
 //
 // It is one http.Handler with server-rendered pages (html/template, embedded assets, a
 // little JavaScript), meant to be mounted on the worker's HTTP server or any other:
@@ -460,8 +462,39 @@ func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *sess
 		s.internal(w, r, "list the MCP agents", err)
 		return
 	}
+	held, err := s.heldPerAccount(r.Context())
+	if err != nil {
+		s.internal(w, r, "count the held replies", err)
+		return
+	}
 	s.render(w, http.StatusOK, "accounts", sess, map[string]any{"Accounts": rows, "PauseChoices": pauseChoices,
-		"MCPAgents": agents, "MinSecret": store.MinWebhookSecretBytes})
+		"MCPAgents": agents, "MinSecret": store.MinWebhookSecretBytes, "Held": held})
+}
+
+// heldSummary is what one bot holds still to send: replies its windows could not carry,
+// waiting for their conversations' next windows.
+type heldSummary struct {
+	Replies       int64
+	Bytes         int64
+	Conversations int
+}
+
+// heldPerAccount sums the held replies still to send per bot (the accounts page shows the
+// zero summary of a bot that holds none).
+func (s *server) heldPerAccount(ctx context.Context) (map[string]heldSummary, error) {
+	counts, err := s.cfg.Store.WaitingHeldCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]heldSummary{}
+	for _, c := range counts {
+		h := out[c.AccountKey]
+		h.Replies += int64(c.Replies)
+		h.Bytes += c.Bytes
+		h.Conversations++
+		out[c.AccountKey] = h
+	}
+	return out, nil
 }
 
 func (s *server) steer(w http.ResponseWriter, r *http.Request, sess *session) {

@@ -35,7 +35,7 @@ func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Of
 	return wfapi.WindowInput{
 		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
 		ExpiresAt: w.ExpiresAt, MaxSends: w.MaxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
-		FinalSlots: w.FinalSlots, HeldWaiting: w.HeldWaiting, ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
+		FinalSlots: w.FinalSlots, HeldWaiting: w.HeldWaiting, RemindBefore: wfapi.Duration(w.RemindBefore), ReofferAfter: wfapi.Duration(reofferAfter), Offered: offer,
 	}
 }
 

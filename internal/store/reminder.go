@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/vocab"
+)
+
+// reminderRequestID is the request id of a window's reminder: one per message, so that
+// it never goes out twice.
+const reminderRequestID = "reminder"
+
+// reminderOf is an account's reminder (0 and "": off).
+func reminderOf(a dbq.Account) (time.Duration, string) {
+	if a.ReminderBeforeSeconds == nil || a.ReminderText == nil {
+		return 0, ""
+	}
+	return time.Duration(*a.ReminderBeforeSeconds) * time.Second, *a.ReminderText
+}
+
+// sendsFor is a window's quota as the replies of an account see it: while the bot's
+// reminder is on, the last send is kept for it.
+func sendsFor(w dbq.ReplyWindow, a dbq.Account) int32 {
+	if before, _ := reminderOf(a); before > 0 && w.MaxSends > 1 {
+		return w.MaxSends - 1
+	}
+	return w.MaxSends
+}
+
+// SetReminder turns a bot's reminder before a window closes on (before > 0, with text)
+// or off (before 0, text ""): when a conversation has held replies, the gateway sends
+// text once, before ahead of the window's end, inviting the user to write again; while it
+// is on, every window keeps its last send for it. before must be shorter than the
+// window's lifetime (Limits.WindowLifetime) and whole seconds; text passes the rule for
+// outbound text. An unknown account is account_not_found; bad input is invalid_input,
+// with nothing written.
+func (s *Store) SetReminder(ctx context.Context, now time.Time, accountKey string, before time.Duration, text string) (Account, error) {
+	if err := validNow(now); err != nil {
+		return Account{}, err
+	}
+	var secs *int32
+	var txt *string
+	switch {
+	case before == 0 && text == "":
+	case before < time.Second || before%time.Second != 0 || before >= s.limits.WindowLifetime:
+		return Account{}, fail(vocab.CodeInvalidInput, "the reminder goes whole seconds before the window ends, less than its lifetime of %s", s.limits.WindowLifetime)
+	case vocab.CheckText(text, 2048) != vocab.TextOK:
+		return Account{}, fail(vocab.CodeInvalidInput, "reminder text: %s", vocab.CheckText(text, 2048).Describe(len(text), 2048))
+	default:
+		n := int32(before / time.Second)
+		secs, txt = &n, &text
+	}
+	var out Account
+	err := s.inTx(ctx, "set reminder", func(q *dbq.Queries) error {
+		a, err := q.SetReminder(ctx, dbq.SetReminderParams{BeforeSeconds: secs, ReminderText: txt, Now: now, AccountKey: accountKey})
+		if err != nil {
+			return notFound(err, vocab.CodeAccountNotFound, "unknown account")
+		}
+		out = accountFrom(a)
+		return nil
+	})
+	return out, err
+}
+
+// Reasons a window's reminder is not sent (StartReminder).
+const (
+	ReminderOff       = "off"
+	ReminderNotNeeded = "no_held_replies"
+	ReminderSent      = "already_sent"
+	ReminderClosed    = "window_closed"
+)
+
+// ReminderStart is the outcome of StartReminder: the reminder's send prepared (as
+// ReserveAndStart's, started or waiting for its turn), or why none is sent (Skipped).
+type ReminderStart struct {
+	PreparedSend
+	Skipped string
+}
+
+// StartReminder prepares a window's reminder: under the locks of the account and the
+// window it sends nothing (Skipped) when the window is no longer open (the user wrote
+// again, or it ended), the bot's reminder is off, the conversation holds no reply, or the
+// message already had its reminder (one per message: never twice); otherwise, when the
+// bot's pacing and the peer's send in flight allow, it reserves and starts the reminder
+// (a system send, request id "reminder") in the send kept for it. A reminder attempt
+// found sending (a retry after a crash) is returned as it is.
+func (s *Store) StartReminder(ctx context.Context, now time.Time, windowID int64, pacing SendPacing) (ReminderStart, error) {
+	if err := validNow(now); err != nil {
+		return ReminderStart{}, err
+	}
+	var out ReminderStart
+	err := s.inTx(ctx, "start reminder", func(q *dbq.Queries) error {
+		a, err := batchRow[dbq.Account](q.LockAccountOfWindow(ctx, []int64{windowID}))
+		if err != nil {
+			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
+		}
+		w, err := lockWindow(ctx, q, windowID)
+		if err != nil {
+			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
+		}
+		out.Window = windowFrom(w)
+		prior, err := q.ReminderAttempt(ctx, w.SourceMessageKey)
+		switch {
+		case err == nil:
+			out.Attempt, err = attemptFrom(prior)
+			if prior.Status != vocab.AttemptSending {
+				out.Skipped = ReminderSent
+			}
+			return err
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		before, text := reminderOf(a)
+		switch {
+		case w.State != vocab.WindowOpen || !now.Before(w.ExpiresAt):
+			out.Skipped = ReminderClosed
+			return nil
+		case before == 0:
+			out.Skipped = ReminderOff
+			return nil
+		}
+		held, err := batchRow[int32](q.CountWaitingHeld(ctx, []dbq.CountWaitingHeldParams{{AccountKey: w.AccountKey, PeerID: w.PeerID}}))
+		if err != nil {
+			return err
+		}
+		if held == 0 {
+			out.Skipped = ReminderNotNeeded
+			return nil
+		}
+		if err := checkWindowUsable(now, w, a); err != nil {
+			return err
+		}
+		if w.Reserved+w.Transmitted >= w.MaxSends {
+			return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+		}
+		pc, err := s.validateContent(vocab.Content{Type: "text", Text: text}, map[string]any{"reminder": true})
+		if err != nil {
+			return err
+		}
+		g := gatewaySend{source: "system", contentType: "text", fingerprint: pc.fingerprint,
+			requestID: func(int32) string { return reminderRequestID },
+			content:   func() ([]byte, []byte, error) { return pc.payload, pc.metadata, nil }}
+		_, err = s.startGatewaySend(ctx, q, now, w, a, g, pacing, &out.PreparedSend)
+		return err
+	})
+	return out, err
+}
