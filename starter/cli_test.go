@@ -41,6 +41,8 @@ func TestEveryCommandHelpBadFlagAndBadValue(t *testing.T) {
 			[]string{"--state", "bogus"}, `--state "bogus": must be one of open, superseded, cancelled, expired`},
 		{"held", []string{"-account", "-status", "-limit", "-by", "-json", "-database-url"}, []string{"-temporal-address", "-state", "-show"},
 			[]string{"list", "--status", "bogus"}, `--status "bogus": must be one of held, sending, sent, unknown, failed, dropped`},
+		{"reminder", []string{"-account", "-before", "-text", "-off", "-json", "-database-url"}, []string{"-temporal-address", "-status"},
+			[]string{"--account", "ilk_x", "--before", "soon", "--text", "hi"}, `invalid value "soon" for flag -before`},
 		{"quarantine", []string{"-account", "-show", "-json", "-database-url"}, []string{"-temporal-address", "-state"},
 			[]string{"--show", "qp_x"}, `--show "qp_x": must be a quarantine id (qp_ and 32 hex digits)`},
 		{"pause", []string{"-account", "-for", "-reason", "-json", "-temporal-address", "-database-url"}, []string{"pause only"},

@@ -238,3 +238,57 @@ func TestHeldRepliesAreListedNewestFirstWithoutTheirContentAndDroppedOnlyByTheir
 		t.Fatalf("message after its held answers were dropped: %+v %v", m, err)
 	}
 }
+
+// A bot's reminder is turned on and off through the CLI, which prints it; a reminder
+// not shorter than the window's lifetime is the store's invalid_input, nothing written.
+func TestAReminderIsTurnedOnAndOffAndOneAsLongAsTheWindowIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	var schema string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(pool, testkit.Keyring, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := holdLateReplies(t, ctx, st)
+	starter := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args = append(args, "--database-url", dbtest.SchemaURL(schema))
+		code := runMain(ctx, args, strings.NewReader(""), &out, &errOut, func(string) string { return "" })
+		return code, out.String(), errOut.String()
+	}
+	reminder := func() (time.Duration, string) {
+		t.Helper()
+		a, err := st.GetAccount(ctx, f.account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.RemindBefore, a.ReminderText
+	}
+	code, out, errOut := starter("reminder", "--account", f.account, "--before", "2h", "--text", "write to me again", "--json")
+	var row reminderRow
+	if code != 0 || json.Unmarshal([]byte(out), &row) != nil || !row.On || row.BeforeSecond != 7200 || row.Text != "write to me again" {
+		t.Fatalf("reminder on: exit %d, %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := starter("reminder", "--account", f.account, "--before", "24h", "--text", "too late"); code != 1 ||
+		!strings.Contains(errOut, "invalid_input") {
+		t.Fatalf("a reminder as long as the window: exit %d, %q", code, errOut)
+	}
+	if before, text := reminder(); before != 2*time.Hour || text != "write to me again" {
+		t.Fatalf("after a refused change the reminder is %s %q", before, text)
+	}
+	if code, out, errOut := starter("reminder", "--account", f.account, "--off"); code != 0 || !strings.Contains(out, "is off") {
+		t.Fatalf("reminder off: exit %d, %q, %q", code, out, errOut)
+	}
+	if before, text := reminder(); before != 0 || text != "" {
+		t.Fatalf("after --off the reminder is %s %q", before, text)
+	}
+	if code, _, errOut := starter("reminder", "--account", "ilk_00000000000000000000000000000000", "--off"); code != 1 ||
+		!strings.Contains(errOut, "account_not_found") {
+		t.Fatalf("an unknown account: exit %d, %q", code, errOut)
+	}
+}

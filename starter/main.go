@@ -1,5 +1,5 @@
 // Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
-// windows, held, quarantine, pause, resume, remove, route, mcp-agent and dev. It exits 0
+// windows, held, reminder, quarantine, pause, resume, remove, route, mcp-agent and dev. It exits 0
 // on success, 1 on failure and 2 on a usage mistake.
 package main
 
@@ -26,6 +26,7 @@ commands:
   accounts  list accounts with status, generation, last successful poll and open window
   windows   list reply windows, with the replies held for each one's conversation
   held      list the replies held for a conversation's next window, or drop one still waiting
+  reminder  turn a bot's reminder before a window closes on or off
   quarantine list the pages the store could not take as iLink handed them out (kept sealed)
   pause     pause an account (--account KEY --for 1h)
   resume    resume a paused account
@@ -95,6 +96,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return windowsCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "held":
 		return heldCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "reminder":
+		return reminderCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "quarantine":
 		return quarantineCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "dev":

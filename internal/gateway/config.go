@@ -296,6 +296,30 @@ var settings = []setting{
 			c.Limits.MaxSends = int32(n)
 			return err
 		}},
+	{flag: "final-slots", env: "ILINKFLOW_FINAL_SLOTS", help: "how many of a window's last sends are kept for replies marked final (0..max-sends-1)",
+		def: func(c Config) string { return strconv.Itoa(int(c.Limits.FinalSlots)) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 0, 999)
+			c.Limits.FinalSlots = int32(n)
+			return err
+		}},
+	{flag: "max-held-replies", env: "ILINKFLOW_MAX_HELD_REPLIES", help: "most replies one conversation holds for its next window (1..1000)",
+		def: func(c Config) string { n, _, _ := c.Limits.HeldLimits(); return strconv.Itoa(int(n)) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 1, 1000)
+			c.Limits.MaxHeldReplies = int32(n)
+			return err
+		}},
+	{flag: "max-held-bytes", env: "ILINKFLOW_MAX_HELD_BYTES", help: "most bytes of text one conversation holds for its next window (1024..16777216)",
+		def: func(c Config) string { _, n, _ := c.Limits.HeldLimits(); return strconv.FormatInt(n, 10) },
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 1024, 16<<20)
+			c.Limits.MaxHeldBytes = n
+			return err
+		}},
+	{flag: "max-held-age", env: "ILINKFLOW_MAX_HELD_AGE", help: "how long a held reply waits for the user's next message before it is dropped unsent",
+		def: func(c Config) string { _, _, d := c.Limits.HeldLimits(); return shortDuration(d) },
+		set: durationSetter(func(c *Config) *time.Duration { return &c.Limits.MaxHeldAge }, false)},
 	{flag: "max-media-bytes", env: "ILINKFLOW_MAX_MEDIA_BYTES", help: "cap of one media reply's file in bytes (1024..104857600)",
 		def: func(c Config) string { return strconv.FormatInt(c.Limits.MediaCap(), 10) },
 		set: func(c *Config, v string) error {
@@ -683,6 +707,9 @@ func (c Config) validate(needKeys bool) error {
 		l.MaxTextBytes <= 0 || l.MaxClockSkew < 0 {
 		bad("store limits are invalid: window lifetime and text size must be positive, max sends in 1..1000, merged summary at least 256 bytes")
 	}
+	if l.FinalSlots < 0 || l.FinalSlots >= l.MaxSends {
+		bad("final slots %d: must be at least 0 and less than max sends (%d)", l.FinalSlots, l.MaxSends)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -782,6 +809,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("keys", keys),
 		slog.Duration("window_lifetime", c.Limits.WindowLifetime),
 		slog.Int("max_sends", int(c.Limits.MaxSends)),
+		slog.Int("final_slots", int(c.Limits.FinalSlots)),
 		slog.Duration("send_gap", c.SendGap),
 		slog.Duration("throttle_penalty", c.ThrottlePenalty),
 		slog.Duration("stale_pause", c.StalePause),
