@@ -111,13 +111,18 @@ JOIN send_attempts USING (reply_window_id)
 WHERE send_attempts.attempt_id = $1;
 
 -- name: ListOpenWindows :many
--- The open windows with what a ReplyWindow workflow needs, newest first.
+-- The open windows with what a ReplyWindow workflow needs (with the bot's reminder and
+-- the conversation's held replies still to send), newest first.
 SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
        reply_windows.peer_id, reply_windows.expires_at, reply_windows.max_sends,
        (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
-       inbound.deferred, inbound.status AS message_status
+       inbound.deferred, inbound.status AS message_status, accounts.reminder_before_seconds,
+       (SELECT count(*) FROM held_replies AS held
+        WHERE held.account_key = reply_windows.account_key AND held.peer_id = reply_windows.peer_id
+          AND held.status IN ('held', 'sending'))::integer AS held_waiting
 FROM reply_windows
 JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_message_key
+JOIN accounts ON accounts.account_key = reply_windows.account_key
 WHERE reply_windows.state = 'open'
   AND (sqlc.narg(account_key)::text IS NULL OR reply_windows.account_key = sqlc.narg(account_key))
 ORDER BY reply_windows.reply_window_id DESC

@@ -44,9 +44,13 @@ const listOpenWindows = `-- name: ListOpenWindows :many
 SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
        reply_windows.peer_id, reply_windows.expires_at, reply_windows.max_sends,
        (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
-       inbound.deferred, inbound.status AS message_status
+       inbound.deferred, inbound.status AS message_status, accounts.reminder_before_seconds,
+       (SELECT count(*) FROM held_replies AS held
+        WHERE held.account_key = reply_windows.account_key AND held.peer_id = reply_windows.peer_id
+          AND held.status IN ('held', 'sending'))::integer AS held_waiting
 FROM reply_windows
 JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_message_key
+JOIN accounts ON accounts.account_key = reply_windows.account_key
 WHERE reply_windows.state = 'open'
   AND ($1::text IS NULL OR reply_windows.account_key = $1)
 ORDER BY reply_windows.reply_window_id DESC
@@ -54,18 +58,21 @@ LIMIT $2
 `
 
 type ListOpenWindowsRow struct {
-	ReplyWindowID    int64
-	AccountKey       string
-	SourceMessageKey string
-	PeerID           string
-	ExpiresAt        time.Time
-	MaxSends         int32
-	SendsUsed        int32
-	Deferred         bool
-	MessageStatus    string
+	ReplyWindowID         int64
+	AccountKey            string
+	SourceMessageKey      string
+	PeerID                string
+	ExpiresAt             time.Time
+	MaxSends              int32
+	SendsUsed             int32
+	Deferred              bool
+	MessageStatus         string
+	ReminderBeforeSeconds *int32
+	HeldWaiting           int32
 }
 
-// The open windows with what a ReplyWindow workflow needs, newest first.
+// The open windows with what a ReplyWindow workflow needs (with the bot's reminder and
+// the conversation's held replies still to send), newest first.
 func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, maxRows int32) ([]ListOpenWindowsRow, error) {
 	rows, err := q.db.Query(ctx, listOpenWindows, accountKey, maxRows)
 	if err != nil {
@@ -85,6 +92,8 @@ func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, maxRo
 			&i.SendsUsed,
 			&i.Deferred,
 			&i.MessageStatus,
+			&i.ReminderBeforeSeconds,
+			&i.HeldWaiting,
 		); err != nil {
 			return nil, err
 		}

@@ -225,6 +225,14 @@ func (s *Store) OpenWindowIDs(ctx context.Context, accountKey string) ([]int64, 
 	return ids, nil
 }
 
+// secondsOf is a nullable count of seconds as a duration (0 when null).
+func secondsOf(s *int32) time.Duration {
+	if s == nil {
+		return 0
+	}
+	return time.Duration(*s) * time.Second
+}
+
 // OpenedWindow is what a ReplyWindow workflow needs of an open window: CommitPage returns
 // it for the window a page opens, ListOpenWindows for every open window.
 type OpenedWindow struct {
@@ -272,7 +280,7 @@ func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, limit in
 		for _, r := range rows {
 			out = append(out, OpenedWindow{ReplyWindowID: r.ReplyWindowID, AccountKey: r.AccountKey,
 				MessageKey: r.SourceMessageKey, PeerID: r.PeerID, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,
-				FinalSlots: s.limits.FinalSlots, Deliverable: messageDeliverable(r.Deferred, r.MessageStatus)})
+				FinalSlots: s.limits.FinalSlots, HeldWaiting: r.HeldWaiting, RemindBefore: secondsOf(r.ReminderBeforeSeconds), Deliverable: messageDeliverable(r.Deferred, r.MessageStatus)})
 		}
 		return err
 	})
