@@ -91,3 +91,8 @@ RETURNING *;
 -- name: ReminderAttempt :one
 -- The reminder a window's message already has (one per message: never twice).
 SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = 'reminder';
+
+-- name: RequestReminder :one
+UPDATE reply_windows SET reminder_requested = true, updated_at = sqlc.arg(now)
+WHERE reply_window_id = sqlc.arg(reply_window_id) AND state = 'open'
+RETURNING *;

@@ -323,7 +323,7 @@ WHERE attempt.attempt_id = $7 AND attempt.status = 'sending'
   -- The window by its key, so that it is one probe whatever the planner thinks of the
   -- table's size (joined, a small table was hashed for every completion).
   AND w.reply_window_id = (SELECT completed.reply_window_id FROM send_attempts AS completed WHERE completed.attempt_id = $7)
-RETURNING attempt.attempt_id, attempt.client_message_id, attempt.source_message_key, attempt.account_key, attempt.peer_id, attempt.reply_window_id, attempt.send_index, attempt.window_send_index, attempt.source, attempt.content_type, attempt.payload, attempt.metadata, attempt.fingerprint, attempt.status, attempt.provider_message_id, attempt.error_code, attempt.error_message, attempt.fail_type, attempt.created_at, attempt.updated_at, attempt.request_id, w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at
+RETURNING attempt.attempt_id, attempt.client_message_id, attempt.source_message_key, attempt.account_key, attempt.peer_id, attempt.reply_window_id, attempt.send_index, attempt.window_send_index, attempt.source, attempt.content_type, attempt.payload, attempt.metadata, attempt.fingerprint, attempt.status, attempt.provider_message_id, attempt.error_code, attempt.error_message, attempt.fail_type, attempt.created_at, attempt.updated_at, attempt.request_id, w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, w.reminder_requested
 `
 
 type CompleteSendingAttemptBatchResults struct {
@@ -420,6 +420,7 @@ func (b *CompleteSendingAttemptBatchResults) QueryRow(f func(int, CompleteSendin
 			&i.ReplyWindow.RetiredReason,
 			&i.ReplyWindow.CreatedAt,
 			&i.ReplyWindow.UpdatedAt,
+			&i.ReplyWindow.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -581,7 +582,7 @@ func (b *GetAccountSecretBatchResults) Close() error {
 }
 
 const getReplyWindow = `-- name: GetReplyWindow :batchone
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE reply_window_id = $1
+SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows WHERE reply_window_id = $1
 `
 
 type GetReplyWindowBatchResults struct {
@@ -632,6 +633,7 @@ func (b *GetReplyWindowBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1179,7 +1181,7 @@ func (b *LockAccountOfWindowBatchResults) Close() error {
 }
 
 const lockOpenWindow = `-- name: LockOpenWindow :batchone
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows
+SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
 FOR NO KEY UPDATE
 `
@@ -1238,6 +1240,7 @@ func (b *LockOpenWindowBatchResults) QueryRow(f func(int, ReplyWindow, error)) {
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1251,7 +1254,7 @@ func (b *LockOpenWindowBatchResults) Close() error {
 }
 
 const lockReplyWindow = `-- name: LockReplyWindow :batchone
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
+SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE
 `
 
 type LockReplyWindowBatchResults struct {
@@ -1302,6 +1305,7 @@ func (b *LockReplyWindowBatchResults) QueryRow(f func(int, ReplyWindow, error)) 
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1639,7 +1643,7 @@ const releaseWindowReservations = `-- name: ReleaseWindowReservations :batchone
 UPDATE reply_windows
 SET reserved = reserved - $1::integer, updated_at = $2
 WHERE reply_window_id = $3 AND reserved >= $1::integer
-RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested
 `
 
 type ReleaseWindowReservationsBatchResults struct {
@@ -1698,6 +1702,7 @@ func (b *ReleaseWindowReservationsBatchResults) QueryRow(f func(int, ReplyWindow
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1728,7 +1733,7 @@ WHERE w.reply_window_id = $2 AND w.state = 'open'
   -- The account by its key, so that it is one probe whatever the planner thinks of the
   -- table's size (joined, the small accounts table was hashed for every send).
   AND accounts.account_key = (SELECT owner.account_key FROM owner)
-RETURNING w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, accounts.reminder_before_seconds, accounts.reminder_text, touched.last_send_at AS touched_last_send_at
+RETURNING w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, w.reminder_requested, accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, accounts.reminder_before_seconds, accounts.reminder_text, touched.last_send_at AS touched_last_send_at
 `
 
 type ReserveStartedWindowSendBatchResults struct {
@@ -1797,6 +1802,7 @@ func (b *ReserveStartedWindowSendBatchResults) QueryRow(f func(int, ReserveStart
 			&i.ReplyWindow.RetiredReason,
 			&i.ReplyWindow.CreatedAt,
 			&i.ReplyWindow.UpdatedAt,
+			&i.ReplyWindow.ReminderRequested,
 			&i.Account.AccountKey,
 			&i.Account.ProviderAccountID,
 			&i.Account.OwnerPeerID,
@@ -1834,7 +1840,7 @@ SET next_send_index = next_send_index + 1, reserved = reserved + 1, updated_at =
 WHERE reply_window_id = $2 AND state = 'open'
   AND next_send_index = $3
   AND reserved + transmitted < max_sends
-RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested
 `
 
 type ReserveWindowSendBatchResults struct {
@@ -1893,6 +1899,7 @@ func (b *ReserveWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -2307,7 +2314,7 @@ const startWindowSend = `-- name: StartWindowSend :batchone
 UPDATE reply_windows
 SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = $1
 WHERE reply_window_id = $2 AND state = 'open' AND reserved > 0
-RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested
 `
 
 type StartWindowSendBatchResults struct {
@@ -2364,6 +2371,7 @@ func (b *StartWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)) 
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -2454,7 +2462,7 @@ const unstartWindowSend = `-- name: UnstartWindowSend :batchone
 UPDATE reply_windows
 SET transmitted = transmitted - 1, updated_at = $1
 WHERE reply_window_id = $2 AND transmitted > 0
-RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested
 `
 
 type UnstartWindowSendBatchResults struct {
@@ -2511,6 +2519,7 @@ func (b *UnstartWindowSendBatchResults) QueryRow(f func(int, ReplyWindow, error)
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -2524,7 +2533,7 @@ func (b *UnstartWindowSendBatchResults) Close() error {
 }
 
 const windowOfAttempt = `-- name: WindowOfAttempt :batchone
-SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.peer_id, reply_windows.account_generation, reply_windows.source_message_key, reply_windows.source_inbox_seq, reply_windows.provider_message_id, reply_windows.provider_seq, reply_windows.issued_at, reply_windows.expires_at, reply_windows.max_sends, reply_windows.next_send_index, reply_windows.reserved, reply_windows.transmitted, reply_windows.state, reply_windows.retired_reason, reply_windows.created_at, reply_windows.updated_at FROM reply_windows
+SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.peer_id, reply_windows.account_generation, reply_windows.source_message_key, reply_windows.source_inbox_seq, reply_windows.provider_message_id, reply_windows.provider_seq, reply_windows.issued_at, reply_windows.expires_at, reply_windows.max_sends, reply_windows.next_send_index, reply_windows.reserved, reply_windows.transmitted, reply_windows.state, reply_windows.retired_reason, reply_windows.created_at, reply_windows.updated_at, reply_windows.reminder_requested FROM reply_windows
 JOIN send_attempts USING (reply_window_id)
 WHERE send_attempts.attempt_id = $1
 `
@@ -2577,6 +2586,7 @@ func (b *WindowOfAttemptBatchResults) QueryRow(f func(int, ReplyWindow, error)) 
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		)
 		if f != nil {
 			f(t, i, err)

@@ -446,6 +446,39 @@ func (q *Queries) ReminderAttempt(ctx context.Context, sourceMessageKey string) 
 	return i, err
 }
 
+const requestReminder = `-- name: RequestReminder :one
+UPDATE reply_windows SET reminder_requested = true, updated_at = $1
+WHERE reply_window_id = $2 AND state = 'open'
+RETURNING reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested
+`
+
+func (q *Queries) RequestReminder(ctx context.Context, now time.Time, replyWindowID int64) (ReplyWindow, error) {
+	row := q.db.QueryRow(ctx, requestReminder, now, replyWindowID)
+	var i ReplyWindow
+	err := row.Scan(
+		&i.ReplyWindowID,
+		&i.AccountKey,
+		&i.PeerID,
+		&i.AccountGeneration,
+		&i.SourceMessageKey,
+		&i.SourceInboxSeq,
+		&i.ProviderMessageID,
+		&i.ProviderSeq,
+		&i.IssuedAt,
+		&i.ExpiresAt,
+		&i.MaxSends,
+		&i.NextSendIndex,
+		&i.Reserved,
+		&i.Transmitted,
+		&i.State,
+		&i.RetiredReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ReminderRequested,
+	)
+	return i, err
+}
+
 const setReminder = `-- name: SetReminder :one
 UPDATE accounts SET reminder_before_seconds = $1, reminder_text = $2,
     updated_at = $3

@@ -236,6 +236,7 @@ type ReplyWindow struct {
 	RetiredReason     string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	ReminderRequested bool
 }
 
 type ReplyWindowSecret struct {

@@ -11,7 +11,7 @@ import (
 )
 
 const getReplyWindowBySource = `-- name: GetReplyWindowBySource :one
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows WHERE source_message_key = $1
+SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows WHERE source_message_key = $1
 `
 
 func (q *Queries) GetReplyWindowBySource(ctx context.Context, sourceMessageKey string) (ReplyWindow, error) {
@@ -36,6 +36,7 @@ func (q *Queries) GetReplyWindowBySource(ctx context.Context, sourceMessageKey s
 		&i.RetiredReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ReminderRequested,
 	)
 	return i, err
 }
@@ -106,7 +107,7 @@ func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, maxRo
 }
 
 const listReplyWindows = `-- name: ListReplyWindows :many
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at FROM reply_windows
+SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows
 WHERE ($1::text IS NULL OR account_key = $1)
   AND ($2::text IS NULL OR state = $2)
 ORDER BY reply_window_id DESC
@@ -141,6 +142,7 @@ func (q *Queries) ListReplyWindows(ctx context.Context, accountKey *string, stat
 			&i.RetiredReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ReminderRequested,
 		); err != nil {
 			return nil, err
 		}

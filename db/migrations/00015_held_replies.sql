@@ -27,6 +27,8 @@ ALTER DOMAIN ilk_send_source ADD CONSTRAINT ilk_send_source_check
 ALTER TABLE accounts ADD COLUMN reminder_before_seconds integer CHECK (reminder_before_seconds > 0);
 ALTER TABLE accounts ADD COLUMN reminder_text text CHECK (octet_length(reminder_text) BETWEEN 1 AND 2048);
 ALTER TABLE accounts ADD CONSTRAINT accounts_reminder CHECK ((reminder_before_seconds IS NULL) = (reminder_text IS NULL));
+-- An agent may ask for the reminder of its window (POST /v1/remind), held replies or not.
+ALTER TABLE reply_windows ADD COLUMN reminder_requested boolean NOT NULL DEFAULT false;
 
 CREATE TABLE held_replies (
     held_id             text            PRIMARY KEY CHECK (held_id ~ '^hr_[0-9a-f]{32}$'),
@@ -130,6 +132,7 @@ DROP FUNCTION ilk_settle_held_message();
 DROP TRIGGER send_attempts_follow_held ON send_attempts;
 DROP FUNCTION ilk_follow_held_attempt();
 DROP TABLE held_replies;
+ALTER TABLE reply_windows DROP COLUMN reminder_requested;
 ALTER TABLE accounts DROP CONSTRAINT accounts_reminder;
 ALTER TABLE accounts DROP COLUMN reminder_text;
 ALTER TABLE accounts DROP COLUMN reminder_before_seconds;

@@ -263,7 +263,8 @@ func TestAReplyAfterTheWindowExpiredIsHeldAndSentWhenTheUserWritesDaysLater(t *t
 // With a bot's reminder on, a conversation with a held reply gets exactly one reminder,
 // the set time before its window ends, in the send the window kept for it; a
 // conversation whose user wrote again meanwhile (its held reply went with the new
-// window) gets none.
+// window) gets none; one whose agent asked for it (POST /v1/remind) gets it with nothing
+// held, and one whose agent did not, none.
 func TestAReminderGoesOnceBeforeTheWindowEndsOnlyWhileAReplyIsHeld(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()
@@ -279,7 +280,7 @@ func TestAReminderGoesOnceBeforeTheWindowEndsOnlyWhileAReplyIsHeld(t *testing.T)
 		w            store.Window
 		tok          string
 	}
-	start := func(owner, offer string) *conv {
+	start := func(owner, offer string, replies int) *conv {
 		c := &conv{owner: owner, offer: offer}
 		c.acct = a.enroll(offer, owner).AccountKey
 		c.bot = a.botOf(owner).BotID
@@ -293,10 +294,12 @@ func TestAReminderGoesOnceBeforeTheWindowEndsOnlyWhileAReplyIsHeld(t *testing.T)
 		c.tok = a.tokenOf(c.w.ReplyWindowID)
 		// The reminder keeps the last send: eight progress replies and the final answer
 		// fit; the next reply is held.
-		for i := 1; i <= 9; i++ {
+		for i := 1; i <= min(replies, 9); i++ {
 			sent(t, a.replyAs(c.tok, fmt.Sprintf("part %d", i), fmt.Sprintf("part-%d", i), i == 9, nil))
 		}
-		held(t, a.replyAs(c.tok, "part 10", "part-10", false, nil), string(vocab.CodeReplyQuotaExhausted), 1)
+		if replies > 9 {
+			held(t, a.replyAs(c.tok, "part 10", "part-10", false, nil), string(vocab.CodeReplyQuotaExhausted), 1)
+		}
 		return c
 	}
 	reminded := func(c *conv) int {
@@ -308,8 +311,20 @@ func TestAReminderGoesOnceBeforeTheWindowEndsOnlyWhileAReplyIsHeld(t *testing.T)
 		}
 		return n
 	}
-	quiet := start("o9cq8heldremind000000001@im.wechat", "qo_held_remind_quiet")
-	busy := start("o9cq8heldremind000000002@im.wechat", "qo_held_remind_busy")
+	quiet := start("o9cq8heldremind000000001@im.wechat", "qo_held_remind_quiet", 10)
+	busy := start("o9cq8heldremind000000002@im.wechat", "qo_held_remind_busy", 10)
+	// An agent may ask for the reminder with nothing held; one that did not gets none.
+	asked := start("o9cq8heldremind000000003@im.wechat", "qo_held_remind_asked", 1)
+	unasked := start("o9cq8heldremind000000004@im.wechat", "qo_held_remind_unasked", 1)
+	var ask struct {
+		Status   string    `json:"status"`
+		RemindAt time.Time `json:"remind_at"`
+	}
+	got := a.do(http.MethodPost, "/v1/remind", nil, "Authorization", "Bearer "+asked.tok)
+	got.json(t, &ask)
+	if got.status != http.StatusOK || ask.Status != "requested" || !ask.RemindAt.Equal(asked.w.ExpiresAt.Add(-before)) {
+		t.Fatalf("remind: %d %s", got.status, got.body)
+	}
 
 	// The busy user writes again before the reminder is due: the held reply goes first
 	// in the new window, and no reminder is needed.
@@ -350,5 +365,14 @@ func TestAReminderGoesOnceBeforeTheWindowEndsOnlyWhileAReplyIsHeld(t *testing.T)
 	})
 	if n := reminded(busy); n != 0 {
 		t.Fatalf("the conversation whose user wrote again got %d reminders, want none", n)
+	}
+	for _, c := range []*conv{asked, unasked} {
+		a.eventually("the window expired", 3*time.Minute, func() (bool, error) {
+			w, err := a.store.GetWindow(a.ctx, c.w.ReplyWindowID)
+			return w.State == vocab.WindowExpired, err
+		})
+	}
+	if n, m := reminded(asked), reminded(unasked); n != 1 || m != 0 {
+		t.Fatalf("the agent that asked got %d reminders (want 1), the one that did not %d (want 0)", n, m)
 	}
 }

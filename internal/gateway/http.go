@@ -228,7 +228,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		mcpCtx, s.stopMCP = context.WithCancel(context.Background())
 		go s.mcp.Run(mcpCtx)
 	}
-	apiRoutes := "/v1/reply /v1/done /v1/messages/{key}/attachments/{n} /v1/typing " + mcpserver.Path
+	apiRoutes := "/v1/reply /v1/done /v1/remind /v1/messages/{key}/attachments/{n} /v1/typing " + mcpserver.Path
 	switch {
 	case apiMux == nil:
 		// Admin endpoints only.

@@ -159,6 +159,8 @@ type Store interface {
 	// reply a session's request held.
 	HoldReply(ctx context.Context, now time.Time, in store.HoldInput) (store.HeldReply, error)
 	FindHeldReply(ctx context.Context, ref store.SessionRef, requestID string) (store.HeldReply, bool, error)
+	// RequestReminder records an agent's ask for its window's reminder.
+	RequestReminder(ctx context.Context, now time.Time, ref store.SessionRef) (store.Window, time.Time, error)
 }
 
 // Updater executes Updates and answers health checks (a Temporal client.Client).
@@ -318,6 +320,7 @@ func New(cfg Config) *API {
 	a.mux.HandleFunc("/v1/messages/", a.attachment)
 	a.mux.HandleFunc("/v1/typing", a.post("typing", a.typing))
 	a.mux.HandleFunc("/v1/done", a.post("done", a.done))
+	a.mux.HandleFunc("/v1/remind", a.post("remind", a.remind))
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, "unknown", &apiError{code: CodeNotFound, msg: "no such endpoint"})
 	})

@@ -94,6 +94,10 @@ func (f *fakeStore) HoldReply(context.Context, time.Time, store.HoldInput) (stor
 	return store.HeldReply{}, &store.Error{Code: vocab.CodeReplyNotHoldable, Msg: "the fake store holds nothing"}
 }
 
+func (f *fakeStore) RequestReminder(context.Context, time.Time, store.SessionRef) (store.Window, time.Time, error) {
+	return store.Window{}, time.Time{}, &store.Error{Code: vocab.CodeInvalidInput, Msg: "the fake store has no reminders"}
+}
+
 func (f *fakeStore) FindHeldReply(context.Context, store.SessionRef, string) (store.HeldReply, bool, error) {
 	return store.HeldReply{}, false, nil
 }

@@ -84,7 +84,8 @@ type ReminderStart struct {
 
 // StartReminder prepares a window's reminder: under the locks of the account and the
 // window it sends nothing (Skipped) when the window is no longer open (the user wrote
-// again, or it ended), the bot's reminder is off, the conversation holds no reply, or the
+// again, or it ended), the bot's reminder is off, the conversation holds no reply and no
+// agent asked for the reminder (RequestReminder), or the
 // message already had its reminder (one per message: never twice); otherwise, when the
 // bot's pacing and the peer's send in flight allow, it reserves and starts the reminder
 // (a system send, request id "reminder") in the send kept for it. A reminder attempt
@@ -128,7 +129,7 @@ func (s *Store) StartReminder(ctx context.Context, now time.Time, windowID int64
 		if err != nil {
 			return err
 		}
-		if held == 0 {
+		if held == 0 && !w.ReminderRequested {
 			out.Skipped = ReminderNotNeeded
 			return nil
 		}
@@ -149,4 +150,37 @@ func (s *Store) StartReminder(ctx context.Context, now time.Time, windowID int64
 		return err
 	})
 	return out, err
+}
+
+// RequestReminder records an agent's ask for its window's reminder (POST /v1/remind): the
+// bot's reminder then goes before the window ends even when the conversation holds no
+// reply. The session must be live (every session and window rule); a bot whose reminder
+// is off is invalid_input, nothing written. It returns the window and when the reminder
+// is due.
+func (s *Store) RequestReminder(ctx context.Context, now time.Time, ref SessionRef) (Window, time.Time, error) {
+	if err := validNow(now); err != nil {
+		return Window{}, time.Time{}, err
+	}
+	var out Window
+	var due time.Time
+	err := s.inTx(ctx, "request reminder", func(q *dbq.Queries) error {
+		row, err := findSession(ctx, q, ref)
+		if err != nil {
+			return err
+		}
+		w, a, err := queueSessionLocks(ctx, q, row).check(now)
+		if err != nil {
+			return err
+		}
+		before, _ := reminderOf(a)
+		if before == 0 {
+			return fail(vocab.CodeInvalidInput, "the bot's reminder is off (starter reminder turns it on)")
+		}
+		if w, err = q.RequestReminder(ctx, now, w.ReplyWindowID); err != nil {
+			return notFound(err, vocab.CodeReplyWindowInactive, "reply window is no longer open")
+		}
+		out, due = windowFrom(w), w.ExpiresAt.Add(-before)
+		return nil
+	})
+	return out, due, err
 }
