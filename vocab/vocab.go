@@ -194,6 +194,8 @@ const (
 	DefaultMaxHeldReplies = 20
 	DefaultMaxHeldBytes   = 160 << 10
 	DefaultMaxHeldAge     = 7 * 24 * time.Hour
+	// MaxReminderBytes bounds a bot's reminder text (UTF-8 bytes).
+	MaxReminderBytes = 1 << 11
 )
 
 // Pacing of a bot's sends and pauses, with their defaults.

@@ -28,6 +28,8 @@ var allowed = map[string]string{
 	"activities/windows.go:unknown":         "a workflow status the server did not name",
 	"activities/convert.go:2048":            "the bound of a quoted message's text, not of a reason",
 	"internal/gateway/probes.go:starting":   "why /readyz is not ready yet, not an enrollment state",
+	"starter/main.go:held":                  "the name of the starter command held",
+	"starter/held.go:held":                  "the name of the starter command held",
 }
 
 // A literal that the vocabulary package defines, written again in another package,

@@ -41,6 +41,7 @@ func TestRefusedUpdateWritesNothingAndLeavesNoSend(t *testing.T) {
 	t.Parallel()
 	limits := store.DefaultLimits()
 	limits.MaxSends = 2
+	limits.FinalSlots = 0 // the quota itself
 	r := newRig(t, limits)
 	b := r.bot()
 	w := r.deliver(b, "hello")
@@ -50,7 +51,7 @@ func TestRefusedUpdateWritesNothingAndLeavesNoSend(t *testing.T) {
 		i := i
 		r.env.RegisterDelayedCallback(func() {
 			r.env.UpdateWorkflow(wfapi.UpdateSend, "", &updateRecorder{done: func(err error) { results = append(results, err) }},
-				wfapi.SendRequest{Type: "text", Text: "reply", RequestID: "req-" + string(rune('a'+i))})
+				wfapi.SendRequest{Type: "text", Text: "reply", RequestID: "req-" + string(rune('a'+i)), NoHold: true})
 		}, time.Duration(i+1)*time.Minute)
 	}
 	r.env.RegisterDelayedCallback(func() { r.env.SignalWorkflow(wfapi.SignalRetired, nil) }, 10*time.Minute)

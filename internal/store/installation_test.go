@@ -77,8 +77,11 @@ func TestAStatementPreparedBeforeASchemaChangeFailsRetryablyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{t: t, ctx: ctx, pool: pool, store: st}
-	b := e.register()
-	withPageObjects(t, pool, func() { e.commit(b, t0, b.msg("before the migration", t0)) })
+	var b *bot
+	withPageObjects(t, pool, func() {
+		b = e.register()
+		e.commit(b, t0, b.msg("before the migration", t0))
+	})
 	if _, err := db.Migrate(ctx, pool, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,9 @@ func (s *Store) SetReminder(ctx context.Context, now time.Time, accountKey strin
 	case before == 0 && text == "":
 	case before < time.Second || before%time.Second != 0 || before >= s.limits.WindowLifetime:
 		return Account{}, fail(vocab.CodeInvalidInput, "the reminder goes whole seconds before the window ends, less than its lifetime of %s", s.limits.WindowLifetime)
-	case vocab.CheckText(text, 2048) != vocab.TextOK:
-		return Account{}, fail(vocab.CodeInvalidInput, "reminder text: %s", vocab.CheckText(text, 2048).Describe(len(text), 2048))
+	case vocab.CheckText(text, vocab.MaxReminderBytes) != vocab.TextOK:
+		return Account{}, fail(vocab.CodeInvalidInput, "reminder text: %s",
+			vocab.CheckText(text, vocab.MaxReminderBytes).Describe(len(text), vocab.MaxReminderBytes))
 	default:
 		n := int32(before / time.Second)
 		secs, txt = &n, &text
