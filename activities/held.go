@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"go.temporal.io/sdk/activity"
 
@@ -65,7 +66,6 @@ func (a *Activities) SendHeld(ctx context.Context, in actapi.SendHeldInput) (act
 		if err != nil {
 			return a.refusal("start held delivery", err)
 		}
-		att := d.Attempt
 		log := a.log().With("account", d.Held.AccountKey, "held_reply", in.HeldID, "reply_window_id", in.ReplyWindowID)
 		switch {
 		case d.Settled && d.Held.Status == vocab.HeldDropped:
@@ -73,28 +73,42 @@ func (a *Activities) SendHeld(ctx context.Context, in actapi.SendHeldInput) (act
 			return actapi.SendOutput{Status: vocab.HeldDropped, HeldID: in.HeldID, ErrorCode: string(vocab.CodeHeldReplyExpired)}, nil
 		case d.Settled:
 			return actapi.SendOutput{Status: d.Held.Status, HeldID: in.HeldID, AttemptID: d.Held.AttemptID}, nil
-		case d.Started != nil:
-			out, err := a.transmit(ctx, log.With("attempt", att.AttemptID), att, d.Started)
+		}
+		// The bot's breaker open, the reply stays held for a later window.
+		out, done, err := a.gatewaySend(ctx, log, d.PreparedSend)
+		if done || err != nil {
 			out.HeldID = in.HeldID
 			return out, err
-		case att.AttemptID != "" && att.Status == vocab.AttemptSending:
-			log.Warn("held reply's attempt found sending after a retry; outcome unknown", "attempt", att.AttemptID)
-			return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptUnknown,
-				ErrorCode: vocab.SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
-		case att.AttemptID != "":
-			return a.output(d.Window, att, nil), nil
-		case d.BlockedUntil != nil:
-			// The bot's breaker is open: the reply stays held for a later window.
-			return actapi.SendOutput{ErrorCode: vocab.SendThrottled, RetryAfter: *d.BlockedUntil, HeldID: in.HeldID}, nil
-		}
-		wait := max(d.NotBefore.Sub(now()), 0)
-		if d.InFlight {
-			wait = max(wait, inFlightWait)
-		}
-		if err := pause.For(ctx, wait); err != nil {
-			return actapi.SendOutput{}, err
 		}
 	}
+}
+
+// gatewaySend takes a send the gateway itself prepared (a held reply, a reminder) one
+// step: a started one is transmitted; one found sending (a retry after a crash) is
+// completed as unknown, never sent again; one found settled is described; with the bot's
+// breaker open it answers throttled. Otherwise (done false) it waited for the send's turn
+// (pacing, a send to the peer in flight) and the caller prepares it again.
+func (a *Activities) gatewaySend(ctx context.Context, log *slog.Logger, p store.PreparedSend) (out actapi.SendOutput, done bool, err error) {
+	att := p.Attempt
+	switch {
+	case p.Started != nil:
+		out, err = a.transmit(ctx, log.With("attempt", att.AttemptID), att, p.Started)
+		return out, true, err
+	case att.AttemptID != "" && att.Status == vocab.AttemptSending:
+		log.Warn("the gateway's send was found sending after a retry; outcome unknown", "attempt", att.AttemptID)
+		out, err = a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptUnknown,
+			ErrorCode: vocab.SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
+		return out, true, err
+	case att.AttemptID != "":
+		return a.output(p.Window, att, nil), true, nil
+	case p.BlockedUntil != nil:
+		return actapi.SendOutput{ErrorCode: vocab.SendThrottled, RetryAfter: *p.BlockedUntil}, true, nil
+	}
+	wait := max(p.NotBefore.Sub(now()), 0)
+	if p.InFlight {
+		wait = max(wait, inFlightWait)
+	}
+	return actapi.SendOutput{}, false, pause.For(ctx, wait)
 }
 
 // SendReminder sends a window's reminder when it is due (store.StartReminder): nothing
@@ -114,28 +128,16 @@ func (a *Activities) SendReminder(ctx context.Context, in actapi.ReminderInput) 
 		if err != nil {
 			return a.refusal("start reminder", err)
 		}
-		att := r.Attempt
 		log := a.log().With("account", r.Window.AccountKey, "reply_window_id", in.ReplyWindowID)
-		switch {
-		case r.Skipped != "":
+		if r.Skipped != "" {
 			log.Info("no reminder sent", "why", r.Skipped)
 			return actapi.SendOutput{}, nil
-		case r.Started != nil:
-			log.Info("reminder sent before the window ends", "attempt", att.AttemptID)
-			return a.transmit(ctx, log.With("attempt", att.AttemptID), att, r.Started)
-		case att.AttemptID != "":
-			log.Warn("reminder found sending after a retry; outcome unknown", "attempt", att.AttemptID)
-			return a.finish(ctx, store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptUnknown,
-				ErrorCode: vocab.SendOutcomeUnknown, ErrorMessage: "send interrupted before its outcome was recorded"})
-		case r.BlockedUntil != nil:
-			return actapi.SendOutput{ErrorCode: vocab.SendThrottled, RetryAfter: *r.BlockedUntil}, nil
 		}
-		wait := max(r.NotBefore.Sub(now()), 0)
-		if r.InFlight {
-			wait = max(wait, inFlightWait)
+		if r.Started != nil {
+			log.Info("reminder going out before the window ends", "attempt", r.Attempt.AttemptID)
 		}
-		if err := pause.For(ctx, wait); err != nil {
-			return actapi.SendOutput{}, err
+		if out, done, err := a.gatewaySend(ctx, log, r.PreparedSend); done || err != nil {
+			return out, err
 		}
 	}
 }

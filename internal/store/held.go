@@ -293,13 +293,9 @@ func (s *Store) StartHeldDelivery(ctx context.Context, now time.Time, windowID i
 	}
 	var out HeldDelivery
 	err := s.inTx(ctx, "start held delivery", func(q *dbq.Queries) error {
-		a, err := batchRow[dbq.Account](q.LockAccountOfWindow(ctx, []int64{windowID}))
+		a, w, err := lockAccountAndWindow(ctx, q, windowID)
 		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
-		}
-		w, err := lockWindow(ctx, q, windowID)
-		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
+			return err
 		}
 		h, err := q.LockHeldReply(ctx, heldID)
 		if err != nil {
@@ -368,6 +364,19 @@ func (s *Store) StartHeldDelivery(ctx context.Context, now time.Time, windowID i
 		return nil
 	})
 	return out, err
+}
+
+// lockAccountAndWindow locks a window's account, then the window (the store's lock order).
+func lockAccountAndWindow(ctx context.Context, q *dbq.Queries, windowID int64) (dbq.Account, dbq.ReplyWindow, error) {
+	a, err := batchRow[dbq.Account](q.LockAccountOfWindow(ctx, []int64{windowID}))
+	if err != nil {
+		return a, dbq.ReplyWindow{}, notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
+	}
+	w, err := lockWindow(ctx, q, windowID)
+	if err != nil {
+		return a, w, notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
+	}
+	return a, w, nil
 }
 
 // gatewaySend is a send the gateway itself makes in a window (a held reply, a reminder):

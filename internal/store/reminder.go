@@ -97,13 +97,9 @@ func (s *Store) StartReminder(ctx context.Context, now time.Time, windowID int64
 	}
 	var out ReminderStart
 	err := s.inTx(ctx, "start reminder", func(q *dbq.Queries) error {
-		a, err := batchRow[dbq.Account](q.LockAccountOfWindow(ctx, []int64{windowID}))
+		a, w, err := lockAccountAndWindow(ctx, q, windowID)
 		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
-		}
-		w, err := lockWindow(ctx, q, windowID)
-		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
+			return err
 		}
 		out.Window = windowFrom(w)
 		prior, err := q.ReminderAttempt(ctx, w.SourceMessageKey)
