@@ -753,16 +753,7 @@ func (p *heldCrashPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	rec := &crashBody{ResponseWriter: w}
 	p.tap.ServeHTTP(rec, r)
-	var body struct {
-		Msgs []struct {
-			MessageID uint64 `json:"message_id"`
-		} `json:"msgs"`
-	}
-	if json.Unmarshal(rec.buf.Bytes(), &body) == nil {
-		for _, m := range body.Msgs {
-			page.ids = append(page.ids, m.MessageID)
-		}
-	}
+	page.ids = pageMessageIDs(rec.buf.Bytes())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := heldCrashEpoch{bot, epoch}

@@ -364,16 +364,7 @@ func (c *crashTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	rec := &crashBody{ResponseWriter: w}
 	c.next.ServeHTTP(rec, r)
-	var body struct {
-		Msgs []struct {
-			MessageID uint64 `json:"message_id"`
-		} `json:"msgs"`
-	}
-	if json.Unmarshal(rec.buf.Bytes(), &body) == nil {
-		for _, m := range body.Msgs {
-			page.ids = append(page.ids, m.MessageID)
-		}
-	}
+	page.ids = pageMessageIDs(rec.buf.Bytes())
 	c.mu.Lock()
 	delete(c.inflight, page.seq)
 	if prev, ok := c.last[page.epoch]; !ok || page.seq > prev.seq {
@@ -1555,4 +1546,21 @@ func crashAssertNothingInFlight(t *testing.T, attempts []crashAttempt) {
 			t.Errorf("attempt %s (window %d) is left %s", a.id, a.window, a.status)
 		}
 	}
+}
+
+// pageMessageIDs reads the message ids of a getupdates answer (none when it does not
+// decode).
+func pageMessageIDs(answer []byte) []uint64 {
+	var body struct {
+		Msgs []struct {
+			MessageID uint64 `json:"message_id"`
+		} `json:"msgs"`
+	}
+	var ids []uint64
+	if json.Unmarshal(answer, &body) == nil {
+		for _, m := range body.Msgs {
+			ids = append(ids, m.MessageID)
+		}
+	}
+	return ids
 }
