@@ -144,7 +144,17 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 		return err
 	}
 
-	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, dc, reg.TemporalHandler(), say, stderr)
+	// The worker's HTTP listener, bound before Temporal: its address is the codec endpoint
+	// the dev server's UI is told about (--ui-codec-endpoint), when both are on loopback.
+	httpLn, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen for the reply API on %s: %w", *httpAddr, err)
+	}
+	defer httpLn.Close() // gateway.Run closes it too, once it serves
+	codecURL := "http://" + httpLn.Addr().String() + strings.TrimSuffix(gateway.CodecPath, "/")
+	uiCodec := devUICodecEndpoint(c.temporal, httpLn.Addr(), codecURL)
+
+	tc, uiURL, stopTemporal, err := devTemporal(ctx, c, *uiPort, uiCodec, dc, reg.TemporalHandler(), say, stderr)
 	if err != nil {
 		return err
 	}
@@ -201,17 +211,26 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	}
 	cfg.UIToken = sealing.NewSecret(uiToken)
 	// The payload codec endpoint (/codec/) for the Temporal CLI, behind the token printed
-	// below.
+	// below; and, when dev started the dev server with --ui-codec-endpoint, for its UI,
+	// which cannot send the token: its origin, and only it, is let through without it
+	// (gateway.Options.DevUICodecOrigin, dev only; docs/payload-codec.md).
 	cfg.CodecToken = sealing.NewSecret(codecToken)
+	devUIOrigin := ""
+	if uiURL != "" && uiCodec != "" {
+		devUIOrigin = uiURL
+		cfg.CodecCORSOrigin = uiURL
+	}
 	level := set.level
 	cfg.LogLevel = level
 	ready, done := make(chan struct{}), make(chan error, 1)
-	apiAddr := *httpAddr
+	apiAddr := httpLn.Addr().String()
 	go func() {
 		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keys, Temporal: tc, Metrics: reg, Logger: cfg.NewLogger(stderr),
-			TracerProvider: tracerOf(ctx), // its client (devTemporal) has the tracing interceptor
-			HTTPStarted:    func(a net.Addr) { apiAddr = a.String() },
-			Ready:          func(gateway.ReconcileReport) { close(ready) }})
+			TracerProvider:   tracerOf(ctx), // its client (devTemporal) has the tracing interceptor
+			HTTPListener:     httpLn,
+			HTTPStarted:      func(a net.Addr) { apiAddr = a.String() },
+			Ready:            func(gateway.ReconcileReport) { close(ready) },
+			DevUICodecOrigin: devUIOrigin})
 	}()
 	defer func() { cancel(); <-done }()
 	select {
@@ -244,11 +263,13 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 		return err
 	}
 	sys.account = account
-	codecURL := "http://" + apiAddr + strings.TrimSuffix(gateway.CodecPath, "/")
 	say("")
 	say("ilinkflow is running:")
-	if uiURL != "" {
-		say("  Temporal UI        %s", uiURL)
+	switch {
+	case devUIOrigin != "":
+		say("  Temporal UI        %s (decodes the payloads through the payload codec below)", uiURL)
+	case uiURL != "":
+		say("  Temporal UI        %s (payloads shown encrypted: the UI decodes only when it and --http-addr are on loopback)", uiURL)
 	}
 	say("  Temporal           %s (namespace %s, task queue %s)", c.temporal, c.namespace, c.taskQueue)
 	say("  reply API          http://%s/v1/reply", apiAddr)
@@ -264,9 +285,11 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	return sys.chat(ctx, stdin, stdout)
 }
 
-// devTemporal connects to Temporal, or starts the dev server with its UI.
-// Its client encrypts payloads with dc, the worker's data converter.
-func devTemporal(ctx context.Context, c *conn, uiPort int, dc converter.DataConverter, mh client.MetricsHandler, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
+// devTemporal connects to Temporal, or starts the dev server with its UI (told to decode
+// payloads through uiCodec, the codec endpoint, when set) and returns the UI's URL, its
+// origin (empty when it connected to a running server). Its client encrypts payloads
+// with dc, the worker's data converter.
+func devTemporal(ctx context.Context, c *conn, uiPort int, uiCodec string, dc converter.DataConverter, mh client.MetricsHandler, say func(string, ...any), stderr io.Writer) (client.Client, string, func(), error) {
 	icpt, err := clientInterceptors(ctx)
 	if err != nil {
 		return nil, "", nil, err
@@ -301,10 +324,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, dc converter.DataConv
 		return nil, "", nil, fmt.Errorf("--temporal-address: %w", err)
 	}
 	say("Temporal: starting the dev server (%s) on %s with its UI on port %d", cli, c.temporal, uiPort)
-	// The dev server creates ilinkflow's search attributes in the namespace.
-	args := append([]string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(uiPort),
-		"--namespace", c.namespace, "--log-level", "error"}, wfapi.DevServerArgs()...)
-	cmd := exec.Command(cli, args...)
+	cmd := exec.Command(cli, devServerArgs(host, port, uiPort, c.namespace, uiCodec)...)
 	// Its errors reach stderr while it serves; those of its own shutdown (shards closing
 	// under requests in flight) are not problems and are dropped.
 	serverErr := &switchWriter{w: stderr}
@@ -329,7 +349,7 @@ func devTemporal(ctx context.Context, c *conn, uiPort int, dc converter.DataConv
 	for {
 		tc, err := dial()
 		if err == nil {
-			return tc, fmt.Sprintf("http://%s:%d", host, uiPort), stop, nil
+			return tc, devUIOrigin(host, uiPort), stop, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()

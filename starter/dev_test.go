@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
@@ -400,6 +405,123 @@ func TestDevEncryptsPayloadsLikeAWorkerAndItsBannerCommandShowsThemDecoded(t *te
 		t.Fatalf("the second run does not decode the first run's history:\n%s", d)
 	}
 	second.stop(t)
+}
+
+var bannerUI = regexp.MustCompile(`(?m)^  Temporal UI        (http://\S+) \(decodes the payloads through the payload codec below\)$`)
+
+// TestDevStartsTheDevServerWhoseUIDecodesThroughTheCodecEndpoint: with no Temporal
+// server at its address, `starter dev` starts the CLI's dev server itself, with
+// --ui-codec-endpoint: the UI server's settings (/api/v1/settings, which its pages read)
+// name the banner's codec endpoint, with no access token or credentials to pass; the
+// demo bot's AccountPoller input, read encrypted from Temporal and posted to that
+// endpoint as the browser on the UI posts it (Origin of the UI, X-Namespace, no token),
+// comes back decoded; from another origin it is refused, and without an Origin (the CLI,
+// curl) the token is still needed.
+func TestDevStartsTheDevServerWhoseUIDecodesThroughTheCodecEndpoint(t *testing.T) {
+	t.Parallel()
+	cli := devserver.CLI(t)
+	if help, err := exec.Command(cli, "server", "start-dev", "--help").CombinedOutput(); err != nil || !strings.Contains(string(help), "--ui-codec-endpoint") {
+		t.Fatalf("the CLI's start-dev has no --ui-codec-endpoint: %v\n%s", err, help)
+	}
+	pool := dbtest.NewPool(t)
+	var schema string
+	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	temporalAddr, uiAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	_, uiPort, _ := net.SplitHostPort(uiAddr)
+	const ns = "ilinkflow-ui"
+	e := devEnv{keyFile: filepath.Join(t.TempDir(), "dev-sealing-key"), args: []string{"dev", "--temporal-address", temporalAddr,
+		"--temporal-namespace", ns, "--ui-port", uiPort, "--task-queue", devserver.TaskQueue(t), "--database-url", dbtest.SchemaURL(schema),
+		"--sim-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}}
+	e.args = append(e.args, "--dev-key-file", e.keyFile)
+	r := e.startDev(t)
+	defer r.stop(t)
+	banner := r.out.String()
+	ui, c, m := bannerUI.FindStringSubmatch(banner), bannerCodec.FindStringSubmatch(banner), bannerCommand.FindStringSubmatch(banner)
+	if ui == nil || c == nil || m == nil || !strings.Contains(banner, "starting the dev server") {
+		t.Fatalf("the banner lacks the dev server's UI decoding through the codec endpoint:\n%s", banner)
+	}
+	uiURL, endpoint, token := ui[1], c[1], c[2]
+	t.Logf("banner:\n%s\n%s", ui[0], c[0])
+	if uiURL != "http://"+uiAddr {
+		t.Fatalf("the UI is at %s, want http://%s", uiURL, uiAddr)
+	}
+
+	// What the UI's pages read: the codec endpoint, no access token, no credentials.
+	resp, err := http.Get(uiURL + "/api/v1/settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings struct {
+		Codec struct {
+			Endpoint                            string
+			PassAccessToken, IncludeCredentials bool
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&settings)
+	resp.Body.Close()
+	if err != nil || settings.Codec.Endpoint != endpoint || settings.Codec.PassAccessToken || settings.Codec.IncludeCredentials {
+		t.Fatalf("the UI's settings: %+v (%v), want the codec endpoint %s", settings.Codec, err, endpoint)
+	}
+
+	// The poller's input as Temporal holds it: encrypted.
+	tc, err := client.Dial(client.Options{HostPort: temporalAddr, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	poller := regexp.MustCompile(`--workflow-id (\S+)`).FindStringSubmatch(m[1])[1]
+	it := tc.GetWorkflowHistory(context.Background(), poller, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	first, err := it.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := first.GetWorkflowExecutionStartedEventAttributes().GetInput()
+	if len(input.GetPayloads()) == 0 || string(input.Payloads[0].GetMetadata()["encoding"]) != payloadcodec.Encoding {
+		t.Fatalf("the poller's input is not encrypted: %v", input)
+	}
+	body, err := protojson.Marshal(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(origin, auth string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, endpoint+"/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Namespace", ns)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if origin == uiURL && resp.StatusCode == http.StatusOK && resp.Header.Get("Access-Control-Allow-Origin") != uiURL {
+			t.Fatalf("the UI's decode is answered without its CORS origin: %v", resp.Header)
+		}
+		return resp.StatusCode, string(b)
+	}
+	code, out := post(uiURL, "")
+	var dec struct{ Payloads []struct{ Data []byte } }
+	if code != http.StatusOK || json.Unmarshal([]byte(out), &dec) != nil || len(dec.Payloads) == 0 || !strings.Contains(string(dec.Payloads[0].Data), "AccountKey") {
+		t.Fatalf("the UI's decode without the token: %d %s", code, out)
+	}
+	t.Logf("decoded for the UI: %s", dec.Payloads[0].Data)
+	if code, _ := post("http://127.0.0.1:1", ""); code != http.StatusForbidden {
+		t.Fatalf("another origin without the token: %d, want 403", code)
+	}
+	if code, _ := post("", ""); code != http.StatusUnauthorized {
+		t.Fatalf("no origin, no token: %d, want 401", code)
+	}
+	if code, _ := post("", "Bearer "+token); code != http.StatusOK {
+		t.Fatalf("no origin, the token: %d, want 200", code)
+	}
 }
 
 // lineWith is the first line of out containing want after the first line containing

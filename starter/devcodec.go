@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // devCodecTokenLabel is the HKDF label deriving the `starter dev` codec endpoint's token
@@ -70,6 +73,46 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// devServerArgs are the arguments of `temporal server start-dev` as dev runs it: on
+// host:port with its UI on uiPort, namespace registered, ilinkflow's search attributes
+// created in it, and, when uiCodec is set, the UI's codec endpoint (--ui-codec-endpoint:
+// the UI server then tells the browser to POST the payloads it shows to uiCodec/decode
+// itself, with X-Namespace and no Authorization header).
+func devServerArgs(host, port string, uiPort int, namespace, uiCodec string) []string {
+	args := []string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", strconv.Itoa(uiPort),
+		"--namespace", namespace, "--log-level", "error"}
+	if uiCodec != "" {
+		args = append(args, "--ui-codec-endpoint", uiCodec)
+	}
+	return append(args, wfapi.DevServerArgs()...)
+}
+
+// devUIOrigin is the origin of the dev server's UI on host (the --ip dev gives it) and
+// uiPort: the URL the banner prints, and the Origin a browser on it sends.
+func devUIOrigin(host string, uiPort int) string {
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(uiPort))
+}
+
+// devUICodecEndpoint is the codec endpoint (codecURL, on the worker's HTTP listener at
+// httpAddr) the dev server's UI is told about when dev starts the server on
+// temporalAddr, or "" when the UI's host or the listener is not loopback: the UI's
+// token-less codec path (gateway.Options.DevUICodecOrigin) is for a UI on this machine
+// only, and a page elsewhere could not reach a loopback endpoint anyway.
+func devUICodecEndpoint(temporalAddr string, httpAddr net.Addr, codecURL string) string {
+	host, _, err := net.SplitHostPort(temporalAddr)
+	if err != nil {
+		return ""
+	}
+	ip := net.ParseIP(host)
+	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return ""
+	}
+	if t, ok := httpAddr.(*net.TCPAddr); !ok || !t.IP.IsLoopback() {
+		return ""
+	}
+	return codecURL
 }
 
 // installationID reads the installation id the workflow ids name (docs/workflow-ids.md).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,6 +133,57 @@ func TestOperatorCommandsDecodeWithTheDevKeyFileAndEncodeNothing(t *testing.T) {
 	}
 	if devDecodeConverter(path) != nil {
 		t.Fatal("a converter for a key file readable by others")
+	}
+}
+
+// TestDevServerIsStartedWithTheUICodecEndpoint: the dev server dev starts gets
+// --ui-codec-endpoint with the codec endpoint (so its UI decodes through it) when there
+// is one for the UI, and no such flag otherwise; the rest of its command line is the same.
+func TestDevServerIsStartedWithTheUICodecEndpoint(t *testing.T) {
+	t.Parallel()
+	with := devServerArgs("127.0.0.1", "7233", 8233, "default", "http://127.0.0.1:8090/codec")
+	line := strings.Join(with, " ")
+	for _, want := range []string{"server start-dev --ip 127.0.0.1 --port 7233 --ui-port 8233 --namespace default",
+		" --ui-codec-endpoint http://127.0.0.1:8090/codec ", "--search-attribute IlinkAccount=Keyword"} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("dev server arguments lack %q: %s", want, line)
+		}
+	}
+	without := strings.Join(devServerArgs("127.0.0.1", "7233", 8233, "default", ""), " ")
+	if strings.Contains(without, "--ui-codec-endpoint") ||
+		without != strings.Replace(line, " --ui-codec-endpoint http://127.0.0.1:8090/codec", "", 1) {
+		t.Fatalf("without a UI codec endpoint: %s", without)
+	}
+	if got := devUIOrigin("::1", 8233); got != "http://[::1]:8233" {
+		t.Fatalf("the UI's origin on ::1 is %q", got)
+	}
+}
+
+// TestDevUICodecOnlyWhenTheUIAndTheCodecEndpointAreOnLoopback: the UI is told about the
+// codec endpoint (which lets it through without the token) only when the dev server
+// (and so its UI) and the worker's HTTP listener are both on loopback.
+func TestDevUICodecOnlyWhenTheUIAndTheCodecEndpointAreOnLoopback(t *testing.T) {
+	t.Parallel()
+	const endpoint = "http://127.0.0.1:8090/codec"
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8090}
+	for _, c := range []struct {
+		temporal string
+		http     net.Addr
+		want     string
+	}{
+		{"127.0.0.1:7233", loop, endpoint},
+		{"localhost:7233", loop, endpoint},
+		{"[::1]:7233", &net.TCPAddr{IP: net.IPv6loopback, Port: 8090}, endpoint},
+		{"0.0.0.0:7233", loop, ""},
+		{"192.168.1.20:7233", loop, ""},
+		{"temporal.example:7233", loop, ""},
+		{"127.0.0.1:7233", &net.TCPAddr{IP: net.IPv4zero, Port: 8090}, ""},
+		{"127.0.0.1:7233", &net.TCPAddr{IP: net.IPv4(192, 168, 1, 20), Port: 8090}, ""},
+		{"no port", loop, ""},
+	} {
+		if got := devUICodecEndpoint(c.temporal, c.http, endpoint); got != c.want {
+			t.Errorf("Temporal on %s, HTTP on %s: %q, want %q", c.temporal, c.http, got, c.want)
+		}
 	}
 }
 

@@ -184,7 +184,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 	adminMux.HandleFunc(LivezPath, livez)
 	adminMux.Handle(ReadyzPath, ready)
 	adminMux.Handle(HealthzPath, &metrics.Health{Source: st, Window: cfg.HealthWindow, Logger: log})
-	codec, err := codecHandler(cfg)
+	codec, err := codecHandler(cfg, opts.DevUICodecOrigin)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +252,19 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 			}
 			return nil, err
 		}
+	}
+	// The token-less codec path of `starter dev` is served on loopback only.
+	codecLn := apiLn
+	if adminLn != nil {
+		codecLn = adminLn
+	}
+	if err := checkDevUICodecListener(opts.DevUICodecOrigin, codecLn); err != nil {
+		for _, ln := range []net.Listener{apiLn, adminLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
+		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	if apiLn != nil {
 		s.api = serve("HTTP", apiLn, apiMux, cfg.ShutdownGrace, log, fatal)

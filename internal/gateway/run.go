@@ -82,6 +82,18 @@ type Options struct {
 	// client Run dials; a caller that injects Temporal adds
 	// tracing.TemporalInterceptor(TracerProvider) to that client's interceptors itself.
 	TracerProvider trace.TracerProvider
+
+	// DevUICodecOrigin is for `starter dev` only: the worker (cmd/worker) never sets it
+	// and no flag or environment variable reaches it (it is not in Config). It is the
+	// origin of the Temporal dev server's Web UI (e.g. "http://127.0.0.1:8233"), which
+	// has no login and cannot send the codec endpoint's bearer token: a request to
+	// /codec/ with exactly this Origin, no Authorization header, over a loopback
+	// connection, is served as if it carried cfg.CodecToken; every other request needs
+	// the token as usual. It must be an origin on a loopback host, cfg.CodecToken must
+	// be set and cfg.CodecCORSOrigin empty or this origin (it becomes the endpoint's one
+	// CORS origin), and the listener serving /codec/ must be on a loopback address;
+	// otherwise Run fails. See docs/payload-codec.md ("The Temporal UI of `starter dev`").
+	DevUICodecOrigin string
 }
 
 // Run runs a worker until ctx is done: it connects PostgreSQL and applies the migrations,
