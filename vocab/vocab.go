@@ -227,6 +227,19 @@ const (
 	EnrollmentFailed         = "failed"              // final: an error ended it
 )
 
+// Enrollment (QR login) limits. The first and the last are iLink's; the refreshes follow
+// the official WeChat plugin.
+const (
+	// DefaultQRLifetime is how long a QR code iLink hands out stays scannable.
+	DefaultQRLifetime = 2 * time.Minute
+	// DefaultQRRefreshes is how many times an enrollment replaces a QR code iLink reports
+	// expired with a new one, while its own lifetime lasts.
+	DefaultQRRefreshes = 3
+	// MaxVerifyCodeAttempts is how many verification codes iLink takes for one QR code:
+	// the first and second wrong codes are asked again, the third is verify_code_blocked.
+	MaxVerifyCodeAttempts = 3
+)
+
 // DefaultDatabaseURL is the database used when DATABASE_URL is unset: the local server's
 // test database, for a first run and the tests.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"

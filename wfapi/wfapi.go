@@ -368,6 +368,14 @@ type EnrollmentInput struct {
 	// Lifetime of the offer (default 5m); PollGap between QR polls (default 1s).
 	Lifetime Duration
 	PollGap  Duration
+	// QRLifetime is how long a QR code iLink hands out stays scannable (default
+	// vocab.DefaultQRLifetime, iLink's). It only sets EnrollmentState.QRExpiresAt: a code
+	// is replaced when iLink answers expired, not when this passes.
+	QRLifetime Duration `json:",omitempty"`
+	// MaxQRRefreshes is how many times a QR code iLink reports expired is replaced by a
+	// new one while the enrollment's lifetime lasts: 0 means vocab.DefaultQRRefreshes, a
+	// negative number none (the first expired code ends the enrollment).
+	MaxQRRefreshes int `json:",omitempty"`
 }
 
 // VerifyCodeSignal answers iLink's need_verifycode.
@@ -380,9 +388,27 @@ type EnrollmentState struct {
 	QRContent string // the URL to render as a QR code
 	Host      string
 	NeedsCode bool
-	// WrongCodes counts the verification codes iLink refused (it asked for a code again
-	// after one was sent): a prompt shown after a refusal says the last code was wrong.
+	// WrongCodes counts the verification codes iLink refused for the current QR code (it
+	// asked for a code again after one was sent): a prompt shown after a refusal says the
+	// last code was wrong.
 	WrongCodes int `json:",omitempty"`
+	// CodeAttemptsLeft is how many verification codes the user may still try on the
+	// current QR code before iLink blocks the login: vocab.MaxVerifyCodeAttempts minus
+	// WrongCodes (meaningful while NeedsCode).
+	CodeAttemptsLeft int
+	// ExpiresAt is the enrollment's own deadline (its Lifetime after the start): the
+	// enrollment ends expired then, whatever its QR code.
+	ExpiresAt time.Time
+	// QRExpiresAt is when the QR code shown stops being scannable: when it was fetched
+	// plus EnrollmentInput.QRLifetime, never after ExpiresAt (zero before the first QR
+	// code). For display: iLink's expired answer is what replaces the code.
+	QRExpiresAt time.Time
+	// QRSerial numbers the QR codes shown: 1 for the first, one more for each refreshed
+	// one (a page reloads the image when it changes).
+	QRSerial int
+	// QRRefreshesLeft is how many more times a QR code iLink reports expired will be
+	// replaced by a new one (EnrollmentInput.MaxQRRefreshes at the start).
+	QRRefreshesLeft int
 	// Set when confirmed.
 	AccountKey string
 	Generation int32

@@ -20,11 +20,12 @@ type enrollment struct {
 }
 
 // Enrollment drives one QR login (design.md §4): it records the offer, fetches the QR
-// code, exposes its state through a query, polls the QR status, follows redirects, waits
-// for a verification-code signal when iLink asks for one, accepts cancel, expires on a
-// timer, and on confirmation runs the confirm transaction (inside the activity: the bot
-// token never enters history), starts or rotates the account's poller and stops the
-// pollers of the accounts the new binding replaced.
+// code, exposes its state through a query, polls the QR status, replaces a QR code iLink
+// reports expired (up to MaxQRRefreshes times, while its own lifetime lasts), follows
+// redirects, waits for a verification-code signal when iLink asks for one, accepts
+// cancel, expires on a timer, and on confirmation runs the confirm transaction (inside
+// the activity: the bot token never enters history), starts or rotates the account's
+// poller and stops the pollers of the accounts the new binding replaced.
 func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.EnrollmentState, error) {
 	if in.Lifetime <= 0 {
 		in.Lifetime = wfapi.Duration(5 * time.Minute)
@@ -32,10 +33,21 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 	if in.PollGap <= 0 {
 		in.PollGap = wfapi.Duration(time.Second)
 	}
+	if in.QRLifetime <= 0 {
+		in.QRLifetime = wfapi.Duration(vocab.DefaultQRLifetime)
+	}
+	switch {
+	case in.MaxQRRefreshes == 0:
+		in.MaxQRRefreshes = vocab.DefaultQRRefreshes
+	case in.MaxQRRefreshes < 0:
+		in.MaxQRRefreshes = 0
+	}
+	deadline := workflow.Now(ctx).Add(in.Lifetime.D())
 	e := &enrollment{
-		in:       in,
-		st:       wfapi.EnrollmentState{OfferID: in.OfferID, Status: vocab.EnrollmentStarting},
-		deadline: workflow.Now(ctx).Add(in.Lifetime.D()),
+		in: in,
+		st: wfapi.EnrollmentState{OfferID: in.OfferID, Status: vocab.EnrollmentStarting, ExpiresAt: deadline,
+			QRRefreshesLeft: in.MaxQRRefreshes, CodeAttemptsLeft: vocab.MaxVerifyCodeAttempts},
+		deadline: deadline,
 		verify:   workflow.GetSignalChannel(ctx, wfapi.SignalVerifyCode),
 		cancel:   workflow.GetSignalChannel(ctx, wfapi.SignalCancel),
 	}
@@ -49,11 +61,9 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 	}).Get(ctx, nil); err != nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 	}
-	var qr actapi.QRCodeOutput
-	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.FetchQRCode, in.OfferID).Get(ctx, &qr); err != nil {
+	if err := e.fetchQR(ctx); err != nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
 	}
-	e.qrcode, e.st.QRContent, e.st.Status = qr.QRCode, qr.QRContent, vocab.EnrollmentWaiting
 
 	code := ""
 	for {
@@ -74,6 +84,15 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		}
 		if sent && (res.Status == vocab.EnrollmentNeedsCode || res.Status == vocab.EnrollmentBlocked) {
 			e.st.WrongCodes++ // iLink refused the code (state only: no command changes)
+			e.st.CodeAttemptsLeft = max(vocab.MaxVerifyCodeAttempts-e.st.WrongCodes, 0)
+		}
+		if res.Status == vocab.EnrollmentExpired && e.st.QRRefreshesLeft > 0 && workflow.Now(ctx).Before(e.deadline) {
+			// iLink's QR code expired, the enrollment has not: show a new one.
+			e.st.QRRefreshesLeft--
+			if err := e.fetchQR(ctx); err != nil {
+				return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
+			}
+			continue
 		}
 		e.st.Status = res.Status
 		switch res.Status {
@@ -86,6 +105,7 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 			e.verify.Receive(ctx, &sig)
 			code, e.st.NeedsCode = sig.Code, false
 		case vocab.EnrollmentBlocked:
+			e.st.CodeAttemptsLeft = 0
 			return e.finish(ctx, vocab.EnrollmentBlocked, "too many wrong verification codes")
 		case vocab.EnrollmentExpired:
 			return e.finish(ctx, vocab.EnrollmentExpired, "")
@@ -101,6 +121,25 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 			e.waitFor(ctx, in.PollGap.D(), nil)
 		}
 	}
+}
+
+// fetchQR asks iLink for a QR code and shows it: the next one in QRSerial, scannable
+// until QRExpiresAt, waiting to be scanned, polled at the default host (a redirect
+// belonged to the previous code's scan), with no verification code asked or refused yet.
+func (e *enrollment) fetchQR(ctx workflow.Context) error {
+	var qr actapi.QRCodeOutput
+	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.FetchQRCode, e.in.OfferID).Get(ctx, &qr); err != nil {
+		return err
+	}
+	expires := workflow.Now(ctx).Add(e.in.QRLifetime.D())
+	if expires.After(e.deadline) {
+		expires = e.deadline
+	}
+	e.qrcode = qr.QRCode
+	e.st.QRContent, e.st.QRSerial, e.st.QRExpiresAt = qr.QRContent, e.st.QRSerial+1, expires
+	e.st.Status, e.st.Host, e.st.NeedsCode = vocab.EnrollmentWaiting, "", false
+	e.st.WrongCodes, e.st.CodeAttemptsLeft = 0, vocab.MaxVerifyCodeAttempts
+	return nil
 }
 
 // waitFor sleeps d or until ch (when given) or cancel has a message; it reports whether

@@ -7,6 +7,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -28,32 +29,47 @@ type mockedQRPoll struct {
 }
 
 // mockedEnrollment runs Enrollment with every activity mocked. status answers the n-th
-// PollQRStatus (from 1). Every call is recorded.
+// PollQRStatus (from 1); each PollQRStatus takes pollTakes of workflow time (0: none), and
+// then its at is the time it answers. The workflow runs with the input in. Every call is
+// recorded.
 type mockedEnrollment struct {
-	t      *testing.T
-	env    *testsuite.TestWorkflowEnvironment
-	status func(n int, in actapi.QRPollInput) actapi.QRPollOutput
+	t         *testing.T
+	env       *testsuite.TestWorkflowEnvironment
+	in        wfapi.EnrollmentInput
+	status    func(n int, in actapi.QRPollInput) actapi.QRPollOutput
+	pollTakes time.Duration
 
-	mu      sync.Mutex
-	offers  []actapi.OfferInput
-	fetched []string
-	polls   []mockedQRPoll
-	closed  []time.Duration
-	started []actapi.AccountRef
-	stopped [][]string
-	synced  []actapi.WindowsInput
+	mu        sync.Mutex
+	offers    []actapi.OfferInput
+	fetched   []string        // the offer of each FetchQRCode
+	fetchedAt []time.Duration // and when it ran
+	polls     []mockedQRPoll
+	closed    []time.Duration
+	started   []actapi.AccountRef
+	stopped   [][]string
+	synced    []actapi.WindowsInput
 }
 
-// The QR code FetchQRCode answers.
+// The QR code FetchQRCode answers first.
 const (
 	mockedQRCode    = "qr-poll-key"
 	mockedQRContent = "https://liteapp.weixin.qq.com/q/mocked"
 )
 
+// mockedQR is the QR code the n-th FetchQRCode answers (from 1): the poll key and the
+// content to render.
+func mockedQR(n int) actapi.QRCodeOutput {
+	if n == 1 {
+		return actapi.QRCodeOutput{QRCode: mockedQRCode, QRContent: mockedQRContent}
+	}
+	return actapi.QRCodeOutput{QRCode: fmt.Sprintf("%s-%d", mockedQRCode, n), QRContent: fmt.Sprintf("%s-%d", mockedQRContent, n)}
+}
+
 func newMockedEnrollment(t *testing.T) *mockedEnrollment {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
-	m := &mockedEnrollment{t: t, env: suite.NewTestWorkflowEnvironment()}
+	m := &mockedEnrollment{t: t, env: suite.NewTestWorkflowEnvironment(),
+		in: wfapi.EnrollmentInput{OfferID: "qo_1", RequestedBy: "test"}}
 	env := m.env
 	env.SetTestTimeout(time.Minute) // wall time without progress; the machine may be loaded
 	env.SetStartTime(mockedStart)
@@ -69,8 +85,8 @@ func newMockedEnrollment(t *testing.T) *mockedEnrollment {
 		func(_ context.Context, offerID string) (actapi.QRCodeOutput, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			m.fetched = append(m.fetched, offerID)
-			return actapi.QRCodeOutput{QRCode: mockedQRCode, QRContent: mockedQRContent}, nil
+			m.fetched, m.fetchedAt = append(m.fetched, offerID), append(m.fetchedAt, m.since())
+			return mockedQR(len(m.fetched)), nil
 		})
 	env.OnActivity(mockedActs.PollQRStatus, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in actapi.QRPollInput) (actapi.QRPollOutput, error) {
@@ -82,7 +98,7 @@ func newMockedEnrollment(t *testing.T) *mockedEnrollment {
 				return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}, nil
 			}
 			return m.status(n, in), nil
-		})
+		}).AfterFn(func() time.Duration { return m.pollTakes })
 	env.OnActivity(mockedActs.CloseOffer, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in actapi.CloseOfferInput) error {
 			m.mu.Lock()
@@ -120,11 +136,11 @@ func (m *mockedEnrollment) since() time.Duration { return m.env.Now().Sub(mocked
 // at runs f at workflow time d after the start.
 func (m *mockedEnrollment) at(d time.Duration, f func()) { m.env.RegisterDelayedCallback(f, d) }
 
-// run runs the enrollment of the offer qo_1 with the default lifetime (5 minutes) and
-// poll gap (1 s), and returns its final state.
+// run runs the enrollment of the offer qo_1 with m.in (by default: the default lifetime,
+// 5 minutes, poll gap, 1 s, and QR refreshes, 3), and returns its final state.
 func (m *mockedEnrollment) run() wfapi.EnrollmentState {
 	m.t.Helper()
-	m.env.ExecuteWorkflow(wfapi.EnrollmentWorkflow, wfapi.EnrollmentInput{OfferID: "qo_1", RequestedBy: "test"})
+	m.env.ExecuteWorkflow(wfapi.EnrollmentWorkflow, m.in)
 	if !m.env.IsWorkflowCompleted() {
 		m.t.Fatal("the enrollment did not complete")
 	}
@@ -404,5 +420,208 @@ func TestEnrollmentConfirmationWithoutAnAccountFailsIt(t *testing.T) {
 	if st.Status != vocab.EnrollmentFailed || st.Error == "" || len(m.started) != 0 || len(m.closed) != 1 {
 		t.Fatalf("ended %+v with %d pollers started, offer closed %d times: want failed with its reason, none, once",
 			st, len(m.started), len(m.closed))
+	}
+}
+
+// expiringQRCodes answers PollQRStatus as iLink does for QR codes nobody scans: wait, and
+// expired once the polled code was fetched ttl ago.
+func (m *mockedEnrollment) expiringQRCodes(ttl time.Duration) func(int, actapi.QRPollInput) actapi.QRPollOutput {
+	return func(_ int, in actapi.QRPollInput) actapi.QRPollOutput {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, at := range m.fetchedAt {
+			if mockedQR(i+1).QRCode == in.QRCode && m.since()-at >= ttl {
+				return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+			}
+		}
+		return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}
+	}
+}
+
+// polledQRs is the serial of the QR code (1 for the first fetched) of each QR poll.
+func (m *mockedEnrollment) polledQRs() []int {
+	serials := make([]int, len(m.polls))
+	for i, p := range m.polls {
+		for n := 1; n <= len(m.fetched); n++ {
+			if mockedQR(n).QRCode == p.in.QRCode {
+				serials[i] = n
+			}
+		}
+	}
+	return serials
+}
+
+// A QR code iLink reports expired is replaced by a new one, polled from then on, as many
+// times as the enrollment may refresh (3 by default); the next expired code ends the
+// enrollment expired, long before its own lifetime.
+func TestEnrollmentReplacesAnExpiredQRUpToItsRefreshesThenExpires(t *testing.T) {
+	t.Parallel()
+	m := newMockedEnrollment(t)
+	m.in.Lifetime = wfapi.Duration(time.Hour)
+	m.status = m.expiringQRCodes(2 * time.Minute)
+	st := m.run()
+	want := []time.Duration{0, 2 * time.Minute, 4 * time.Minute, 6 * time.Minute}
+	if fmt.Sprint(m.fetchedAt) != fmt.Sprint(want) {
+		t.Fatalf("QR codes fetched at %v, want %v: the first and one at each expiry, three times", m.fetchedAt, want)
+	}
+	if st.Status != vocab.EnrollmentExpired || st.QRSerial != 4 || st.QRRefreshesLeft != 0 || st.QRContent != mockedQR(4).QRContent {
+		t.Fatalf("ended %+v, want expired showing the fourth QR code with no refresh left", st)
+	}
+	if len(m.closed) != 1 || m.closed[0] != 8*time.Minute {
+		t.Fatalf("offer closed at %v, want once when the fourth QR code expired (8m)", m.closed)
+	}
+	serials := m.polledQRs()
+	for i := 1; i < len(serials); i++ {
+		if serials[i] < serials[i-1] || serials[i] > serials[i-1]+1 {
+			t.Fatalf("QR polls used the codes %v: want each code polled after the one before it", serials)
+		}
+	}
+	if serials[0] != 1 || serials[len(serials)-1] != 4 {
+		t.Fatalf("QR polls used the codes %v, want the first code to the fourth", serials)
+	}
+}
+
+// MaxQRRefreshes sets how many expired QR codes are replaced; a negative number means
+// none.
+func TestEnrollmentMaxQRRefreshesLimitsTheRefreshes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ max, fetches int }{{-1, 1}, {1, 2}, {5, 6}} {
+		m := newMockedEnrollment(t)
+		m.in.Lifetime, m.in.MaxQRRefreshes = wfapi.Duration(time.Hour), c.max
+		m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+			if n%3 == 0 {
+				return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+			}
+			return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}
+		}
+		st := m.run()
+		if len(m.fetched) != c.fetches || st.Status != vocab.EnrollmentExpired || st.QRSerial != c.fetches || st.QRRefreshesLeft != 0 {
+			t.Fatalf("MaxQRRefreshes %d: %d QR codes fetched, ended %+v; want %d, then expired", c.max, len(m.fetched), st, c.fetches)
+		}
+	}
+}
+
+// A QR code iLink reports expired once the enrollment's deadline has passed (a poll that
+// ran past it) is not replaced, although refreshes are left: the enrollment ends expired.
+func TestEnrollmentDoesNotRefreshAQRPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	m := newMockedEnrollment(t)
+	m.in.Lifetime = wfapi.Duration(2 * time.Minute)
+	m.pollTakes = 50 * time.Second
+	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
+		return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+	}
+	st := m.run()
+	if want := []time.Duration{0, 50 * time.Second, 100 * time.Second}; fmt.Sprint(m.fetchedAt) != fmt.Sprint(want) {
+		t.Fatalf("QR codes fetched at %v, want %v: none after the deadline (2m)", m.fetchedAt, want)
+	}
+	if st.Status != vocab.EnrollmentExpired || st.QRSerial != 3 || st.QRRefreshesLeft != 1 {
+		t.Fatalf("ended %+v, want expired showing the third QR code, one refresh unused", st)
+	}
+	if len(m.closed) != 1 || m.closed[0] != 150*time.Second {
+		t.Fatalf("offer closed at %v, want once when the poll past the deadline answered (150s)", m.closed)
+	}
+}
+
+// The query tells a page which QR code to show (QRSerial changes with it), until when it
+// can be scanned (its fetch plus the QR lifetime, never after the enrollment's deadline),
+// how many more times it will be replaced, when the enrollment ends and how many codes
+// may be tried.
+func TestEnrollmentStateShowsTheQRCodeItsSerialAndTheDeadlines(t *testing.T) {
+	t.Parallel()
+	m := newMockedEnrollment(t)
+	m.status = m.expiringQRCodes(2 * time.Minute)
+	var states [3]wfapi.EnrollmentState
+	for i, at := range []time.Duration{time.Minute, 3 * time.Minute, 4*time.Minute + 30*time.Second} {
+		m.at(at, func() { states[i] = m.query() })
+	}
+	st := m.run()
+	deadline := mockedStart.Add(5 * time.Minute)
+	for i, want := range []struct {
+		serial, left int
+		qrExpires    time.Time
+	}{
+		{1, 3, mockedStart.Add(2 * time.Minute)},
+		{2, 2, mockedStart.Add(4 * time.Minute)},
+		{3, 1, deadline}, // fetched at 4m: 6m is past the deadline
+	} {
+		got := states[i]
+		if got.Status != vocab.EnrollmentWaiting || got.QRSerial != want.serial || got.QRContent != mockedQR(want.serial).QRContent ||
+			got.QRRefreshesLeft != want.left || !got.QRExpiresAt.Equal(want.qrExpires) || !got.ExpiresAt.Equal(deadline) ||
+			got.CodeAttemptsLeft != vocab.MaxVerifyCodeAttempts {
+			t.Fatalf("state %d: %+v; want QR code %d waiting, scannable until %v, %d refreshes left, the enrollment ending at %v, %d code attempts",
+				i+1, got, want.serial, want.qrExpires, want.left, deadline, vocab.MaxVerifyCodeAttempts)
+		}
+	}
+	if st.Status != vocab.EnrollmentExpired || st.QRSerial != 3 || len(m.closed) != 1 || m.closed[0] != 5*time.Minute {
+		t.Fatalf("ended %+v, offer closed at %v: want expired on the enrollment's timer (5m) showing the third code", st, m.closed)
+	}
+}
+
+// Each code iLink refuses leaves one attempt fewer; the third wrong code is blocked, with
+// none left.
+func TestEnrollmentWrongCodeLeavesOneCodeAttemptFewer(t *testing.T) {
+	t.Parallel()
+	m := newMockedEnrollment(t)
+	var states []wfapi.EnrollmentState
+	for i, code := range []string{"111111", "222222", "333333"} {
+		m.at(time.Duration(i+1)*time.Minute-30*time.Second, func() { states = append(states, m.query()) })
+		m.at(time.Duration(i+1)*time.Minute, func() {
+			m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code})
+		})
+	}
+	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+		if n < 4 {
+			return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+		}
+		return actapi.QRPollOutput{Status: vocab.EnrollmentBlocked}
+	}
+	st := m.run()
+	if len(states) != 3 {
+		t.Fatalf("%d states queried, want 3", len(states))
+	}
+	for i, got := range states {
+		if !got.NeedsCode || got.WrongCodes != i || got.CodeAttemptsLeft != vocab.MaxVerifyCodeAttempts-i {
+			t.Fatalf("state after %d wrong codes: %+v, want a code asked with %d attempts left", i, got, vocab.MaxVerifyCodeAttempts-i)
+		}
+	}
+	if st.Status != vocab.EnrollmentBlocked || st.WrongCodes != 3 || st.CodeAttemptsLeft != 0 {
+		t.Fatalf("ended %+v, want blocked after 3 wrong codes with no attempt left", st)
+	}
+}
+
+// A refreshed QR code starts over: no code asked or refused (all attempts left), polled
+// at the default host (the redirect was the old code's).
+func TestEnrollmentRefreshedQRStartsOverWithAllCodeAttemptsAtTheDefaultHost(t *testing.T) {
+	t.Parallel()
+	m := newMockedEnrollment(t)
+	var before, after wfapi.EnrollmentState
+	m.at(30*time.Second, func() { before = m.query() })
+	m.at(time.Minute, func() { m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: "111111"}) })
+	m.at(90*time.Second, func() { m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: "222222"}) })
+	m.at(100*time.Second, func() { after = m.query() })
+	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+		switch n {
+		case 1:
+			return actapi.QRPollOutput{Status: vocab.EnrollmentRedirect, RedirectHost: "sh.ilink.example"}
+		case 2, 3: // asks for a code, then refuses the first
+			return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+		case 4: // the second code came after the QR code expired
+			return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+		default:
+			return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}
+		}
+	}
+	m.cancelAt(2 * time.Minute)
+	m.run()
+	if before.Host != "sh.ilink.example" || !before.NeedsCode || before.QRSerial != 1 {
+		t.Fatalf("state before the refresh %+v, want the first code asking for a verification code at the redirect host", before)
+	}
+	if after.QRSerial != 2 || after.Status != vocab.EnrollmentWaiting || after.Host != "" || after.NeedsCode ||
+		after.WrongCodes != 0 || after.CodeAttemptsLeft != vocab.MaxVerifyCodeAttempts {
+		t.Fatalf("state after the refresh %+v, want the second code waiting at the default host, all code attempts left", after)
+	}
+	if len(m.polls) < 5 || m.polls[4].in.QRCode != mockedQR(2).QRCode || m.polls[4].in.Host != "" || m.polls[4].in.VerifyCode != "" {
+		t.Fatalf("QR polls %+v: want the fifth with the new code, at the default host, without a code", m.polls)
 	}
 }
