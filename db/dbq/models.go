@@ -290,3 +290,19 @@ type UnansweredMessage struct {
 	Payload    []byte
 	Status     string
 }
+
+type WebuiOwnerLink struct {
+	IDHash    []byte
+	OfferID   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+type WebuiSession struct {
+	IDHash    []byte
+	Csrf      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	Flash     string
+	FlashKind string
+}

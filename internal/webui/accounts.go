@@ -87,7 +87,7 @@ func (s *server) steer(w http.ResponseWriter, r *http.Request, sess *session) {
 	}
 	if err != nil {
 		s.log.Warn("webui: "+verb, "account", key, "error", err)
-		s.setFlash(sess, fmt.Sprintf("%s %s failed: %s", verb, key, steerFailure(err)))
+		s.setFailure(sess, fmt.Sprintf("%s %s failed: %s", verb, key, steerFailure(err)))
 		http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
 		return
 	}

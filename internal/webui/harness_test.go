@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
@@ -37,6 +39,29 @@ type system struct {
 	store *store.Store
 	ctl   *ilinksim.Control
 	ui    *httptest.Server
+	dev   *devserver.Server
+	ns    string
+	pool  *pgxpool.Pool
+	// uiCfg is the web UI's configuration; handler the UI the server serves now, which
+	// restartUI replaces by a new one (a worker restart: nothing in memory survives).
+	uiCfg   webui.Config
+	handler atomic.Pointer[http.Handler]
+	// slowPosts delays the answer to every POST by this many nanoseconds.
+	slowPosts atomic.Int64
+}
+
+// restartUI replaces the served web UI by a new instance of it (as a worker restart
+// does), with opts applied to its configuration.
+func (s *system) restartUI(opts ...option) {
+	s.t.Helper()
+	for _, o := range opts {
+		o(&s.uiCfg)
+	}
+	h, err := webui.New(s.uiCfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.handler.Store(&h)
 }
 
 type option func(*webui.Config)
@@ -44,7 +69,7 @@ type option func(*webui.Config)
 func start(t *testing.T, opts ...option) *system {
 	t.Helper()
 	dev := devserver.Start(t)
-	_, tc := dev.NewNamespace(t)
+	ns, tc := dev.NewNamespace(t)
 	tq := devserver.TaskQueue(t)
 	pool := dbtest.NewPool(t)
 	simCfg := ilinksim.DefaultConfig()
@@ -92,13 +117,17 @@ func start(t *testing.T, opts ...option) *system {
 	for _, o := range opts {
 		o(&uiCfg)
 	}
-	h, err := webui.New(uiCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ui := httptest.NewServer(h)
-	t.Cleanup(ui.Close)
-	return &system{t: t, ctx: context.Background(), tc: tc, tq: tq, store: st, ctl: ilinksim.NewControl(srv.URL, srv.Client()), ui: ui}
+	sys := &system{t: t, ctx: context.Background(), tc: tc, tq: tq, store: st, ctl: ilinksim.NewControl(srv.URL, srv.Client()),
+		dev: dev, ns: ns, pool: pool, uiCfg: uiCfg}
+	sys.restartUI()
+	sys.ui = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*sys.handler.Load()).ServeHTTP(w, r)
+		if d := time.Duration(sys.slowPosts.Load()); d > 0 && r.Method == http.MethodPost {
+			time.Sleep(d) // a slow network: the answer reaches the browser after its next click
+		}
+	}))
+	t.Cleanup(sys.ui.Close)
+	return sys
 }
 
 // eventually polls cond until it holds or the deadline passes.

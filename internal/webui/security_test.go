@@ -155,8 +155,8 @@ func TestEveryPageAndFormRefusesAnUnauthenticatedRequest(t *testing.T) {
 			hdr["Cookie"] = webui.SessionCookie + "=" + cookie
 		}
 		for _, p := range f.pages() {
-			if r := b.do(http.MethodGet, p, nil, hdr); r.status != http.StatusSeeOther || r.header.Get("Location") != "/login" {
-				t.Errorf("GET %s (cookie %q): %d to %q, want a redirect to /login", p, cookie, r.status, r.header.Get("Location"))
+			if r := b.do(http.MethodGet, p, nil, hdr); r.status != http.StatusSeeOther || r.header.Get("Location") != "/login?next="+url.QueryEscape(p) {
+				t.Errorf("GET %s (cookie %q): %d to %q, want a redirect to /login that comes back", p, cookie, r.status, r.header.Get("Location"))
 			}
 		}
 		for _, p := range f.apis() {
@@ -313,7 +313,7 @@ func TestNoBotTokenAppearsInAnyResponseBody(t *testing.T) {
 	bodies = append(bodies, b.get("/login"))
 	b.login()
 	csrf := b.csrf()
-	start := b.do(http.MethodPost, "/enroll", url.Values{"csrf": {csrf}}, sameOrigin)
+	start := b.do(http.MethodPost, "/enroll", url.Values{"csrf": {csrf}, "submission": {"0123456789abcdefghijkl"}}, sameOrigin)
 	if start.status != http.StatusSeeOther || !strings.HasPrefix(start.header.Get("Location"), "/enroll/qo_") {
 		t.Fatalf("start an enrollment: %d %q", start.status, start.header.Get("Location"))
 	}
@@ -359,7 +359,7 @@ func TestTheHandlerWorksUnderAPrefix(t *testing.T) {
 	mux.HandleFunc("/other", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "other") })
 	srv := newServer(t, mux)
 	b := newBrowser(t, srv.URL)
-	if r := b.get("/ui/accounts"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/login" {
+	if r := b.get("/ui/accounts"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/login?next=%2Fui%2Faccounts" {
 		t.Fatalf("unauthenticated: %d to %q", r.status, r.header.Get("Location"))
 	}
 	r := b.do(http.MethodPost, "/ui/login", url.Values{"token": {operatorToken}}, sameOrigin)
@@ -376,7 +376,7 @@ func TestTheHandlerWorksUnderAPrefix(t *testing.T) {
 	}
 	// A verification code is refused while iLink asks for none.
 	csrf := csrfField.FindStringSubmatch(page.body)[1]
-	start := b.do(http.MethodPost, "/ui/enroll", url.Values{"csrf": {csrf}}, sameOrigin)
+	start := b.do(http.MethodPost, "/ui/enroll", url.Values{"csrf": {csrf}, "submission": {"0123456789abcdefghijkl"}}, sameOrigin)
 	loc := start.header.Get("Location")
 	if start.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/enroll/qo_") {
 		t.Fatalf("start: %d %q", start.status, loc)

@@ -1,40 +1,63 @@
 package webui
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/ilinkflow/ilinkflow/internal/store"
 )
 
 // --- sessions ---
+//
+// A login is a row of the store (webui_sessions): the cookie carries a random token whose
+// hash the store keeps with the session's CSRF token and its one-shot message, so that a
+// login survives a worker restart and works on every worker behind a load balancer.
 
-func randomID(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
+// session is the request's live login.
+type session struct {
+	token string
+	csrf  string
+	// ctx is the request's context, for the store calls that set a message.
+	ctx context.Context
+	// flash is the message the page shows (taken from the store by page) and its kind.
+	flash, flashKind string
 }
 
-// sessionOf returns the request's live session, or nil.
-func (s *server) sessionOf(r *http.Request) *session {
+// errNoStore is a session lookup that failed: the page says PostgreSQL cannot be reached.
+var errNoStore = errors.New("webui: the session store is unreachable")
+
+// sessionOf returns the request's live session, or nil without one; an error means the
+// store could not be asked.
+func (s *server) sessionOf(r *http.Request) (*session, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
-		return nil
+		return nil, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[c.Value]
-	if sess == nil {
-		return nil
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	csrf, found, err := s.cfg.Store.WebUISessionCSRF(ctx, time.Now(), c.Value)
+	if err != nil {
+		s.log.Warn("webui: reading the session failed", "error", err)
+		return nil, errNoStore
 	}
-	if !time.Now().Before(sess.expires) {
-		delete(s.sessions, c.Value)
-		return nil
+	if !found {
+		return nil, nil
 	}
+	return &session{token: c.Value, csrf: csrf, ctx: r.Context()}, nil
+}
+
+// loggedIn is the request's session for a page that may be shown either way (an error
+// page): nil without one or when the store cannot be asked.
+func (s *server) loggedIn(r *http.Request) *session {
+	sess, _ := s.sessionOf(r)
 	return sess
 }
 
@@ -44,22 +67,38 @@ func (s *server) cookie(value string, maxAge int) *http.Cookie {
 		Secure: s.cfg.Secure, SameSite: http.SameSiteStrictMode}
 }
 
-// page wraps a GET handler: without a session it redirects to the login form.
+// page wraps a GET handler: without a session it redirects to the login form, which
+// comes back to the page asked for; the page gets the session's one-shot message.
 func (s *server) page(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		sess := s.sessionOf(r)
-		if sess == nil {
-			http.Redirect(w, r, s.url("/login"), http.StatusSeeOther)
+		sess, err := s.sessionOf(r)
+		if err != nil {
+			s.unreachable(w, r, backendPostgres)
 			return
+		}
+		if sess == nil {
+			http.Redirect(w, r, s.url("/login")+"?next="+url.QueryEscape(s.url(r.URL.RequestURI())), http.StatusSeeOther)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+		sess.flashKind, sess.flash, err = s.cfg.Store.TakeWebUIFlash(ctx, sess.token)
+		cancel()
+		if err != nil {
+			s.log.Warn("webui: reading the session's message failed", "error", err)
 		}
 		h(w, r, sess)
 	}
 }
 
-// api wraps a GET handler read by the page's script or an <img>: 401 without a session.
+// api wraps a GET handler read by the page's script or an <img>: 401 without a session,
+// 503 when the store cannot be asked.
 func (s *server) api(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		sess := s.sessionOf(r)
+		sess, err := s.sessionOf(r)
+		if err != nil {
+			s.unreachableJSON(w, backendPostgres)
+			return
+		}
 		if sess == nil {
 			http.Error(w, "not logged in", http.StatusUnauthorized)
 			return
@@ -76,7 +115,11 @@ func (s *server) action(h func(http.ResponseWriter, *http.Request, *session)) ht
 			s.fail(w, r, http.StatusForbidden, "Cross-site requests are refused.")
 			return
 		}
-		sess := s.sessionOf(r)
+		sess, err := s.sessionOf(r)
+		if err != nil {
+			s.unreachable(w, r, backendPostgres)
+			return
+		}
 		if sess == nil {
 			s.fail(w, r, http.StatusUnauthorized, "Log in first.")
 			return
@@ -91,28 +134,43 @@ func (s *server) action(h func(http.ResponseWriter, *http.Request, *session)) ht
 	}
 }
 
-func (s *server) setFlash(sess *session, msg string) {
-	s.mu.Lock()
-	sess.flash = msg
-	s.mu.Unlock()
-}
+// setFlash gives the session's next page a success message.
+func (s *server) setFlash(sess *session, msg string) { s.flashOf(sess, store.FlashOK, msg) }
 
-func (s *server) takeFlash(sess *session) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f := sess.flash
-	sess.flash = ""
-	return f
+// setFailure gives the session's next page an error message.
+func (s *server) setFailure(sess *session, msg string) { s.flashOf(sess, store.FlashError, msg) }
+
+func (s *server) flashOf(sess *session, kind, msg string) {
+	ctx, cancel := context.WithTimeout(sess.ctx, s.cfg.Timeout)
+	defer cancel()
+	if err := s.cfg.Store.SetWebUIFlash(ctx, sess.token, kind, msg); err != nil {
+		s.log.Warn("webui: keeping the message for the next page failed", "error", err)
+	}
 }
 
 // --- login ---
 
 func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
-	if s.sessionOf(r) != nil {
-		http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
+	next := s.next(r.URL.Query().Get("next"))
+	if sess, _ := s.sessionOf(r); sess != nil {
+		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	s.render(w, http.StatusOK, "login", nil, nil)
+	s.render(w, http.StatusOK, "login", nil, map[string]any{"Next": next})
+}
+
+// next is where a login goes: the page asked for when it is one of this handler's pages,
+// else the accounts page.
+func (s *server) next(v string) string {
+	home := s.url("/accounts")
+	if v == "" || !strings.HasPrefix(v, s.cfg.Prefix+"/") || strings.HasPrefix(v, "//") || strings.ContainsAny(v, "\\\r\n") {
+		return home
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.IsAbs() || u.Host != "" || strings.HasPrefix(u.Path, s.url("/login")) || strings.HasPrefix(u.Path, s.url("/o/")) {
+		return home
+	}
+	return u.RequestURI()
 }
 
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
@@ -120,44 +178,58 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, "Cross-site requests are refused.")
 		return
 	}
-	if s.failedLogins.Tokens() < 1 {
-		s.render(w, http.StatusTooManyRequests, "login", nil, map[string]any{"Error": "Too many wrong tokens: try again in a minute."})
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	next := s.next(r.PostFormValue("next"))
+	addr := s.clientAddress(r)
+	if !s.throttle.allowed(addr, time.Now()) {
+		s.render(w, http.StatusTooManyRequests, "login", nil, map[string]any{"Next": next,
+			"Error": "Too many wrong tokens from this address: try again in a minute."})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	got := sha256.Sum256([]byte(r.PostFormValue("token")))
 	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
-		s.failedLogins.Allow()
-		s.log.Warn("webui: failed login", "remote", r.RemoteAddr)
-		s.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Error": "Wrong token."})
+		s.throttle.failed(addr, time.Now())
+		s.log.Warn("webui: failed login", "remote", addr)
+		s.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Next": next, "Error": "Wrong token."})
 		return
 	}
-	id := randomID(32)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
 	now := time.Now()
-	s.mu.Lock()
-	for k, v := range s.sessions {
-		if !now.Before(v.expires) {
-			delete(s.sessions, k)
+	if _, err := s.cfg.Store.ForgetExpiredWebUIState(ctx, now); err != nil {
+		s.log.Warn("webui: forgetting expired sessions failed", "error", err)
+	}
+	sess, err := s.cfg.Store.NewWebUISession(ctx, now, s.cfg.SessionTTL)
+	if err != nil {
+		s.log.Error("webui: opening a session failed", "error", err)
+		s.unreachable(w, r, backendPostgres)
+		return
+	}
+	// A session the browser had before is ended (no fixation).
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		if err := s.cfg.Store.EndWebUISession(ctx, c.Value); err != nil {
+			s.log.Warn("webui: ending the previous session failed", "error", err)
 		}
 	}
-	s.sessions[id] = &session{csrf: randomID(32), expires: now.Add(s.cfg.SessionTTL)}
-	s.mu.Unlock()
-	// A session id the browser had before is dropped (no fixation).
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		s.mu.Lock()
-		delete(s.sessions, c.Value)
-		s.mu.Unlock()
-	}
-	http.SetCookie(w, s.cookie(id, int(s.cfg.SessionTTL/time.Second)))
-	http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
+	http.SetCookie(w, s.cookie(sess.Token.Reveal(), int(s.cfg.SessionTTL/time.Second)))
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (s *server) logout(w http.ResponseWriter, r *http.Request, _ *session) {
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		s.mu.Lock()
-		delete(s.sessions, c.Value)
-		s.mu.Unlock()
+func (s *server) logout(w http.ResponseWriter, r *http.Request, sess *session) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	if err := s.cfg.Store.EndWebUISession(ctx, sess.token); err != nil {
+		s.log.Warn("webui: ending the session failed", "error", err)
 	}
 	http.SetCookie(w, s.cookie("", -1))
 	http.Redirect(w, r, s.url("/login"), http.StatusSeeOther)
+}
+
+// randomID is n random bytes, base64url.
+func randomID(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }

@@ -28,13 +28,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
-	"sync"
+
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"golang.org/x/time/rate"
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -47,21 +47,18 @@ const TokenEnv = "ILINKFLOW_UI_TOKEN"
 // MinTokenLength is the shortest operator token New accepts.
 const MinTokenLength = 16
 
-// Wrong operator tokens are throttled (for everyone: a proxy hides the client's address):
-// after LoginBurst of them, one more per LoginEvery (Config.FailedLoginEvery); the login
-// form answers 429 meanwhile.
-const (
-	LoginBurst = 10
-	LoginEvery = 6 * time.Second
-)
-
 // SessionCookie is the name of the session cookie.
 const SessionCookie = "ilinkflow_ui_session"
 
 // Defaults of Config.
 const (
 	DefaultSessionTTL = 12 * time.Hour
-	DefaultLifetime   = 5 * time.Minute
+	// DefaultLifetime gives the bot's owner time for the first QR code and the
+	// enrollment's refreshed ones (iLink's QR codes live about two minutes).
+	DefaultLifetime = 8 * time.Minute
+	// DefaultTimeout bounds each read of Temporal or PostgreSQL a page makes: a page says
+	// it cannot reach them instead of waiting.
+	DefaultTimeout = 2 * time.Second
 )
 
 // Config configures the front end.
@@ -86,7 +83,7 @@ type Config struct {
 	TrustedOrigins []string
 	// SessionTTL is how long a login lasts (default 12h).
 	SessionTTL time.Duration
-	// Lifetime of the enrollments it starts (default 5m); PollGap between their QR polls
+	// Lifetime of the enrollments it starts (default 8m); PollGap between their QR polls
 	// (0: the workflow's default).
 	Lifetime time.Duration
 	PollGap  time.Duration
@@ -96,6 +93,18 @@ type Config struct {
 	// Logger receives the errors behind the pages' generic error messages (default:
 	// slog.Default()).
 	Logger *slog.Logger
+	// Timeout bounds each read of Temporal or PostgreSQL a page or an action makes
+	// (default DefaultTimeout): past it the page says which one it cannot reach.
+	Timeout time.Duration
+	// ClientAddressHeader names the header a trusted reverse proxy sets to the client's
+	// address (e.g. X-Forwarded-For: its last address counts); logins are throttled per
+	// client address. Empty: the connection's peer address. Never set it without such a
+	// proxy in front: a client could then pick its own address.
+	ClientAddressHeader string
+	// PublicURL is the origin and prefix owners reach the front end at (e.g.
+	// https://bots.example.com/ui), for the owner links the enrollment page hands out.
+	// Empty: the request's own scheme and host.
+	PublicURL string
 }
 
 //go:embed assets templates
@@ -125,18 +134,7 @@ type server struct {
 	log       *slog.Logger
 	pages     map[string]*template.Template
 	cop       *http.CrossOriginProtection
-	// failedLogins throttles wrong tokens: a burst of LoginBurst, then one per LoginEvery.
-	failedLogins *rate.Limiter
-
-	mu       sync.Mutex
-	sessions map[string]*session
-	expiries map[string]time.Time // offer id -> expiry (read once from the workflow's memo)
-}
-
-type session struct {
-	csrf    string
-	expires time.Time
-	flash   string
+	throttle  *loginThrottle
 }
 
 // New returns the front end's handler.
@@ -163,6 +161,15 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Prefix != "" && !strings.HasPrefix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("webui: prefix %q must start with /", cfg.Prefix)
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("webui: public URL %q must be http(s)://host[/prefix]", cfg.PublicURL)
+		}
+	}
 	if cfg.FailedLoginEvery <= 0 {
 		cfg.FailedLoginEvery = LoginEvery
 	}
@@ -170,8 +177,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.OperatorToken.Reveal())), log: cfg.Logger,
-		sessions: map[string]*session{}, expiries: map[string]time.Time{}, cop: http.NewCrossOriginProtection(),
-		failedLogins: rate.NewLimiter(rate.Every(cfg.FailedLoginEvery), LoginBurst)}
+		cop: http.NewCrossOriginProtection(), throttle: newLoginThrottle(cfg.FailedLoginEvery)}
 	for _, o := range cfg.TrustedOrigins {
 		if err := s.cop.AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("webui: trusted origin: %w", err)
@@ -200,6 +206,16 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /enroll/{offer}/qr.png", s.api(s.qrPNG))
 	mux.HandleFunc("POST /enroll/{offer}/code", s.action(s.verifyCode))
 	mux.HandleFunc("POST /enroll/{offer}/cancel", s.action(s.cancel))
+	mux.HandleFunc("POST /enroll/{offer}/owner-link", s.action(s.ownerLink))
+	// The owner's pages: the link's token is the only credential, and it opens nothing
+	// but its one enrollment.
+	mux.HandleFunc("GET /o/{token}", s.owner(s.ownerPage))
+	mux.HandleFunc("GET /o/{token}/status", s.owner(s.ownerStatus))
+	mux.HandleFunc("GET /o/{token}/qr.png", s.owner(s.ownerQR))
+	mux.HandleFunc("POST /o/{token}/code", s.owner(s.ownerCode))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusNotFound, "There is no such page.")
+	})
 
 	var h http.Handler = mux
 	if cfg.Prefix != "" {

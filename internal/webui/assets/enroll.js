@@ -1,5 +1,8 @@
-// Follows an enrollment live: reads its status every second and updates the page (the QR
-// code, the verification code form, expiry, the result) without a reload.
+// Follows an enrollment live (the operator's page and the owner's): reads its status every
+// second and updates the page without a reload: the status in plain words, what to do
+// next, the QR code (a new image when the enrollment replaced an expired one) and how
+// long it stays scannable, the verification code form, the result. When the server
+// cannot be reached it says the connection is lost, keeps trying, and recovers by itself.
 (function () {
   "use strict";
   var root = document.getElementById("enrollment");
@@ -7,30 +10,61 @@
   var statusURL = root.getAttribute("data-status-url");
   var qrURL = root.getAttribute("data-qr-url");
   var el = function (id) { return document.getElementById(id); };
-  var shownQR = false;
+  var qr = el("qr");
+  var shownSerial = qr ? Number(qr.getAttribute("data-serial") || 0) : 0;
   var expiresAt = null;
+  var qrExpiresAt = null;
+  var lost = false;
 
-  function tickExpiry() {
-    if (!expiresAt) { return; }
-    var left = Math.max(0, Math.round((expiresAt - Date.now()) / 1000));
-    el("expires-in").textContent = "(in " + Math.floor(left / 60) + "m " + (left % 60) + "s)";
+  function left(t) {
+    var s = Math.max(0, Math.round((t - Date.now()) / 1000));
+    return Math.floor(s / 60) + ":" + ("0" + (s % 60)).slice(-2);
+  }
+
+  function tick() {
+    if (expiresAt && el("expires-in")) { el("expires-in").textContent = "(in " + left(expiresAt) + ")"; }
+    if (qrExpiresAt && el("qr-expires-in")) { el("qr-expires-in").textContent = left(qrExpiresAt); }
+  }
+
+  function setHint(st) {
+    var h = el("hint");
+    h.textContent = st.hint || "";
+    h.className = "hint" + (st.problem ? " problem" : "");
+  }
+
+  function connection(ok) {
+    if (lost === !ok) { return; }
+    lost = !ok;
+    el("conn").hidden = ok;
+    document.body.classList.toggle("offline", !ok);
   }
 
   function show(st) {
-    el("status").textContent = st.status;
-    if (st.expires_at && !st.done) {
-      expiresAt = Date.parse(st.expires_at);
-      el("expires-at").textContent = new Date(expiresAt).toLocaleTimeString();
-      el("expiry").hidden = false;
-      tickExpiry();
-    } else {
-      el("expiry").hidden = true;
+    root.setAttribute("data-status", st.status);
+    el("status").textContent = st.text || st.status;
+    if (el("status-code")) { el("status-code").textContent = st.status; }
+    setHint(st);
+    if (el("expiry")) {
+      if (st.expires_at && !st.done) {
+        expiresAt = Date.parse(st.expires_at);
+        el("expires-at").textContent = new Date(expiresAt).toLocaleTimeString();
+        el("expiry").hidden = false;
+      } else {
+        el("expiry").hidden = true;
+        expiresAt = null;
+      }
     }
-    if (st.qr && !shownQR) {
-      el("qr").src = qrURL + "?t=" + Date.now();
-      shownQR = true;
+    if (st.qr && st.qr_serial !== shownSerial) {
+      qr.src = qrURL + "?s=" + st.qr_serial;
+      qr.setAttribute("data-serial", String(st.qr_serial));
+      shownSerial = st.qr_serial;
     }
     el("qr-box").hidden = !st.qr;
+    qrExpiresAt = st.qr && st.qr_expires_at ? Date.parse(st.qr_expires_at) : null;
+    el("qr-expiry").setAttribute("data-expires-at", st.qr && st.qr_expires_at ? st.qr_expires_at : "");
+    el("qr-expiry").hidden = !qrExpiresAt;
+    if (el("qr-refreshes-left")) { el("qr-refreshes-left").textContent = String(st.qr_refreshes_left); }
+    tick();
     var form = el("code-form");
     if (st.needs_code && form.hidden) {
       form.hidden = false;
@@ -39,23 +73,27 @@
     } else if (!st.needs_code) {
       form.hidden = true;
     }
-    if (st.done) {
-      el("cancel-form").hidden = true;
-      var text = el("result-text");
-      text.textContent = "";
-      if (st.status === "confirmed") {
-        text.appendChild(document.createTextNode("Enrolled: account "));
-        var code = document.createElement("code");
-        code.id = "account-key";
-        code.textContent = st.account_key;
-        text.appendChild(code);
-        text.appendChild(document.createTextNode(" (generation " + st.generation + ")"));
-      } else {
-        text.textContent = "The enrollment ended: " + st.status;
-      }
-      el("result-error").textContent = st.error || "";
-      el("result").hidden = false;
+    if (st.done) { finish(st); }
+  }
+
+  function finish(st) {
+    ["cancel-form", "owner"].forEach(function (id) { if (el(id)) { el(id).hidden = true; } });
+    if (el("retry-form")) { el("retry-form").hidden = st.status === "confirmed"; }
+    var text = el("result-text");
+    if (!text) { return; }
+    text.textContent = "";
+    if (st.status === "confirmed") {
+      text.appendChild(document.createTextNode("Enrolled: account "));
+      var code = document.createElement("code");
+      code.id = "account-key";
+      code.textContent = st.account_key;
+      text.appendChild(code);
+      text.appendChild(document.createTextNode(" (generation " + st.generation + ")"));
+    } else {
+      text.textContent = "The enrollment ended: " + st.status;
     }
+    el("result-error").textContent = st.error || "";
+    el("result").hidden = false;
   }
 
   function poll() {
@@ -66,12 +104,21 @@
         return r.json();
       })
       .then(function (st) {
+        connection(true);
         show(st);
         if (!st.done) { setTimeout(poll, 1000); }
       })
-      .catch(function () { setTimeout(poll, 3000); });
+      .catch(function () {
+        connection(false);
+        setTimeout(poll, 1000);
+      });
   }
 
-  setInterval(tickExpiry, 1000);
+  var qe = el("qr-expiry");
+  if (qe && qe.getAttribute("data-expires-at")) { qrExpiresAt = Date.parse(qe.getAttribute("data-expires-at")); }
+  var ea = el("expires-at");
+  if (ea && ea.getAttribute("datetime")) { expiresAt = Date.parse(ea.getAttribute("datetime")); }
+  tick();
+  setInterval(tick, 1000);
   if (root.getAttribute("data-done") !== "true") { poll(); }
 })();
