@@ -90,6 +90,7 @@ func TestBrowserAnExpiredQRCodeIsReplacedUntilTheLimitThenTheOperatorStartsAgain
 		t.Fatalf("the QR code is said to live %v more: iLink's live about two minutes", left)
 	}
 	tb.waitFor("the QR countdown runs", `/^[0-9]+:[0-9]{2}$/.test(document.getElementById("qr-expires-in").textContent)`)
+	tb.docScreenshot("web-ui.png")
 
 	for serial := 2; serial <= 4; serial++ {
 		if _, err := s.ctl.ExpireQR(s.ctx, s.qrOf(offer).QRCode); err != nil {
