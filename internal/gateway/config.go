@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -156,6 +158,12 @@ type Config struct {
 	// directly or behind a TLS-terminating proxy).
 	UIToken        sealing.Secret
 	UISecureCookie bool
+	// UIClientAddressHeader names the header a trusted reverse proxy sets to the client's
+	// address, by which the web front end throttles wrong logins ("": the peer address).
+	// UIPublicURL is where owners reach the front end (scheme://host/prefix), for the
+	// links the enrollment page hands them ("": the request's own).
+	UIClientAddressHeader string
+	UIPublicURL           string
 }
 
 // DefaultShutdownGrace is how long a stopping worker waits for its activities: above
@@ -477,7 +485,33 @@ var settings = []setting{
 			c.UISecureCookie = b
 			return nil
 		}},
+	{flag: "ui-client-address-header", env: "ILINKFLOW_UI_CLIENT_ADDRESS_HEADER", help: "the header a trusted reverse proxy sets to the client's address (e.g. X-Forwarded-For, whose last address counts), by which the web front end throttles wrong logins; only behind such a proxy (default: the peer address)",
+		def: func(c Config) string { return c.UIClientAddressHeader },
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if v != "" && !headerName.MatchString(v) {
+				return errors.New("want a header name, e.g. X-Forwarded-For")
+			}
+			c.UIClientAddressHeader = v
+			return nil
+		}},
+	{flag: "ui-public-url", env: "ILINKFLOW_UI_PUBLIC_URL", help: "where bot owners reach the web front end (e.g. https://bots.example.com/ui), for the enrollment links it hands them (default: the request's scheme and host)",
+		def: func(c Config) string { return c.UIPublicURL },
+		set: func(c *Config, v string) error {
+			v = strings.TrimRight(strings.TrimSpace(v), "/")
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+					return errors.New("want http(s)://host[/prefix]")
+				}
+			}
+			c.UIPublicURL = v
+			return nil
+		}},
 }
+
+// headerName is the form of an HTTP header's name the flags take.
+var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
 
 // Environment variables of Worker Versioning, as the Temporal worker controller for
 // Kubernetes sets them.

@@ -37,3 +37,24 @@ func TestRunServesTheWebUIOnlyWithAnOperatorToken(t *testing.T) {
 		t.Fatalf("a page without a session: %d %q, want a redirect to the login form", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// The web front end's proxy settings are read from flags or the environment, and a bad
+// value is refused with the rule.
+func TestTheWebUIsClientAddressHeaderAndPublicURLAreSettingsWithTheirRules(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"ILINKFLOW_UI_CLIENT_ADDRESS_HEADER": "X-Forwarded-For", "ILINKFLOW_UI_PUBLIC_URL": "https://bots.example.com/ui/"}
+	cfg, err := gateway.ConfigFromEnv(envOf(withKeys(env)), nil)
+	if err != nil || cfg.UIClientAddressHeader != "X-Forwarded-For" || cfg.UIPublicURL != "https://bots.example.com/ui" {
+		t.Fatalf("from the environment: %q %q (%v)", cfg.UIClientAddressHeader, cfg.UIPublicURL, err)
+	}
+	for _, args := range [][]string{
+		{"--ui-client-address-header", "X-Forwarded-For: 1.2.3.4"},
+		{"--ui-public-url", "bots.example.com"},
+		{"--ui-public-url", "ftp://bots.example.com"},
+		{"--ui-public-url", "https://bots.example.com/ui?x=1"},
+	} {
+		if _, err := gateway.ConfigFromEnv(envOf(withKeys(nil)), args); err == nil {
+			t.Errorf("%v was taken", args)
+		}
+	}
+}

@@ -1,14 +1,23 @@
 package webui_test
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/tcpproxy"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -223,4 +232,53 @@ func TestAnUnknownPathAnswersAnHTML404WithAWayBack(t *testing.T) {
 			t.Fatalf("logged in %v: %d %q %s", logged, r.status, r.header.Get("Content-Type"), r.body)
 		}
 	}
+}
+
+// With PostgreSQL hanging, the pages say they cannot reach it within their timeout (no
+// page waits for the database), and they work again once it answers.
+func TestWithPostgreSQLAwayThePagesSaySoWithinTheirTimeout(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	cc, err := pgxpool.ParseConfig(dbtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.New(net.JoinHostPort(cc.ConnConfig.Host, strconv.Itoa(int(cc.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := dbtest.NewPoolWith(t, func(c *pgxpool.Config) {
+		c.ConnConfig.Host, c.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
+	})
+	t.Cleanup(func() { _ = proxy.Close() })
+	st, err := store.New(pool, keyring, store.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.uiCfg
+	cfg.Store, cfg.Timeout = st, time.Second
+	h, err := webui.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, h)
+	b := newBrowser(t, srv.URL)
+	b.login()
+	proxy.Blackhole()
+	for _, p := range []string{"/accounts", "/enroll"} {
+		began := time.Now()
+		r := b.get(p)
+		took := time.Since(began)
+		if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "Cannot reach PostgreSQL") {
+			t.Fatalf("GET %s with PostgreSQL away: %d %s", p, r.status, r.body)
+		}
+		if took > 3*time.Second {
+			t.Errorf("GET %s took %v to say PostgreSQL cannot be reached", p, took)
+		}
+		t.Logf("GET %s answered in %v", p, took)
+	}
+	proxy.Restore()
+	testkit.Eventually(t, "the accounts page works again", 30*time.Second, func() (bool, error) {
+		return b.get("/accounts").status == http.StatusOK, nil
+	})
 }

@@ -89,8 +89,10 @@ const (
 )
 
 // unreachable answers a page that could not reach Temporal or PostgreSQL (503).
-func (s *server) unreachable(w http.ResponseWriter, r *http.Request, backend string) {
-	s.fail(w, r, http.StatusServiceUnavailable, unreachableMessage(backend))
+// It asks nothing more of either (the page does not look up the session again).
+func (s *server) unreachable(w http.ResponseWriter, _ *http.Request, backend string) {
+	s.render(w, http.StatusServiceUnavailable, "error", nil,
+		map[string]any{"Status": http.StatusServiceUnavailable, "Message": unreachableMessage(backend)})
 }
 
 func unreachableMessage(backend string) string {
