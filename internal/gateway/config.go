@@ -164,6 +164,9 @@ type Config struct {
 	// links the enrollment page hands them ("": the request's own).
 	UIClientAddressHeader string
 	UIPublicURL           string
+	// TemporalUIURL is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233):
+	// the web front end links each bot to its workflows there ("": no links).
+	TemporalUIURL string
 }
 
 // DefaultShutdownGrace is how long a stopping worker waits for its activities: above
@@ -506,6 +509,19 @@ var settings = []setting{
 				}
 			}
 			c.UIPublicURL = v
+			return nil
+		}},
+	{flag: "temporal-ui-url", env: "ILINKFLOW_TEMPORAL_UI_URL", help: "base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233): the web front end links each bot to its workflows there (default: no links)",
+		def: func(c Config) string { return c.TemporalUIURL },
+		set: func(c *Config, v string) error {
+			v = strings.TrimRight(strings.TrimSpace(v), "/")
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+					return errors.New("want http(s)://host[:port][/path], e.g. http://127.0.0.1:8233")
+				}
+			}
+			c.TemporalUIURL = v
 			return nil
 		}},
 }

@@ -196,7 +196,8 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 	if !cfg.UIToken.IsZero() {
 		ui, err := webui.New(webui.Config{Temporal: tc, TaskQueue: cfg.TaskQueue, Store: st, OperatorToken: cfg.UIToken,
 			Secure: cfg.UISecureCookie, Prefix: UIPath, Logger: logger.With("component", "webui"),
-			ClientAddressHeader: cfg.UIClientAddressHeader, PublicURL: cfg.UIPublicURL})
+			ClientAddressHeader: cfg.UIClientAddressHeader, PublicURL: cfg.UIPublicURL,
+			TemporalUIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace})
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}

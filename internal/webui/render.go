@@ -37,7 +37,7 @@ func (s *server) parseTemplates() error {
 		},
 	}
 	s.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "accounts", "enroll_start", "enrollment", "error", "owner"} {
+	for _, name := range []string{"login", "accounts", "enroll_start", "enrollment", "error", "owner", "conversations"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("webui: template %s: %w", name, err)

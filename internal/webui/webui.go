@@ -67,6 +67,12 @@ type Config struct {
 	Temporal client.Client
 	// TaskQueue of the Enrollment workflows it starts (default wfapi.DefaultTaskQueue).
 	TaskQueue string
+	// TemporalUIURL is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233):
+	// the accounts table and a bot's conversations page link to the bot's workflows there
+	// (its list filtered by the search attribute IlinkAccount). Empty: no such links.
+	// Namespace is the Temporal namespace of those workflows (default "default").
+	TemporalUIURL string
+	Namespace     string
 	// Store lists the accounts and holds the operator's changes to them.
 	Store *store.Store
 	// OperatorToken is the secret an operator logs in with (e.g. from ILINKFLOW_UI_TOKEN);
@@ -197,6 +203,7 @@ func New(cfg Config) (http.Handler, error) {
 		http.Redirect(w, r, s.url("/accounts"), http.StatusSeeOther)
 	}))
 	mux.HandleFunc("GET /accounts", s.page(s.accountsPage))
+	mux.HandleFunc("GET /accounts/{key}/conversations", s.page(s.conversationsPage))
 	mux.HandleFunc("POST /accounts/{key}/{verb}", s.action(s.steer))
 	mux.HandleFunc("POST /accounts/{key}/route", s.action(s.route))
 	mux.HandleFunc("GET /enroll", s.page(s.enrollStartPage))
