@@ -220,6 +220,8 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 		devUIOrigin = uiURL
 		cfg.CodecCORSOrigin = uiURL
 	}
+	// The web console's accounts link each bot to its workflows in the dev server's UI.
+	cfg.TemporalUIURL = uiURL
 	level := set.level
 	cfg.LogLevel = level
 	ready, done := make(chan struct{}), make(chan error, 1)

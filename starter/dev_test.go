@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -521,6 +523,26 @@ func TestDevStartsTheDevServerWhoseUIDecodesThroughTheCodecEndpoint(t *testing.T
 	}
 	if code, _ := post("", "Bearer "+token); code != http.StatusOK {
 		t.Fatalf("no origin, the token: %d, want 200", code)
+	}
+
+	// The web console links the demo bot to its workflows in this UI.
+	web := regexp.MustCompile(`(?m)^  web front end      (http://\S+)/ \(operator token: (\S+)\)$`).FindStringSubmatch(banner)
+	if web == nil {
+		t.Fatalf("the banner lacks the web front end:\n%s", banner)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	req, _ := http.NewRequest(http.MethodPost, web[1]+"/login", strings.NewReader(url.Values{"token": {web[2]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err = hc.Do(req) // follows the redirect to the accounts page
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := uiURL + "/namespaces/" + ns + "/workflows?query="; resp.StatusCode != http.StatusOK || !strings.Contains(string(page), want) {
+		t.Fatalf("the accounts page (%d) has no link to the bot's workflows in the Temporal UI (%s)", resp.StatusCode, want)
 	}
 }
 
