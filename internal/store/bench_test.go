@@ -301,6 +301,9 @@ type benchSession struct {
 func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, ref benchSession) (store.Attempt, error)) {
 	limits := store.DefaultLimits()
 	limits.MaxSends = 1000
+	// No send kept for a final answer: every send of a window is an ordinary reply (the
+	// same statements; the kept slot would refuse the window's last one).
+	limits.FinalSlots = 0
 	for _, accounts := range benchAccounts {
 		b.Run("accounts="+strconv.Itoa(accounts), func(b *testing.B) {
 			e := newEnvWith(b, limits)
