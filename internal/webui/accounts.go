@@ -580,7 +580,9 @@ func (s *server) route(w http.ResponseWriter, r *http.Request, sess *session) {
 	if err != nil {
 		// The store's error text holds neither the secret nor the webhook's URL.
 		s.log.Warn("webui: route", "account", key, "kind", kind, "error", err)
-		msg = fmt.Sprintf("route %s failed: %s", key, routeFailure(err))
+		s.setFailure(sess, fmt.Sprintf("route %s failed: %s", key, routeFailure(err)))
+		http.Redirect(w, r, s.backTo(r), http.StatusSeeOther)
+		return
 	}
 	s.setFlash(sess, msg)
 	http.Redirect(w, r, s.backTo(r), http.StatusSeeOther)

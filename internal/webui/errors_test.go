@@ -161,6 +161,9 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 		if !strings.Contains(page.body, "route "+key+" failed: "+c.want) {
 			t.Errorf("accounts page after a bad %s route: want %q in %.3000s", c.form.Get("kind"), c.want, page.body)
 		}
+		if !strings.Contains(page.body, `class="flash flash-error"`) || strings.Contains(page.body, "flash-ok") {
+			t.Errorf("a refused %s route is not shown as an error", c.form.Get("kind"))
+		}
 		for _, leak := range []string{"invalid_input", "mcp_agent_not_found", "store:", "fkey", shortSecret, goodSecret, "user:pw"} {
 			if strings.Contains(page.body, leak) {
 				t.Errorf("accounts page after a bad %s route shows %q", c.form.Get("kind"), leak)
