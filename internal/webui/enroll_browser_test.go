@@ -299,15 +299,16 @@ func TestBrowserADoubleClickStartsOneEnrollment(t *testing.T) {
 	})
 }
 
-// A worker restart (a new instance of the UI: nothing in memory survives) keeps the
-// operator logged in and the enrollment page live, its expiry and the QR code's still shown.
+// A worker restart (the worker stops as on SIGTERM and a new one starts with a new web UI:
+// nothing in either's memory survives) keeps the operator logged in and the enrollment
+// page live, its expiry and the QR code's still shown.
 func TestBrowserAWorkerRestartKeepsTheOperatorLoggedInAndTheEnrollmentsExpiry(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	tb := newTab(t)
 	tb.login(s.ui.URL)
 	offer := tb.startEnrollment()
-	s.restartUI()
+	s.restartWorker()
 	if _, err := s.ctl.ScanQR(s.ctx, s.qrOf(offer).QRCode, "o9cq8restart@im.wechat"); err != nil {
 		t.Fatal(err)
 	}

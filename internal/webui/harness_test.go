@@ -48,6 +48,9 @@ type system struct {
 	handler atomic.Pointer[http.Handler]
 	// slowPosts delays the answer to every POST by this many nanoseconds.
 	slowPosts atomic.Int64
+	// restartWorker stops the worker (gateway.Run, as SIGTERM does) and starts a new one
+	// with a new web UI instance: nothing in either's memory survives.
+	restartWorker func()
 }
 
 // restartUI replaces the served web UI by a new instance of it (as a worker restart
@@ -91,26 +94,31 @@ func start(t *testing.T, opts ...option) *system {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc,
-			Ready: func(gateway.ReconcileReport) { close(ready) }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gateway: %v", err)
+	run := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- gateway.Run(ctx, cfg, gateway.Options{Pool: pool, Keyring: keyring, Temporal: tc,
+				Ready: func(gateway.ReconcileReport) { close(ready) }})
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("gateway did not start: %v", err)
+		case <-time.After(time.Minute):
+			cancel()
+			t.Fatal("gateway did not become ready")
 		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("gateway did not start: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("gateway did not become ready")
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("gateway: %v", err)
+			}
+		}
 	}
+	stopWorker := run()
+	t.Cleanup(func() { stopWorker() })
 
 	uiCfg := webui.Config{Temporal: tc, TaskQueue: tq, Store: st, OperatorToken: sealing.NewSecret(operatorToken),
 		Lifetime: time.Minute, PollGap: 100 * time.Millisecond}
@@ -119,6 +127,11 @@ func start(t *testing.T, opts ...option) *system {
 	}
 	sys := &system{t: t, ctx: context.Background(), tc: tc, tq: tq, store: st, ctl: ilinksim.NewControl(srv.URL, srv.Client()),
 		dev: dev, ns: ns, pool: pool, uiCfg: uiCfg}
+	sys.restartWorker = func() {
+		stopWorker()
+		stopWorker = run()
+		sys.restartUI()
+	}
 	sys.restartUI()
 	sys.ui = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*sys.handler.Load()).ServeHTTP(w, r)
