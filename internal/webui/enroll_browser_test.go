@@ -345,7 +345,9 @@ func TestBrowserTemporalStoppedIsSaidClearlyAndThePageRecoversWithoutAReload(t *
 	b.login()
 
 	proxy.Cut()
+	cut := time.Now()
 	tb.waitFor("the connection is said lost", `!document.getElementById("conn").hidden`)
+	t.Logf("the live page said the connection was lost %v after Temporal was cut off", time.Since(cut))
 	began := time.Now()
 	r := b.get("/enroll/" + offer)
 	took := time.Since(began)
