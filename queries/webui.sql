@@ -5,8 +5,8 @@ INSERT INTO webui_sessions (id_hash, csrf, created_at, expires_at)
 VALUES (sqlc.arg(id_hash), sqlc.arg(csrf), sqlc.arg(now), sqlc.arg(expires_at));
 
 -- name: GetWebUISession :one
--- A live session's CSRF token.
-SELECT csrf, expires_at FROM webui_sessions
+-- A live session's CSRF token, and whether it holds a message for its next page.
+SELECT csrf, expires_at, (flash <> '')::boolean AS has_flash FROM webui_sessions
 WHERE id_hash = sqlc.arg(id_hash) AND expires_at > sqlc.arg(now);
 
 -- name: DeleteWebUISession :execrows

@@ -55,20 +55,21 @@ func (q *Queries) GetWebUIOwnerLink(ctx context.Context, iDHash []byte, now time
 }
 
 const getWebUISession = `-- name: GetWebUISession :one
-SELECT csrf, expires_at FROM webui_sessions
+SELECT csrf, expires_at, (flash <> '')::boolean AS has_flash FROM webui_sessions
 WHERE id_hash = $1 AND expires_at > $2
 `
 
 type GetWebUISessionRow struct {
 	Csrf      string
 	ExpiresAt time.Time
+	HasFlash  bool
 }
 
-// A live session's CSRF token.
+// A live session's CSRF token, and whether it holds a message for its next page.
 func (q *Queries) GetWebUISession(ctx context.Context, iDHash []byte, now time.Time) (GetWebUISessionRow, error) {
 	row := q.db.QueryRow(ctx, getWebUISession, iDHash, now)
 	var i GetWebUISessionRow
-	err := row.Scan(&i.Csrf, &i.ExpiresAt)
+	err := row.Scan(&i.Csrf, &i.ExpiresAt, &i.HasFlash)
 	return i, err
 }
 

@@ -78,21 +78,28 @@ func (s *Store) NewWebUISession(ctx context.Context, now time.Time, ttl time.Dur
 	return WebUISession{Token: sealing.NewSecret(token), CSRF: csrf, ExpiresAt: expires}, nil
 }
 
-// WebUISessionCSRF returns the CSRF token of the live session token names; found is
-// false for an unknown, malformed or expired one.
-func (s *Store) WebUISessionCSRF(ctx context.Context, now time.Time, token string) (csrf string, found bool, err error) {
+// LiveWebUISession is what a request learns of its live session.
+type LiveWebUISession struct {
+	CSRF string
+	// HasFlash reports a one-shot message waiting for the session's next page.
+	HasFlash bool
+}
+
+// WebUISession returns the live session token names; found is false for an unknown,
+// malformed or expired one.
+func (s *Store) WebUISession(ctx context.Context, now time.Time, token string) (sess LiveWebUISession, found bool, err error) {
 	if !webToken.MatchString(token) {
-		return "", false, nil
+		return sess, false, nil
 	}
 	err = s.read(ctx, "read web UI session", func(q *dbq.Queries) error {
 		row, err := q.GetWebUISession(ctx, webTokenHash(token), now)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
-		csrf, found = row.Csrf, err == nil
+		sess, found = LiveWebUISession{CSRF: row.Csrf, HasFlash: row.HasFlash}, err == nil
 		return err
 	})
-	return csrf, found, err
+	return sess, found, err
 }
 
 // EndWebUISession ends a session (logout); ending an unknown one changes nothing.

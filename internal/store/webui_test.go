@@ -29,19 +29,19 @@ func TestAWebUISessionIsStoredAsItsHashAndEndsAtItsExpiryOrLogout(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if csrf, found, err := other.WebUISessionCSRF(e.ctx, t0.Add(59*time.Minute), sess.Token.Reveal()); err != nil || !found || csrf != sess.CSRF {
-		t.Fatalf("the session on another store: %q %v %v", csrf, found, err)
+	if live, found, err := other.WebUISession(e.ctx, t0.Add(59*time.Minute), sess.Token.Reveal()); err != nil || !found || live.CSRF != sess.CSRF || live.HasFlash {
+		t.Fatalf("the session on another store: %+v %v %v", live, found, err)
 	}
-	if _, found, _ := e.store.WebUISessionCSRF(e.ctx, t0.Add(time.Hour), sess.Token.Reveal()); found {
+	if _, found, _ := e.store.WebUISession(e.ctx, t0.Add(time.Hour), sess.Token.Reveal()); found {
 		t.Fatal("the session outlived its expiry")
 	}
-	if _, found, _ := e.store.WebUISessionCSRF(e.ctx, t0, "not a token"); found {
+	if _, found, _ := e.store.WebUISession(e.ctx, t0, "not a token"); found {
 		t.Fatal("a malformed token found a session")
 	}
 	if err := e.store.EndWebUISession(e.ctx, sess.Token.Reveal()); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, _ := e.store.WebUISessionCSRF(e.ctx, t0, sess.Token.Reveal()); found {
+	if _, found, _ := e.store.WebUISession(e.ctx, t0, sess.Token.Reveal()); found {
 		t.Fatal("the session outlived its logout")
 	}
 }
@@ -60,12 +60,18 @@ func TestAFlashIsShownOnceWithItsKind(t *testing.T) {
 	if err := e.store.SetWebUIFlash(e.ctx, tok, store.FlashError, "pause failed"); err != nil {
 		t.Fatal(err)
 	}
+	if live, _, _ := e.store.WebUISession(e.ctx, t0, tok); !live.HasFlash {
+		t.Fatal("the session does not say it holds a message")
+	}
 	kind, msg, err := e.store.TakeWebUIFlash(e.ctx, tok)
 	if err != nil || kind != store.FlashError || msg != "pause failed" {
 		t.Fatalf("took %q %q %v", kind, msg, err)
 	}
 	if kind, msg, _ := e.store.TakeWebUIFlash(e.ctx, tok); kind != "" || msg != "" {
 		t.Fatalf("the flash was shown twice: %q %q", kind, msg)
+	}
+	if live, _, _ := e.store.WebUISession(e.ctx, t0, tok); live.HasFlash {
+		t.Fatal("the session still says it holds a message")
 	}
 }
 

@@ -27,8 +27,10 @@ type session struct {
 	csrf  string
 	// ctx is the request's context, for the store calls that set a message.
 	ctx context.Context
-	// flash is the message the page shows (taken from the store by page) and its kind.
+	// flash is the message the page shows (taken from the store by page, when hasFlash
+	// says there is one) and its kind.
 	flash, flashKind string
+	hasFlash         bool
 }
 
 // errNoStore is a session lookup that failed: the page says PostgreSQL cannot be reached.
@@ -43,7 +45,7 @@ func (s *server) sessionOf(r *http.Request) (*session, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	csrf, found, err := s.cfg.Store.WebUISessionCSRF(ctx, time.Now(), c.Value)
+	live, found, err := s.cfg.Store.WebUISession(ctx, time.Now(), c.Value)
 	if err != nil {
 		s.log.Warn("webui: reading the session failed", "error", err)
 		return nil, errNoStore
@@ -51,7 +53,7 @@ func (s *server) sessionOf(r *http.Request) (*session, error) {
 	if !found {
 		return nil, nil
 	}
-	return &session{token: c.Value, csrf: csrf, ctx: r.Context()}, nil
+	return &session{token: c.Value, csrf: live.CSRF, hasFlash: live.HasFlash, ctx: r.Context()}, nil
 }
 
 // loggedIn is the request's session for a page that may be shown either way (an error
@@ -80,11 +82,13 @@ func (s *server) page(h func(http.ResponseWriter, *http.Request, *session)) http
 			http.Redirect(w, r, s.url("/login")+"?next="+url.QueryEscape(s.url(r.URL.RequestURI())), http.StatusSeeOther)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-		sess.flashKind, sess.flash, err = s.cfg.Store.TakeWebUIFlash(ctx, sess.token)
-		cancel()
-		if err != nil {
-			s.log.Warn("webui: reading the session's message failed", "error", err)
+		if sess.hasFlash {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+			sess.flashKind, sess.flash, err = s.cfg.Store.TakeWebUIFlash(ctx, sess.token)
+			cancel()
+			if err != nil {
+				s.log.Warn("webui: reading the session's message failed", "error", err)
+			}
 		}
 		h(w, r, sess)
 	}
