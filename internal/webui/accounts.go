@@ -453,8 +453,14 @@ func relative(t, now time.Time) string {
 	return s + " ago"
 }
 
-// stamp is t as a <time> element's datetime.
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+// stamp is t as a <time> element's datetime and a status's JSON time ("" for the zero
+// time).
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
 
 // heldSummary is what one bot holds still to send: replies its windows could not carry,
 // waiting for their conversations' next windows.

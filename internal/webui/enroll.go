@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"time"
 
 	qrcode "github.com/skip2/go-qrcode"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -141,13 +140,6 @@ func enrollmentFailure(status string) string {
 	return msgEnrollmentFailed
 }
 
-func rfc3339(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
 // state reads an enrollment: its workflow's query while it runs, its result once done.
 // qrContent is the QR code's content while it may be scanned (it is no secret of ours,
 // but it only ever leaves as an image). Every read is bounded by Config.Timeout.
@@ -201,7 +193,7 @@ func (s *server) state(ctx context.Context, offer string) (st Status, qrContent 
 	}
 	st.NeedsCode = es.NeedsCode && !st.Done
 	st.AccountKey, st.Generation, st.Replaced = es.AccountKey, es.Generation, es.Replaced
-	st.ExpiresAt, st.QRSerial, st.QRRefreshesLeft = rfc3339(es.ExpiresAt), es.QRSerial, es.QRRefreshesLeft
+	st.ExpiresAt, st.QRSerial, st.QRRefreshesLeft = stamp(es.ExpiresAt), es.QRSerial, es.QRRefreshesLeft
 	st.WrongCodes, st.CodeAttemptsLeft = es.WrongCodes, es.CodeAttemptsLeft
 	if es.Error != "" {
 		// The workflow's error text is an activity's (it names the worker's identity) or
@@ -211,7 +203,7 @@ func (s *server) state(ctx context.Context, offer string) (st Status, qrContent 
 	}
 	if !st.Done && es.QRContent != "" {
 		st.QR, qrContent = true, es.QRContent
-		st.QRExpiresAt = rfc3339(es.QRExpiresAt)
+		st.QRExpiresAt = stamp(es.QRExpiresAt)
 	}
 	return st, qrContent, nil
 }

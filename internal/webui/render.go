@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
@@ -23,18 +22,6 @@ func (s *server) parseTemplates() error {
 	funcs := template.FuncMap{
 		// submission is a fresh submission id for a form that starts an enrollment.
 		"submission": func() string { return randomID(16) },
-		"ts": func(t *time.Time) string {
-			if t == nil || t.IsZero() {
-				return ""
-			}
-			return t.UTC().Format(time.RFC3339)
-		},
-		"ago": func(t *time.Time) string {
-			if t == nil || t.IsZero() {
-				return "never"
-			}
-			return time.Since(*t).Round(time.Second).String() + " ago"
-		},
 	}
 	s.pages = map[string]*template.Template{}
 	for _, name := range []string{"login", "accounts", "enroll_start", "enrollment", "error", "owner", "conversations"} {
