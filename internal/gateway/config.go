@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -500,29 +499,15 @@ var settings = []setting{
 		}},
 	{flag: "ui-public-url", env: "ILINKFLOW_UI_PUBLIC_URL", help: "where bot owners reach the web front end (e.g. https://bots.example.com/ui), for the enrollment links it hands them (default: the request's scheme and host)",
 		def: func(c Config) string { return c.UIPublicURL },
-		set: func(c *Config, v string) error {
-			v = strings.TrimRight(strings.TrimSpace(v), "/")
-			if v != "" {
-				u, err := url.Parse(v)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-					return errors.New("want http(s)://host[/prefix]")
-				}
-			}
-			c.UIPublicURL = v
-			return nil
+		set: func(c *Config, v string) (err error) {
+			c.UIPublicURL, err = webui.BaseURL(v)
+			return err
 		}},
 	{flag: "temporal-ui-url", env: "ILINKFLOW_TEMPORAL_UI_URL", help: "base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233): the web front end links each bot to its workflows there (default: no links)",
 		def: func(c Config) string { return c.TemporalUIURL },
-		set: func(c *Config, v string) error {
-			v = strings.TrimRight(strings.TrimSpace(v), "/")
-			if v != "" {
-				u, err := url.Parse(v)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-					return errors.New("want http(s)://host[:port][/path], e.g. http://127.0.0.1:8233")
-				}
-			}
-			c.TemporalUIURL = v
-			return nil
+		set: func(c *Config, v string) (err error) {
+			c.TemporalUIURL, err = webui.BaseURL(v)
+			return err
 		}},
 }
 

@@ -415,10 +415,10 @@ func errorWords(kind string) string {
 
 // temporalLink is the Temporal UI's list of the bot's workflows (every workflow of a bot
 // carries its key as the search attribute wfapi.AccountAttribute), or "" when no Temporal
-// UI is configured (Config.TemporalUIURL) or its URL is not an http(s) URL.
+// UI is configured (Config.TemporalUIURL; New leaves it empty when it is not a BaseURL).
 func (s *server) temporalLink(key string) string {
-	base := strings.TrimRight(s.cfg.TemporalUIURL, "/")
-	if u, err := url.Parse(base); base == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	base := s.cfg.TemporalUIURL
+	if base == "" {
 		return ""
 	}
 	ns := s.cfg.Namespace

@@ -143,6 +143,21 @@ type server struct {
 	throttle  *loginThrottle
 }
 
+// BaseURL trims v and checks that it is an http(s) base URL: a host and an optional path,
+// without user, query or fragment (e.g. https://bots.example.com/ui); empty stays empty.
+// The front end's public URL and the Temporal UI's URL follow it.
+func BaseURL(v string) (string, error) {
+	v = strings.TrimRight(strings.TrimSpace(v), "/")
+	if v == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", errors.New("want http(s)://host[:port][/path], e.g. https://bots.example.com/ui")
+	}
+	return v, nil
+}
+
 // New returns the front end's handler.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Temporal == nil {
@@ -170,12 +185,12 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	if cfg.PublicURL != "" {
-		if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("webui: public URL %q must be http(s)://host[/prefix]", cfg.PublicURL)
-		}
+	var err error
+	if cfg.PublicURL, err = BaseURL(cfg.PublicURL); err != nil {
+		return nil, fmt.Errorf("webui: public URL: %w", err)
 	}
+	// A Temporal UI URL that is not a base URL gives no links (the worker's flag refuses it).
+	cfg.TemporalUIURL, _ = BaseURL(cfg.TemporalUIURL)
 	if cfg.FailedLoginEvery <= 0 {
 		cfg.FailedLoginEvery = LoginEvery
 	}
