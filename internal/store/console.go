@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -203,15 +202,8 @@ func (s *Store) MessageText(ctx context.Context, accountKey, messageKey string) 
 			return err
 		}
 		found = true
-		if len(raw) == 0 {
-			return nil
-		}
-		var p Payload
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return fail(vocab.CodeInternal, "stored payload of %s does not decode", messageKey)
-		}
-		payload = &p
-		return nil
+		payload, err = payloadFrom(messageKey, raw)
+		return err
 	})
 	if err != nil {
 		return nil, false, err

@@ -117,14 +117,25 @@ func messageFrom(r dbq.InboundMessage) (Message, error) {
 		ProviderMessageID: r.ProviderMessageID, SentAt: r.SentAt, Status: r.Status, Deferred: r.Deferred,
 		FailureReason: r.FailureReason,
 	}
-	if len(r.Payload) > 0 {
-		var p Payload
-		if err := json.Unmarshal(r.Payload, &p); err != nil {
-			return Message{}, fail(vocab.CodeInternal, "stored payload of %s does not decode", r.MessageKey)
-		}
-		m.Payload = &p
+	p, err := payloadFrom(r.MessageKey, r.Payload)
+	if err != nil {
+		return Message{}, err
 	}
+	m.Payload = p
 	return m, nil
+}
+
+// payloadFrom decodes a stored message's payload (nil when it has none: a message absorbed
+// into a later one).
+func payloadFrom(messageKey string, raw []byte) (*Payload, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var p Payload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fail(vocab.CodeInternal, "stored payload of %s does not decode", messageKey)
+	}
+	return &p, nil
 }
 
 // Payload is the content of an inbound message the agent sees: a text summary and
