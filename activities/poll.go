@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/faultpoint"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
@@ -89,6 +90,7 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 
+	faultpoint.Hit(faultpoint.PollPickedUp, in.AccountKey)
 	l, stopped, err := a.takePollLease(ctx, in)
 	if err != nil || stopped.Stopped != "" {
 		return stopped, err

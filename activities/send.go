@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/faultpoint"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/pause"
@@ -112,6 +113,7 @@ func (a *Activities) transmit(ctx context.Context, log *slog.Logger, att store.A
 	res, sendErr := cl.SendItem(ctx, ilink.SendOptions{
 		ToUserID: att.PeerID, ContextToken: ilink.Secret(st.ContextToken.Reveal()), ClientID: att.ClientMessageID,
 	}, item)
+	faultpoint.Hit(faultpoint.SendInFlight, att.AccountKey)
 	at := now()
 	c, throttled := a.classify(st.Window, sendErr, res, at)
 	c.AttemptID = att.AttemptID
