@@ -2,6 +2,7 @@ package ilinksim
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 )
@@ -19,6 +20,9 @@ type bot struct {
 	penaltyUntil  time.Time   // sim; zero = none
 	wake          chan struct{}
 	pollers       int // getupdates calls currently held
+	outstanding   int // getupdates calls received and not answered (their client not gone)
+	overlaps      int // getupdates that arrived while another was outstanding
+	overlapsAt    []time.Time
 	online        bool
 	notifyStarted bool
 	inbox         map[uint64]*wireMessage // by message_id, for duplicates
@@ -95,6 +99,9 @@ func (s *Server) botStateLocked(b *bot) BotState {
 		NotifyStarted: b.notifyStarted,
 		Queued:        len(b.queue),
 		Pollers:       b.pollers,
+		Outstanding:   b.outstanding,
+		Overlaps:      b.overlaps,
+		OverlapsAt:    slices.Clone(b.overlapsAt),
 		Peers:         []PeerState{},
 	}
 	if b.penaltyUntil.After(s.nowLocked()) {

@@ -211,7 +211,7 @@ func (s *Server) ctlSent(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Bots: len(s.botOrder), Sent: len(s.sent)}
+	st := Stats{Bots: len(s.botOrder), Sent: len(s.sent), GetUpdatesOverlaps: s.overlaps, LastGetUpdatesOverlap: s.lastOverlap}
 	for _, b := range s.botOrder {
 		if !b.info.Dead {
 			st.LiveBots++

@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +42,9 @@ type Server struct {
 	requests []RecordedRequest
 	reqSeq   int
 	sent     []SentMessage
+
+	overlaps    int       // getupdates that arrived while another of their bot was outstanding
+	lastOverlap time.Time // real time of the latest
 }
 
 // New returns a simulator with the given configuration. Empty string modes
@@ -156,7 +161,10 @@ func (s *Server) api(h apiHandler, authenticated bool) http.HandlerFunc {
 		}
 		body, n, tooLarge, readErr := readBody(r.Body, limit)
 		problems := checkRequest(r, endpoint, body, authenticated)
-		seq, fault := s.record(r, endpoint, body, n, problems)
+		seq, fault, polled := s.record(r, endpoint, body, n, problems)
+		if polled != nil {
+			defer s.pollEnded(polled)
+		}
 		s.log.Debug("ilinksim request", "method", r.Method, "path", r.URL.Path, "seq", seq, "bytes", n, "problems", problems)
 		if readErr != nil {
 			// The client went away or sent a broken body.
@@ -206,8 +214,11 @@ func readBody(rc io.Reader, limit int64) (body []byte, n int64, tooLarge bool, e
 	return buf.Bytes(), n, false, nil
 }
 
-// record appends the request to the log and pops the matching fault.
-func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, problems []string) (int, *Fault) {
+// record appends the request to the log and pops the matching fault. A getupdates of a
+// known bot is counted as outstanding until its handler returns (the caller calls
+// pollEnded with the bot returned); one that arrives while another is outstanding is an
+// overlap (see trackPollLocked).
+func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, problems []string) (int, *Fault, *bot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqSeq++
@@ -226,6 +237,16 @@ func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, 
 		BodyLen:    n,
 		Problems:   problems,
 	}
+	var polled *bot
+	if endpoint == "getupdates" {
+		var overlap string
+		polled, overlap = s.trackPollLocked(r, rr.Received)
+		if overlap != "" {
+			// Recorded only: the strict-client check (on the caller's list) does not
+			// refuse an overlapping poll.
+			rr.Problems = append(slices.Clone(problems), overlap)
+		}
+	}
 	f := s.popFaultLocked(endpoint)
 	if f != nil {
 		rr.Fault = f.Kind
@@ -234,7 +255,46 @@ func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, 
 	if over := len(s.requests) - s.cfg.MaxRecordedRequests; over > 0 {
 		s.requests = append([]RecordedRequest(nil), s.requests[over:]...)
 	}
-	return s.reqSeq, f
+	return s.reqSeq, f, polled
+}
+
+// maxOverlapTimes bounds the overlap instants a bot keeps (the newest are kept).
+const maxOverlapTimes = 100
+
+// trackPollLocked counts a getupdates arriving at at as outstanding for its bot (by
+// bearer token, live or dead; nil for an unknown token). iLink expects one outstanding
+// getupdates per bot (protocol notes §4.1): one that arrives while another of the same bot
+// is outstanding (received and not answered, its client not gone) is an overlap,
+// counted per bot and in total with its instant, and described in the returned problem.
+func (s *Server) trackPollLocked(r *http.Request, at time.Time) (*bot, string) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return nil, ""
+	}
+	b := s.tokens[tok]
+	if b == nil {
+		return nil, ""
+	}
+	var problem string
+	if b.outstanding > 0 {
+		b.overlaps++
+		b.overlapsAt = append(b.overlapsAt, at)
+		if over := len(b.overlapsAt) - maxOverlapTimes; over > 0 {
+			b.overlapsAt = append([]time.Time(nil), b.overlapsAt[over:]...)
+		}
+		s.overlaps++
+		s.lastOverlap = at
+		problem = fmt.Sprintf("getupdates while %d other getupdates of this bot is outstanding (iLink expects one per bot)", b.outstanding)
+	}
+	b.outstanding++
+	return b, problem
+}
+
+// pollEnded ends an outstanding getupdates counted by trackPollLocked.
+func (s *Server) pollEnded(b *bot) {
+	s.mu.Lock()
+	b.outstanding--
+	s.mu.Unlock()
 }
 
 // checkRequest lists deviations from the official plugin's headers and envelope (§2).

@@ -96,8 +96,18 @@ type BotState struct {
 	// Queued counts inbound messages not handed out yet (including delayed duplicates).
 	Queued int `json:"queued"`
 	// Pollers counts getupdates calls currently held open for this bot.
-	Pollers int         `json:"pollers"`
-	Peers   []PeerState `json:"peers"`
+	Pollers int `json:"pollers"`
+	// Outstanding counts getupdates calls received and not answered yet (held, or being
+	// answered), their client not gone.
+	Outstanding int `json:"getupdates_outstanding"`
+	// Overlaps counts getupdates calls that arrived while another of this bot was
+	// outstanding: iLink expects one outstanding getupdates per bot (protocol notes §4.1).
+	// Each is also a problem of its recorded request.
+	Overlaps int `json:"getupdates_overlaps"`
+	// OverlapsAt are the real times at which the overlapping calls arrived (the newest
+	// 100), so that a test can tell when its pollers overlapped.
+	OverlapsAt []time.Time `json:"getupdates_overlaps_at,omitempty"`
+	Peers      []PeerState `json:"peers"`
 }
 
 // Stats summarises the simulator's state in one read (GET /_sim/stats), for watching many
@@ -114,6 +124,11 @@ type Stats struct {
 	Queued int `json:"queued"`
 	// Sent is the length of the send log (every sendmessage call, accepted or refused).
 	Sent int `json:"sent"`
+	// GetUpdatesOverlaps counts, over all bots, the getupdates calls that arrived while
+	// another of the same bot was outstanding (BotState.Overlaps); LastGetUpdatesOverlap
+	// is the real time of the latest (zero: none).
+	GetUpdatesOverlaps    int       `json:"getupdates_overlaps"`
+	LastGetUpdatesOverlap time.Time `json:"last_getupdates_overlap,omitzero"`
 }
 
 // Key encodings for inbound media (InjectRequest.KeyEncoding).
