@@ -35,9 +35,14 @@ type Config struct {
 	// LeaseTTL is how long a poll lease lives without renewal (default 30s): how soon a
 	// dead worker's bots may be polled by another worker.
 	LeaseTTL time.Duration
-	// LeaseRenewEvery is the period of the lease keeper's renewals and the supervisor's
-	// scans (default LeaseTTL/3).
+	// LeaseRenewEvery is the period of the lease keeper's renewals (default LeaseTTL/3).
 	LeaseRenewEvery time.Duration
+	// SuperviseEvery is the period of the lease supervisor's scans for dead poll
+	// activities (default 1s): with a liveness session, about how long after a worker's
+	// death its bots' polls are replaced.
+	SuperviseEvery time.Duration
+	// Namespace is the Temporal namespace of the workflows (for the calls that name it).
+	Namespace string
 	// SendGap is the minimum gap between two sends of one bot (default 2s; negative: no
 	// gap).
 	SendGap time.Duration
@@ -110,6 +115,7 @@ const (
 	DefaultSendGap         = vocab.DefaultSendGap
 	DefaultThrottlePenalty = vocab.DefaultThrottlePenalty
 	DefaultMaxAccounts     = 1000
+	DefaultSuperviseEvery  = time.Second
 )
 
 // withDefaults returns the configuration with every zero tunable at its default.
@@ -125,6 +131,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseRenewEvery <= 0 || c.LeaseRenewEvery >= c.LeaseTTL/2 {
 		c.LeaseRenewEvery = c.LeaseTTL / 3
+	}
+	if c.SuperviseEvery <= 0 {
+		c.SuperviseEvery = DefaultSuperviseEvery
+	}
+	if c.Namespace == "" {
+		c.Namespace = "default"
 	}
 	if c.HeartbeatEvery <= 0 {
 		c.HeartbeatEvery = DefaultHeartbeatEvery

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -38,6 +41,8 @@ type leaseKeeper struct {
 	mu      sync.Mutex
 	held    map[string]*pollLease
 	running bool
+	// livenessKey is the key this worker's liveness session holds now (0: none).
+	livenessKey int64
 }
 
 // pollLease is one lease a PollAccount activity holds.
@@ -75,6 +80,12 @@ func (a *Activities) keeper() *leaseKeeper {
 func (k *leaseKeeper) take(ctx context.Context, accountKey string, epoch int64, attempt int32) (*pollLease, error) {
 	cfg := k.a.cfg()
 	claim := store.PollLease{AccountKey: accountKey, Holder: k.holder, Epoch: epoch, Attempt: attempt}
+	if activity.IsActivity(ctx) {
+		claim.TaskToken = activity.GetInfo(ctx).TaskToken
+	}
+	k.mu.Lock()
+	claim.HolderKey = k.livenessKey
+	k.mu.Unlock()
 	start := time.Now()
 	taken, _, err := k.a.Store.TakePollLease(ctx, claim, cfg.LeaseTTL)
 	if err != nil {
@@ -98,6 +109,29 @@ func (k *leaseKeeper) take(ctx context.Context, accountKey string, epoch int64, 
 	}
 	k.mu.Unlock()
 	return l, nil
+}
+
+// setLivenessKey records the key the liveness session holds now: leases taken from now on
+// carry it.
+func (k *leaseKeeper) setLivenessKey(key int64) {
+	k.mu.Lock()
+	k.livenessKey = key
+	k.mu.Unlock()
+}
+
+// livenessLost drops every lease taken under key: the session that held it is gone, so a
+// peer may claim them at once; their polls stop (the long poll in flight is cut).
+func (k *leaseKeeper) livenessLost(key int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.livenessKey == key {
+		k.livenessKey = 0
+	}
+	for _, l := range k.held {
+		if l.claim.HolderKey == key {
+			l.loseLocked("this worker's liveness session was lost")
+		}
+	}
 }
 
 // localValidity is how long after a renewal started the holder trusts its lease: less than
@@ -215,93 +249,226 @@ func (l *pollLease) release(ctx context.Context) {
 	}
 }
 
-// LeaseSupervisor finds bots whose poll died with its worker (their lease expired) and has
-// each bot's AccountPoller replace the dead poll activity. Every worker runs one; each
-// expired lease is claimed by one supervisor, never by the holder's own worker (its poll
-// is alive: after a database outage it commits the page it holds before it lets go).
+// LeaseSupervisor finds bots whose poll activity died with its worker and has each one
+// replaced at once on a live worker. Every worker runs one, scanning every
+// Config.SuperviseEvery (1 s by default). A poll activity is dead when its lease's holder
+// lost its liveness session (the process died: seconds after the death), or its lease
+// expired (a frozen or cut-off process, or one without a liveness session: after the ttl);
+// each such lease is claimed by one supervisor, never by the holder's own worker (its poll
+// is alive: after a database outage it commits the page it holds before it lets go). The
+// claimed attempt is failed through its task token, so Temporal retries it at once (no
+// workflow task); a lease without a token has its poller told instead (poll-lost). A
+// worker that died after it picked up a poll activity and before it took the lease leaves
+// no lease: the supervisor that finds the dead worker first fails the poll activities
+// Temporal counts as started by it among the bots whose lease is free.
 type LeaseSupervisor struct {
 	a *Activities
-	// Every is the period of the scan (default LeaseRenewEvery).
+	// Every is the period of the scan (default Config.SuperviseEvery).
 	Every time.Duration
 	// Grace is how long past its expiry a lease is left before it is claimed.
 	Grace time.Duration
 
 	mu sync.Mutex
-	// untold are the leases claimed whose poller could not be told yet (Temporal
-	// unreachable): the claim freed their rows, so no later scan finds them again; each
-	// scan tells them first, until the signal is delivered or no poller runs.
-	untold map[string]store.PollLease
+	// untold are the leases claimed whose poll activity could not be replaced yet
+	// (Temporal unreachable): the claim freed their rows, so no later scan finds them
+	// again; each scan tries them first, until Temporal answers.
+	untold map[string]store.DeadPollLease
+	// forgotAt is when dead workers' rows were last deleted.
+	forgotAt time.Time
 }
 
 // NewLeaseSupervisor returns the supervisor of a's leases.
 func NewLeaseSupervisor(a *Activities) *LeaseSupervisor {
-	return &LeaseSupervisor{a: a, Every: a.cfg().LeaseRenewEvery}
+	return &LeaseSupervisor{a: a, Every: a.cfg().SuperviseEvery}
 }
 
-// Run scans every s.Every until ctx is done.
+// Run scans at once and then every s.Every until ctx is done.
 func (s *LeaseSupervisor) Run(ctx context.Context) {
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
+		if _, err := s.Once(ctx); err != nil && ctx.Err() == nil {
+			s.a.log().Warn("poll lease supervision failed", "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.Once(ctx); err != nil && ctx.Err() == nil {
-				s.a.log().Warn("poll lease supervision failed", "error", err)
-			}
 		}
 	}
 }
 
-// maxClaimsPerScan bounds the pollers one scan signals.
-const maxClaimsPerScan = 200
+// maxClaimsPerScan bounds the poll activities one scan replaces.
+const maxClaimsPerScan = 500
 
-// Once claims the expired leases of active bots and signals their pollers; it returns
-// how many pollers it told.
+// errPollWorkerDied fails a dead poll activity: Temporal retries it after the delay.
+var errPollWorkerDied = temporal.NewApplicationErrorWithOptions(
+	"the worker running this poll died; retried on a live worker", "PollWorkerDied",
+	temporal.ApplicationErrorOptions{NextRetryDelay: 10 * time.Millisecond})
+
+// Once claims the leases of dead poll activities and has each replaced, then looks for
+// poll activities that died before they took a lease; it returns how many it replaced.
 func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
-	if s.a.Temporal == nil {
+	a := s.a
+	if a.Temporal == nil {
 		return 0, errors.New("activities: lease supervision needs a Temporal client")
 	}
-	inst, err := s.a.Store.Installation(ctx)
+	inst, err := a.Store.Installation(ctx)
 	if err != nil {
 		return 0, err
 	}
-	dead, claimErr := s.a.Store.ClaimExpiredPollLeases(ctx, s.a.keeper().holder, s.Grace, maxClaimsPerScan)
+	me := a.keeper().holder
+	dead, claimErr := a.Store.ClaimDeadPollLeases(ctx, me, s.Grace, maxClaimsPerScan)
 	s.mu.Lock()
 	if s.untold == nil {
-		s.untold = map[string]store.PollLease{}
+		s.untold = map[string]store.DeadPollLease{}
 	}
+	claimed := make(map[string]bool, len(dead))
 	for _, l := range dead {
+		claimed[l.AccountKey] = true
 		if prev, ok := s.untold[l.AccountKey]; !ok || l.Epoch > prev.Epoch || (l.Epoch == prev.Epoch && l.Attempt > prev.Attempt) {
 			s.untold[l.AccountKey] = l
 		}
 	}
-	tell := make([]store.PollLease, 0, len(s.untold))
+	tell := make([]store.DeadPollLease, 0, len(s.untold))
 	for _, l := range s.untold {
 		tell = append(tell, l)
 	}
 	s.mu.Unlock()
-	n := 0
-	for _, l := range tell {
-		_, err := wfclient.SignalPoller(ctx, s.a.Temporal, inst, l.AccountKey, wfapi.SignalPollLost,
-			wfapi.PollLostSignal{Epoch: l.Epoch, Attempt: l.Attempt})
-		switch {
-		case isNotFound(err):
-			// No poller runs: the start-up reconcile of a worker starts it.
-		case err != nil:
-			s.a.log().Warn("telling a poller its poll activity died failed; told again at the next scan", "account", l.AccountKey, "error", err)
-			continue
+	var n atomic.Int64
+	forEach(tell, func(l store.DeadPollLease) {
+		if !s.replace(ctx, inst, l) {
+			return
 		}
 		s.mu.Lock()
-		if cur, ok := s.untold[l.AccountKey]; ok && cur == l {
+		if cur, ok := s.untold[l.AccountKey]; ok && cur.Epoch == l.Epoch && cur.Attempt == l.Attempt {
 			delete(s.untold, l.AccountKey)
 		}
 		s.mu.Unlock()
-		s.a.log().Info("poll lease expired: the poller replaces its poll activity", "account", l.AccountKey)
-		n++
+		n.Add(1)
+	})
+	unleased, err := s.unleased(ctx, inst, claimed)
+	n.Add(int64(unleased))
+	s.forget(ctx)
+	return int(n.Load()), errors.Join(claimErr, err)
+}
+
+// replace has the dead poll activity of a claimed lease replaced: its attempt is failed
+// through its task token (Temporal retries it at once), or, without a token, its poller is
+// told (poll-lost). False: Temporal did not answer (tried again at the next scan).
+func (s *LeaseSupervisor) replace(ctx context.Context, inst wfapi.Installation, l store.DeadPollLease) bool {
+	a := s.a
+	reason := metrics.LeaseMovedExpired
+	if l.HolderDied {
+		reason = metrics.LeaseMovedWorkerDied
 	}
-	return n, claimErr
+	log := a.log().With("account", l.AccountKey, "holder", l.Holder, "reason", reason)
+	if len(l.TaskToken) > 0 {
+		err := a.Temporal.CompleteActivity(ctx, l.TaskToken, nil, errPollWorkerDied)
+		switch {
+		case err == nil:
+			a.Metrics.LeaseMoved(reason)
+			log.Info("poll lease holder dead: its poll activity is retried on a live worker")
+			return true
+		case isNotFound(err):
+			// That attempt ended already (its poller moved on): the next poll takes the
+			// free lease.
+			return true
+		default:
+			log.Warn("failing a dead poll activity failed; tried again at the next scan", "error", err)
+			return false
+		}
+	}
+	_, err := wfclient.SignalPoller(ctx, a.Temporal, inst, l.AccountKey, wfapi.SignalPollLost,
+		wfapi.PollLostSignal{Epoch: l.Epoch, Attempt: l.Attempt})
+	switch {
+	case isNotFound(err):
+		// No poller runs: the start-up reconcile of a worker starts it.
+		return true
+	case err != nil:
+		log.Warn("telling a poller its poll activity died failed; told again at the next scan", "error", err)
+		return false
+	}
+	a.Metrics.LeaseMoved(reason)
+	log.Info("poll lease holder dead: the poller replaces its poll activity")
+	return true
+}
+
+// unleased finds the workers that died since the last scan (this supervisor is the one
+// that marks each dead) and fails the poll activities Temporal counts as started by them
+// among the bots whose lease is free and was not claimed by a supervisor (except those in
+// skip): activities picked up by a worker that died before it took their lease.
+func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation, skip map[string]bool) (int, error) {
+	a := s.a
+	workers, err := a.Store.MarkDeadPollWorkers(ctx, a.keeper().holder)
+	if err != nil || len(workers) == 0 {
+		return 0, err
+	}
+	accounts, err := a.Store.ListUnleasedAccounts(ctx, a.cfg().MaxAccounts+activitySlack)
+	if err != nil {
+		return 0, err
+	}
+	free := accounts[:0]
+	for _, acct := range accounts {
+		if !skip[acct] {
+			free = append(free, acct)
+		}
+	}
+	var n atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	for _, w := range workers {
+		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder, "bots_without_lease", len(free))
+		forEach(free, func(acct string) {
+			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, errPollWorkerDied)
+			switch {
+			case err != nil:
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			case ok:
+				n.Add(1)
+				a.Metrics.LeaseMoved(metrics.LeaseMovedUnleased)
+				a.log().Info("a poll activity picked up by a dead worker before it took its lease is retried on a live worker",
+					"account", acct, "holder", w.Holder)
+			}
+		})
+	}
+	return int(n.Load()), errors.Join(errs...)
+}
+
+// activitySlack bounds the unleased accounts read beyond the worker's active bots.
+const activitySlack = 256
+
+// forget deletes the rows of workers dead for longer than their leases can live, at most
+// once a ttl.
+func (s *LeaseSupervisor) forget(ctx context.Context) {
+	ttl := s.a.cfg().LeaseTTL
+	if time.Since(s.forgotAt) < ttl {
+		return
+	}
+	s.forgotAt = time.Now()
+	if _, err := s.a.Store.ForgetDeadPollWorkers(ctx, 2*ttl); err != nil && ctx.Err() == nil {
+		s.a.log().Warn("deleting dead workers' rows failed", "error", err)
+	}
+}
+
+// superviseConcurrency bounds the Temporal calls one scan makes at once.
+const superviseConcurrency = 8
+
+// forEach runs f on every item, superviseConcurrency at once, and waits.
+func forEach[T any](items []T, f func(T)) {
+	sem := make(chan struct{}, superviseConcurrency)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(it)
+		}()
+	}
+	wg.Wait()
 }
 
 // heartbeat records a heartbeat every period until the returned stop function is

@@ -47,10 +47,18 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 && !in.Probe {
 		// A retry after a crash or a worker stop: tell iLink the account is polled again,
 		// and start the workflow of a window whose page the previous attempt committed.
-		a.notify(ctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
-		if a.Temporal != nil {
-			a.syncOpenWindows(ctx, in.AccountKey)
-		}
+		// Beside the poll, not before it: after a worker's death the bot is polled again
+		// at once; the activity returns only once both are done.
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.notify(ctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
+			if a.Temporal != nil {
+				a.syncOpenWindows(ctx, in.AccountKey)
+			}
+		}()
+		defer wg.Wait()
 	}
 	res, err := a.pollAccount(ctx, in)
 	if p := a.Config.Poller; p != (wfapi.PollerConfig{}) {

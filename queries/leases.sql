@@ -1,15 +1,18 @@
 -- Poll leases (db/migrations/00004_poll_leases.sql). Times are the database's clock.
 
 -- name: TakePollLease :one
--- Takes the bot's lease for (holder, epoch, attempt) when it is free or expired. No row: a
--- live holder has it.
-INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at)
+-- Takes the bot's lease for (holder, epoch, attempt) when it is free or expired, stamped
+-- with the holder's liveness key (NULL: none, the lease then moves only on expiry) and the
+-- poll activity attempt's task token. No row: a live holder has it.
+INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at, holder_key, task_token)
 VALUES (sqlc.arg(account_key), sqlc.arg(holder)::text, sqlc.arg(epoch), sqlc.arg(attempt),
-        clock_timestamp() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', clock_timestamp())
+        clock_timestamp() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', clock_timestamp(),
+        sqlc.narg(holder_key)::bigint, sqlc.narg(task_token)::bytea)
 ON CONFLICT (account_key) DO UPDATE
 SET holder = excluded.holder, epoch = excluded.epoch, attempt = excluded.attempt,
     expires_at = excluded.expires_at, taken_at = excluded.taken_at,
-    wanted_epoch = NULL, wanted_attempt = NULL
+    wanted_epoch = NULL, wanted_attempt = NULL,
+    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed = false
 WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
 RETURNING l.account_key, l.expires_at;
 
@@ -31,28 +34,69 @@ RETURNING account_key, epoch, attempt, expires_at,
     (wanted_epoch IS NOT NULL AND (wanted_epoch, wanted_attempt) > (epoch, attempt))::boolean AS wanted;
 
 -- name: ReleasePollLease :execrows
-UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp()
+UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
+    holder_key = NULL, task_token = NULL, claimed = false
 WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
   AND epoch = sqlc.arg(epoch) AND attempt = sqlc.arg(attempt);
 
--- name: ClaimExpiredPollLeases :many
--- Claims (for one supervisor among the workers) the expired leases of active accounts:
--- their holder died or was cut off. The claimed leases are freed, and the caller tells each
--- bot's poller to start a new poll activity. A supervisor never claims a lease of its own
--- worker (claimer): that poll activity is alive, and may hold a page it fetched before an
--- outage and has not committed yet; a replacement would fetch past that page.
-UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL
+-- name: ClaimDeadPollLeases :many
+-- Claims (for one supervisor among the workers) the leases of active accounts whose
+-- holder died: its liveness key is held by no session (holder_died), or the lease expired
+-- more than grace ago (a holder frozen or cut off, or one without a liveness session). The
+-- claimed leases are freed, and the caller has each dead poll activity replaced. A
+-- supervisor never claims a lease of its own worker (claimer): that poll activity is
+-- alive, and may hold a page it fetched before an outage and has not committed yet; a
+-- replacement would fetch past that page.
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,
+    holder_key = NULL, task_token = NULL, claimed = true
 FROM (
-    SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
-    WHERE pl.holder IS NOT NULL AND pl.expires_at < clock_timestamp() - sqlc.arg(grace_ms)::bigint * interval '1 millisecond'
-      AND pl.holder <> sqlc.arg(claimer)::text
+    SELECT pl.account_key, pl.holder AS dead_holder, pl.task_token AS dead_token,
+        (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key))::boolean AS holder_died
+    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    WHERE pl.holder IS NOT NULL AND pl.holder <> sqlc.arg(claimer)::text
       AND a.status = 'active'
+      AND (pl.expires_at < clock_timestamp() - sqlc.arg(grace_ms)::bigint * interval '1 millisecond'
+           OR (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)))
     ORDER BY pl.expires_at
     LIMIT sqlc.arg(max_leases)
     FOR UPDATE OF pl SKIP LOCKED
 ) AS dead
 WHERE l.account_key = dead.account_key
-RETURNING l.account_key, l.epoch, l.attempt;
+RETURNING l.account_key, l.epoch, l.attempt, dead.dead_holder::text AS holder, dead.dead_token AS task_token,
+    dead.holder_died::boolean AS holder_died;
+
+-- name: RegisterPollWorker :exec
+-- Registers this worker process under its holder name with the liveness key its session
+-- holds now (after a lost session: the new key, and alive again).
+INSERT INTO poll_workers (holder, liveness_key, started_at)
+VALUES (sqlc.arg(holder)::text, sqlc.arg(liveness_key)::bigint, clock_timestamp())
+ON CONFLICT (holder) DO UPDATE SET liveness_key = excluded.liveness_key, dead_at = NULL;
+
+-- name: MarkDeadPollWorkers :many
+-- Marks dead the workers (other than claimer) whose liveness key no session holds; each is
+-- returned to exactly one caller among the workers running this at once.
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+UPDATE poll_workers AS w SET dead_at = clock_timestamp()
+WHERE w.dead_at IS NULL AND w.holder <> sqlc.arg(claimer)::text
+  AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
+RETURNING w.holder, w.dead_at;
+
+-- name: DeletePollWorker :exec
+DELETE FROM poll_workers WHERE holder = sqlc.arg(holder)::text;
+
+-- name: ForgetDeadPollWorkers :execrows
+-- Deletes the rows of workers dead for longer than keep_ms (their leases expired by then).
+DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond';
+
+-- name: ListUnleasedAccounts :many
+-- Active accounts whose poll lease was released by its poll activity (or never taken),
+-- not claimed by a supervisor: between two poll activities, or picked up by a worker that
+-- died before it took the lease.
+SELECT a.account_key FROM accounts a LEFT JOIN poll_leases l ON l.account_key = a.account_key
+WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND NOT l.claimed))
+ORDER BY a.account_key
+LIMIT sqlc.arg(max_accounts);
 
 -- name: CountPollLeases :one
 -- Leases held (by anyone, live) and expired-but-held: for metrics and tests.

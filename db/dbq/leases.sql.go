@@ -10,42 +10,60 @@ import (
 	"time"
 )
 
-const claimExpiredPollLeases = `-- name: ClaimExpiredPollLeases :many
-UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL
+const claimDeadPollLeases = `-- name: ClaimDeadPollLeases :many
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,
+    holder_key = NULL, task_token = NULL, claimed = true
 FROM (
-    SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
-    WHERE pl.holder IS NOT NULL AND pl.expires_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
-      AND pl.holder <> $2::text
+    SELECT pl.account_key, pl.holder AS dead_holder, pl.task_token AS dead_token,
+        (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key))::boolean AS holder_died
+    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    WHERE pl.holder IS NOT NULL AND pl.holder <> $1::text
       AND a.status = 'active'
+      AND (pl.expires_at < clock_timestamp() - $2::bigint * interval '1 millisecond'
+           OR (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)))
     ORDER BY pl.expires_at
     LIMIT $3
     FOR UPDATE OF pl SKIP LOCKED
 ) AS dead
 WHERE l.account_key = dead.account_key
-RETURNING l.account_key, l.epoch, l.attempt
+RETURNING l.account_key, l.epoch, l.attempt, dead.dead_holder::text AS holder, dead.dead_token AS task_token,
+    dead.holder_died::boolean AS holder_died
 `
 
-type ClaimExpiredPollLeasesRow struct {
+type ClaimDeadPollLeasesRow struct {
 	AccountKey string
 	Epoch      int64
 	Attempt    int32
+	Holder     string
+	TaskToken  []byte
+	HolderDied bool
 }
 
-// Claims (for one supervisor among the workers) the expired leases of active accounts:
-// their holder died or was cut off. The claimed leases are freed, and the caller tells each
-// bot's poller to start a new poll activity. A supervisor never claims a lease of its own
-// worker (claimer): that poll activity is alive, and may hold a page it fetched before an
-// outage and has not committed yet; a replacement would fetch past that page.
-func (q *Queries) ClaimExpiredPollLeases(ctx context.Context, graceMs int64, claimer string, maxLeases int32) ([]ClaimExpiredPollLeasesRow, error) {
-	rows, err := q.db.Query(ctx, claimExpiredPollLeases, graceMs, claimer, maxLeases)
+// Claims (for one supervisor among the workers) the leases of active accounts whose
+// holder died: its liveness key is held by no session (holder_died), or the lease expired
+// more than grace ago (a holder frozen or cut off, or one without a liveness session). The
+// claimed leases are freed, and the caller has each dead poll activity replaced. A
+// supervisor never claims a lease of its own worker (claimer): that poll activity is
+// alive, and may hold a page it fetched before an outage and has not committed yet; a
+// replacement would fetch past that page.
+func (q *Queries) ClaimDeadPollLeases(ctx context.Context, claimer string, graceMs int64, maxLeases int32) ([]ClaimDeadPollLeasesRow, error) {
+	rows, err := q.db.Query(ctx, claimDeadPollLeases, claimer, graceMs, maxLeases)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ClaimExpiredPollLeasesRow{}
+	items := []ClaimDeadPollLeasesRow{}
 	for rows.Next() {
-		var i ClaimExpiredPollLeasesRow
-		if err := rows.Scan(&i.AccountKey, &i.Epoch, &i.Attempt); err != nil {
+		var i ClaimDeadPollLeasesRow
+		if err := rows.Scan(
+			&i.AccountKey,
+			&i.Epoch,
+			&i.Attempt,
+			&i.Holder,
+			&i.TaskToken,
+			&i.HolderDied,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -75,8 +93,109 @@ func (q *Queries) CountPollLeases(ctx context.Context) (CountPollLeasesRow, erro
 	return i, err
 }
 
+const deletePollWorker = `-- name: DeletePollWorker :exec
+DELETE FROM poll_workers WHERE holder = $1::text
+`
+
+func (q *Queries) DeletePollWorker(ctx context.Context, holder string) error {
+	_, err := q.db.Exec(ctx, deletePollWorker, holder)
+	return err
+}
+
+const forgetDeadPollWorkers = `-- name: ForgetDeadPollWorkers :execrows
+DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+`
+
+// Deletes the rows of workers dead for longer than keep_ms (their leases expired by then).
+func (q *Queries) ForgetDeadPollWorkers(ctx context.Context, keepMs int64) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetDeadPollWorkers, keepMs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const listUnleasedAccounts = `-- name: ListUnleasedAccounts :many
+SELECT a.account_key FROM accounts a LEFT JOIN poll_leases l ON l.account_key = a.account_key
+WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND NOT l.claimed))
+ORDER BY a.account_key
+LIMIT $1
+`
+
+// Active accounts whose poll lease was released by its poll activity (or never taken),
+// not claimed by a supervisor: between two poll activities, or picked up by a worker that
+// died before it took the lease.
+func (q *Queries) ListUnleasedAccounts(ctx context.Context, maxAccounts int32) ([]string, error) {
+	rows, err := q.db.Query(ctx, listUnleasedAccounts, maxAccounts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var account_key string
+		if err := rows.Scan(&account_key); err != nil {
+			return nil, err
+		}
+		items = append(items, account_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const markDeadPollWorkers = `-- name: MarkDeadPollWorkers :many
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+UPDATE poll_workers AS w SET dead_at = clock_timestamp()
+WHERE w.dead_at IS NULL AND w.holder <> $1::text
+  AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
+RETURNING w.holder, w.dead_at
+`
+
+type MarkDeadPollWorkersRow struct {
+	Holder string
+	DeadAt *time.Time
+}
+
+// Marks dead the workers (other than claimer) whose liveness key no session holds; each is
+// returned to exactly one caller among the workers running this at once.
+func (q *Queries) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]MarkDeadPollWorkersRow, error) {
+	rows, err := q.db.Query(ctx, markDeadPollWorkers, claimer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MarkDeadPollWorkersRow{}
+	for rows.Next() {
+		var i MarkDeadPollWorkersRow
+		if err := rows.Scan(&i.Holder, &i.DeadAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const registerPollWorker = `-- name: RegisterPollWorker :exec
+INSERT INTO poll_workers (holder, liveness_key, started_at)
+VALUES ($1::text, $2::bigint, clock_timestamp())
+ON CONFLICT (holder) DO UPDATE SET liveness_key = excluded.liveness_key, dead_at = NULL
+`
+
+// Registers this worker process under its holder name with the liveness key its session
+// holds now (after a lost session: the new key, and alive again).
+func (q *Queries) RegisterPollWorker(ctx context.Context, holder string, livenessKey int64) error {
+	_, err := q.db.Exec(ctx, registerPollWorker, holder, livenessKey)
+	return err
+}
+
 const releasePollLease = `-- name: ReleasePollLease :execrows
-UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp()
+UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
+    holder_key = NULL, task_token = NULL, claimed = false
 WHERE account_key = $1 AND holder = $2::text
   AND epoch = $3 AND attempt = $4
 `
@@ -147,13 +266,15 @@ func (q *Queries) RenewPollLeases(ctx context.Context, ttlMs int64, holder strin
 
 const takePollLease = `-- name: TakePollLease :one
 
-INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at)
+INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at, holder_key, task_token)
 VALUES ($1, $2::text, $3, $4,
-        clock_timestamp() + $5::bigint * interval '1 millisecond', clock_timestamp())
+        clock_timestamp() + $5::bigint * interval '1 millisecond', clock_timestamp(),
+        $6::bigint, $7::bytea)
 ON CONFLICT (account_key) DO UPDATE
 SET holder = excluded.holder, epoch = excluded.epoch, attempt = excluded.attempt,
     expires_at = excluded.expires_at, taken_at = excluded.taken_at,
-    wanted_epoch = NULL, wanted_attempt = NULL
+    wanted_epoch = NULL, wanted_attempt = NULL,
+    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed = false
 WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
 RETURNING l.account_key, l.expires_at
 `
@@ -164,6 +285,8 @@ type TakePollLeaseParams struct {
 	Epoch      int64
 	Attempt    int32
 	TtlMs      int64
+	HolderKey  *int64
+	TaskToken  []byte
 }
 
 type TakePollLeaseRow struct {
@@ -172,8 +295,9 @@ type TakePollLeaseRow struct {
 }
 
 // Poll leases (db/migrations/00004_poll_leases.sql). Times are the database's clock.
-// Takes the bot's lease for (holder, epoch, attempt) when it is free or expired. No row: a
-// live holder has it.
+// Takes the bot's lease for (holder, epoch, attempt) when it is free or expired, stamped
+// with the holder's liveness key (NULL: none, the lease then moves only on expiry) and the
+// poll activity attempt's task token. No row: a live holder has it.
 func (q *Queries) TakePollLease(ctx context.Context, arg TakePollLeaseParams) (TakePollLeaseRow, error) {
 	row := q.db.QueryRow(ctx, takePollLease,
 		arg.AccountKey,
@@ -181,6 +305,8 @@ func (q *Queries) TakePollLease(ctx context.Context, arg TakePollLeaseParams) (T
 		arg.Epoch,
 		arg.Attempt,
 		arg.TtlMs,
+		arg.HolderKey,
+		arg.TaskToken,
 	)
 	var i TakePollLeaseRow
 	err := row.Scan(&i.AccountKey, &i.ExpiresAt)

@@ -200,6 +200,16 @@ type PollLease struct {
 	WantedEpoch   *int64
 	WantedAttempt *int32
 	TakenAt       time.Time
+	HolderKey     *int64
+	TaskToken     []byte
+	Claimed       bool
+}
+
+type PollWorker struct {
+	Holder      string
+	LivenessKey int64
+	StartedAt   time.Time
+	DeadAt      *time.Time
 }
 
 type QuarantinedPage struct {

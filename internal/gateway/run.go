@@ -166,6 +166,18 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		return err
 	}
 	acts := newActivities(cfg, opts, st, pool, tc, handler, reg, logger)
+	// The liveness session first, so that the leases this worker takes carry its key: a
+	// peer then moves them seconds after this process dies (docs/poll-leases.md).
+	live := activities.StartLiveness(acts)
+	defer live.Stop(context.Background()) // a stop that did not run (a failed start) still ends it
+	select {
+	case <-live.Ready():
+	case <-time.After(livenessWait):
+		logger.Warn("no liveness session yet: the leases taken until there is one move only after the lease ttl if this worker dies",
+			"waited", livenessWait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	fatal := make(chan error, 1)
 	w := newWorker(tc, cfg, acts, fatal)
 	if err := w.Start(); err != nil {
@@ -188,6 +200,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			if err != nil {
 				logger.Warn("handing poll leases over failed; they expire", "error", err)
 			}
+			// Last: a lease still held now moves at once, as a dead worker's.
+			live.Stop(hctx)
 			cancel()
 		}
 	}
@@ -211,6 +225,12 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 	defer httpSrv.shutdown() // before the worker stops (defers run last-in first-out)
 
+	// The lease supervisor replaces the poll activities of dead workers' bots, a worker
+	// this one replaces included: from the start, before the reconcile.
+	supCtx, stopSup := context.WithCancel(ctx)
+	defer stopSup()
+	go activities.NewLeaseSupervisor(acts).Run(supCtx)
+
 	rep, err := ReconcileWithOptions(ctx, st, tc, ReconcileOptions{
 		TaskQueue:  cfg.TaskQueue,
 		Activities: acts,
@@ -220,10 +240,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	logger.Info("reconciled", "report", rep)
-	// The lease supervisor replaces the poll activities of dead workers' bots.
-	supCtx, stopSup := context.WithCancel(ctx)
-	defer stopSup()
-	go activities.NewLeaseSupervisor(acts).Run(supCtx)
 	ready.started.Store(true)
 	if opts.Ready != nil {
 		opts.Ready(rep)
@@ -280,6 +296,9 @@ func startTracing(ctx context.Context, cfg Config, opts Options) (trace.TracerPr
 // handOverWithin bounds the hand-over of the poll leases left at the end of a stop.
 const handOverWithin = 10 * time.Second
 
+// livenessWait bounds the wait for the liveness session at start.
+const livenessWait = 10 * time.Second
+
 // activitySlotsBesidePolls is how many activities a worker runs at once besides one poll
 // per bot (sends, hand-offs, store activities).
 const activitySlotsBesidePolls = 256
@@ -306,6 +325,7 @@ func (c Config) activitiesConfig() activities.Config {
 		DeferredBefore:  c.DeferredBefore,
 		SessionTTL:      c.SessionTTL,
 		LeaseTTL:        c.PollLeaseTTL,
+		Namespace:       c.TemporalNamespace,
 		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause), PollSession: wfapi.Duration(c.PollSession)},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
 	}
@@ -482,6 +502,9 @@ func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal 
 		// Stop waits this long for in-flight activities, so a send in progress completes
 		// (or records its outcome) instead of being abandoned mid-transmit.
 		WorkerStopTimeout: cfg.ShutdownGrace,
+		// The lease holder's name: a peer that finds this process dead fails the poll
+		// activities Temporal counts as started by it.
+		Identity: activities.WorkerIdentity(acts),
 		OnFatalError: func(err error) {
 			select {
 			case fatal <- err:

@@ -55,6 +55,10 @@ type Product struct {
 	replies  *prometheus.CounterVec
 	mcpCalls *prometheus.CounterVec
 	leases   *prometheus.CounterVec
+	// moved: poll activities a supervisor replaced, by why their holder was judged dead.
+	moved *prometheus.CounterVec
+	// livenessLost: liveness sessions this worker lost while it ran.
+	livenessLost prometheus.Counter
 	// unreadable: active accounts whose bot token this worker cannot open.
 	unreadable prometheus.Gauge
 }
@@ -94,6 +98,16 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_poll_lease_renewals_total",
 			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
 		}, []string{"outcome"}),
+		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_poll_leases_moved_total",
+			Help: "Poll activities this worker's lease supervisor had replaced, by why their holder was judged dead: " +
+				"worker_died (its liveness session is gone), expired (its lease passed its ttl: a frozen or cut-off worker), " +
+				"unleased (picked up by a worker that died before it took the lease).",
+		}, []string{"reason"}),
+		livenessLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ilinkflow_liveness_sessions_lost_total",
+			Help: "Times this worker lost its liveness session to PostgreSQL while running (its leases were dropped and a new session opened).",
+		}),
 		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ilinkflow_accounts_unreadable",
 			Help: "Active accounts whose bot token this worker cannot open with its sealing keys, as its last " +
@@ -101,7 +115,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 				"The worker's log names each one and the key generation to add.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.leases, p.unreadable} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.leases, p.moved, p.livenessLost, p.unreadable} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -113,6 +127,9 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	}
 	p.leases.WithLabelValues("ok")
 	p.leases.WithLabelValues("error")
+	for _, r := range []string{LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased} {
+		p.moved.WithLabelValues(r)
+	}
 	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled, SendHeld} {
 		p.sends.WithLabelValues(o)
 	}
@@ -168,6 +185,29 @@ func (p *Product) LeaseRenewal(ok bool) {
 	} else {
 		p.leases.WithLabelValues("error").Inc()
 	}
+}
+
+// Why a supervisor replaced a poll activity (LeaseMoved).
+const (
+	LeaseMovedWorkerDied = "worker_died"
+	LeaseMovedExpired    = "expired"
+	LeaseMovedUnleased   = "unleased"
+)
+
+// LeaseMoved records a poll activity the supervisor had replaced, with why.
+func (p *Product) LeaseMoved(reason string) {
+	if p == nil {
+		return
+	}
+	p.moved.WithLabelValues(reason).Inc()
+}
+
+// LivenessLost records a lost liveness session.
+func (p *Product) LivenessLost() {
+	if p == nil {
+		return
+	}
+	p.livenessLost.Inc()
 }
 
 // UnreadableAccounts sets the number of active accounts whose bot token this worker

@@ -20,6 +20,13 @@ type PollLease struct {
 	Holder     string
 	Epoch      int64
 	Attempt    int32
+	// HolderKey is the liveness key the holder's PostgreSQL session held when it took the
+	// lease (0: none; the lease then moves only when it expires).
+	HolderKey int64
+	// TaskToken is the Temporal task token of the poll activity attempt that holds the
+	// lease (nil: unknown), so that a peer can fail exactly that attempt when the holder
+	// dies.
+	TaskToken []byte
 }
 
 // LeaseRenewal is one lease a renewal kept.
@@ -40,7 +47,21 @@ func validLease(l PollLease, ttl time.Duration) error {
 	if ttl < time.Second || ttl > time.Hour {
 		return fail(vocab.CodeInvalidInput, "lease ttl must be between 1s and 1h")
 	}
+	if l.HolderKey < 0 || len(l.TaskToken) > maxTaskToken {
+		return fail(vocab.CodeInvalidInput, "lease holder key is negative or task token too long")
+	}
 	return nil
+}
+
+// maxTaskToken bounds a stored task token (Temporal's are a few hundred bytes).
+const maxTaskToken = 4096
+
+// keyArg is a liveness key as a nullable statement argument (0: none).
+func keyArg(k int64) *int64 {
+	if k == 0 {
+		return nil
+	}
+	return &k
 }
 
 // TakePollLease takes the bot's poll lease for ttl when it is free or expired. When a live holder has it, taken is false and, if the claim is newer
@@ -51,7 +72,7 @@ func (s *Store) TakePollLease(ctx context.Context, l PollLease, ttl time.Duratio
 	}
 	err = s.read(ctx, "take poll lease", func(q *dbq.Queries) error {
 		row, err := q.TakePollLease(ctx, dbq.TakePollLeaseParams{AccountKey: l.AccountKey, Holder: l.Holder,
-			Epoch: l.Epoch, Attempt: l.Attempt, TtlMs: ttl.Milliseconds()})
+			Epoch: l.Epoch, Attempt: l.Attempt, TtlMs: ttl.Milliseconds(), HolderKey: keyArg(l.HolderKey), TaskToken: l.TaskToken})
 		switch {
 		case err == nil:
 			taken, expires = true, row.ExpiresAt
@@ -97,23 +118,105 @@ func (s *Store) ReleasePollLease(ctx context.Context, l PollLease) (bool, error)
 	return n == 1, err
 }
 
-// ClaimExpiredPollLeases frees at most max leases of active accounts that expired more
-// than grace ago (their holder died or was cut off) and returns them; among workers
-// running this at once each lease is claimed by one. The caller tells each bot's poller
-// to replace the dead poll activity. Leases held by claimer (the calling worker) are never
-// claimed: its poll activities are alive, and one whose lease expired during a database
-// outage may hold a fetched page it has not committed yet (it commits it, then lets go);
-// a replacement would fetch past that page and its commit would be refused.
-func (s *Store) ClaimExpiredPollLeases(ctx context.Context, claimer string, grace time.Duration, max int) ([]PollLease, error) {
+// DeadPollLease is a lease ClaimDeadPollLeases freed: the claim of the dead poll activity
+// (its holder, epoch, attempt and task token) and why it was claimed.
+type DeadPollLease struct {
+	PollLease
+	// HolderDied: the holder's liveness session is gone (its process died or lost its
+	// session); otherwise the lease expired.
+	HolderDied bool
+}
+
+// ClaimDeadPollLeases frees at most max leases of active accounts whose holder died (no
+// session holds its liveness key) or that expired more than grace ago (a holder frozen or
+// cut off, or one without a liveness session), and returns them; among workers running
+// this at once each lease is claimed by one. The caller has each bot's dead poll activity
+// replaced. Leases held by claimer (the calling worker) are never claimed: its poll
+// activities are alive, and one whose lease expired during a database outage may hold a
+// fetched page it has not committed yet (it commits it, then lets go); a replacement would
+// fetch past that page and its commit would be refused.
+func (s *Store) ClaimDeadPollLeases(ctx context.Context, claimer string, grace time.Duration, max int) ([]DeadPollLease, error) {
 	if max <= 0 || max > 10000 || grace < 0 || claimer == "" {
-		return nil, fail(vocab.CodeInvalidInput, "claim of expired leases: max must be 1..10000, grace not negative and the claimer named")
+		return nil, fail(vocab.CodeInvalidInput, "claim of dead leases: max must be 1..10000, grace not negative and the claimer named")
 	}
-	var out []PollLease
-	err := s.read(ctx, "claim expired poll leases", func(q *dbq.Queries) error {
-		rows, err := q.ClaimExpiredPollLeases(ctx, grace.Milliseconds(), claimer, int32(max))
+	var out []DeadPollLease
+	err := s.read(ctx, "claim dead poll leases", func(q *dbq.Queries) error {
+		rows, err := q.ClaimDeadPollLeases(ctx, claimer, grace.Milliseconds(), int32(max))
 		for _, r := range rows {
-			out = append(out, PollLease{AccountKey: r.AccountKey, Epoch: r.Epoch, Attempt: r.Attempt})
+			out = append(out, DeadPollLease{PollLease: PollLease{AccountKey: r.AccountKey, Holder: r.Holder, Epoch: r.Epoch,
+				Attempt: r.Attempt, TaskToken: r.TaskToken}, HolderDied: r.HolderDied})
 		}
+		return err
+	})
+	return out, err
+}
+
+// RegisterPollWorker records this worker process (holder) with the liveness key its
+// PostgreSQL session holds now; a worker marked dead is alive again under the new key.
+func (s *Store) RegisterPollWorker(ctx context.Context, holder string, key int64) error {
+	if holder == "" || len(holder) > 200 || key <= 0 {
+		return fail(vocab.CodeInvalidInput, "poll worker: holder must be 1..200 bytes and the key positive")
+	}
+	return s.read(ctx, "register poll worker", func(q *dbq.Queries) error {
+		return q.RegisterPollWorker(ctx, holder, key)
+	})
+}
+
+// DeadPollWorker is a worker process found dead: no session holds its liveness key.
+type DeadPollWorker struct {
+	Holder string
+	DeadAt time.Time
+}
+
+// MarkDeadPollWorkers marks dead the workers (other than claimer) whose liveness key no
+// session holds and returns them; each is returned to one caller among the workers
+// running this at once.
+func (s *Store) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]DeadPollWorker, error) {
+	if claimer == "" {
+		return nil, fail(vocab.CodeInvalidInput, "poll worker: the claimer must be named")
+	}
+	var out []DeadPollWorker
+	err := s.read(ctx, "mark dead poll workers", func(q *dbq.Queries) error {
+		rows, err := q.MarkDeadPollWorkers(ctx, claimer)
+		for _, r := range rows {
+			w := DeadPollWorker{Holder: r.Holder}
+			if r.DeadAt != nil {
+				w.DeadAt = *r.DeadAt
+			}
+			out = append(out, w)
+		}
+		return err
+	})
+	return out, err
+}
+
+// DeletePollWorker removes a worker's row (a worker that stops removes its own).
+func (s *Store) DeletePollWorker(ctx context.Context, holder string) error {
+	return s.read(ctx, "delete poll worker", func(q *dbq.Queries) error {
+		return q.DeletePollWorker(ctx, holder)
+	})
+}
+
+// ForgetDeadPollWorkers deletes the rows of workers dead for longer than keep and returns
+// how many it deleted.
+func (s *Store) ForgetDeadPollWorkers(ctx context.Context, keep time.Duration) (int64, error) {
+	var n int64
+	err := s.read(ctx, "forget dead poll workers", func(q *dbq.Queries) (err error) {
+		n, err = q.ForgetDeadPollWorkers(ctx, keep.Milliseconds())
+		return err
+	})
+	return n, err
+}
+
+// ListUnleasedAccounts returns at most max active accounts whose poll lease is free (or
+// was never taken).
+func (s *Store) ListUnleasedAccounts(ctx context.Context, max int) ([]string, error) {
+	if max <= 0 || max > 100000 {
+		return nil, fail(vocab.CodeInvalidInput, "unleased accounts: max must be 1..100000")
+	}
+	var out []string
+	err := s.read(ctx, "list unleased accounts", func(q *dbq.Queries) (err error) {
+		out, err = q.ListUnleasedAccounts(ctx, int32(max))
 		return err
 	})
 	return out, err

@@ -157,3 +157,41 @@ func SignalAccountResumed(ctx context.Context, tc client.Client, inst wfapi.Inst
 	}
 	return first
 }
+
+// FailDeadPollActivity fails the PollAccount activity of an account's running poller
+// that Temporal counts as started by the worker identity, a worker found dead, so that
+// Temporal retries it (with cause's retry delay) on a live worker. It reports whether
+// there was one. An activity started by another worker, or one not started yet, is left
+// alone.
+func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace string, inst wfapi.Installation,
+	accountKey, identity string, cause error) (bool, error) {
+	if tc == nil {
+		return false, ErrNoTemporal
+	}
+	id := inst.PollerID(accountKey)
+	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	switch {
+	case IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("describe %s: %w", id, err)
+	case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return false, nil
+	}
+	runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for _, pa := range d.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != actapi.PollAccount || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED ||
+			pa.GetLastWorkerIdentity() != identity {
+			continue
+		}
+		err := tc.CompleteActivityByID(ctx, namespace, id, runID, pa.GetActivityId(), nil, cause)
+		switch {
+		case IsNotFound(err):
+			return false, nil // it ended meanwhile
+		case err != nil:
+			return false, fmt.Errorf("fail the dead poll activity of %s: %w", id, err)
+		}
+		return true, nil
+	}
+	return false, nil
+}

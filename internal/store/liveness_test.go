@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
+)
+
+// livenessSession opens a session of its own holding the advisory lock on a random key
+// in an open transaction, as a worker's liveness session does; end closes it as a
+// process's death does.
+func livenessSession(t *testing.T) (key int64, end func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key = rand.Int64N(1<<62-1) + 1
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1::bigint)", key).Scan(&ok); err != nil || !ok {
+		t.Fatalf("liveness lock: %v %v", ok, err)
+	}
+	var once sync.Once
+	end = func() { once.Do(func() { _ = conn.Close(ctx) }) }
+	t.Cleanup(end)
+	return key, end
+}
+
+// A lease taken under a liveness key is claimed as soon as no session holds that key
+// (its worker died), long before it expires, exactly once, with the task token of the
+// attempt that held it; while the session lives it is never claimed. A claimed lease is
+// not "unleased" (its attempt is failed through the token); a released one is.
+func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, acct := leaseStore(t)
+	key, die := livenessSession(t)
+	token := []byte("task-token-of-attempt-3")
+	l := PollLease{AccountKey: acct, Holder: "worker-a", Epoch: 5, Attempt: 3, HolderKey: key, TaskToken: token}
+	if ok, _, err := s.TakePollLease(ctx, l, time.Hour); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("claimed the lease of a live session: %+v %v", dead, err)
+	}
+	die()
+	var dead []DeadPollLease
+	// The server ends the backend just after the client's socket closes.
+	testkit.Eventually(t, "the dead holder's lease claimed", 10*time.Second, func() (bool, error) {
+		var err error
+		dead, err = s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
+		return len(dead) > 0, err
+	})
+	if len(dead) != 1 || dead[0].AccountKey != acct || !dead[0].HolderDied || dead[0].Holder != "worker-a" ||
+		dead[0].Epoch != 5 || dead[0].Attempt != 3 || string(dead[0].TaskToken) != string(token) {
+		t.Fatalf("claim %+v", dead)
+	}
+	if again, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(again) != 0 {
+		t.Fatalf("claimed twice: %+v %v", again, err)
+	}
+	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 0 {
+		t.Fatalf("a claimed lease listed as unleased: %v %v", free, err)
+	}
+	next := PollLease{AccountKey: acct, Holder: "worker-b", Epoch: 5, Attempt: 4}
+	if ok, _, err := s.TakePollLease(ctx, next, time.Hour); err != nil || !ok {
+		t.Fatalf("the retry's take: %v %v", ok, err)
+	}
+	if ok, err := s.ReleasePollLease(ctx, next); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 1 || free[0] != acct {
+		t.Fatalf("a released lease is not listed as unleased: %v %v", free, err)
+	}
+	// A lease without a key moves only when it expires.
+	bare := PollLease{AccountKey: acct, Holder: "worker-c", Epoch: 6, Attempt: 1}
+	if ok, _, err := s.TakePollLease(ctx, bare, time.Hour); err != nil || !ok {
+		t.Fatalf("take without a key: %v %v", ok, err)
+	}
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("claimed a live lease without a key: %+v %v", dead, err)
+	}
+}
+
+// A worker whose liveness session ended is marked dead by exactly one of the supervisors
+// that look at once, never while its session lives and never by itself; registering again
+// with a new key makes it alive.
+func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := leaseStore(t)
+	key, die := livenessSession(t)
+	if err := s.RegisterPollWorker(ctx, "worker-a", key); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := s.MarkDeadPollWorkers(ctx, "worker-b"); err != nil || len(dead) != 0 {
+		t.Fatalf("a live worker marked dead: %+v %v", dead, err)
+	}
+	die()
+	var marks sync.Map
+	testkit.Eventually(t, "the dead worker marked", 10*time.Second, func() (bool, error) {
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dead, err := s.MarkDeadPollWorkers(ctx, "supervisor-"+string(rune('a'+i)))
+				if err != nil {
+					t.Error(err)
+				}
+				for _, d := range dead {
+					if _, dup := marks.LoadOrStore(d.Holder, i); dup {
+						t.Errorf("%s marked dead twice", d.Holder)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		_, ok := marks.Load("worker-a")
+		return ok || t.Failed(), nil
+	})
+	if dead, err := s.MarkDeadPollWorkers(ctx, "worker-a"); err != nil || len(dead) != 0 {
+		t.Fatalf("marked dead again: %+v %v", dead, err)
+	}
+	key2, _ := livenessSession(t)
+	if err := s.RegisterPollWorker(ctx, "worker-a", key2); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ForgetDeadPollWorkers(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("forgot a worker alive again: %d %v", n, err)
+	}
+	if dead, err := s.MarkDeadPollWorkers(ctx, "worker-b"); err != nil || len(dead) != 0 {
+		t.Fatalf("a worker alive again marked dead: %+v %v", dead, err)
+	}
+}
