@@ -8,11 +8,13 @@ import (
 
 // Stable codes of an *Error: callers and operators branch on them.
 const (
-	// CodeLockTimeout: a migration waited longer than its lock_timeout for a table lock;
-	// it was rolled back.
+	// CodeLockTimeout: a migration waited longer than its lock_timeout for a lock; it was
+	// rolled back (a migration without a transaction: that statement was cancelled, and
+	// the statements before it stay applied).
 	CodeLockTimeout = "migration_lock_timeout"
 	// CodeStatementTimeout: a migration statement ran longer than its statement_timeout;
-	// the migration was rolled back.
+	// the migration was rolled back (without a transaction: that statement was cancelled,
+	// and the statements before it stay applied).
 	CodeStatementTimeout = "migration_statement_timeout"
 	// CodeLockBusy: another run held the migration lock for longer than the wait.
 	CodeLockBusy = "migration_lock_busy"

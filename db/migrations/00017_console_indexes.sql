@@ -1,3 +1,4 @@
+-- +goose NO TRANSACTION
 -- +goose Up
 -- The operator's console (the web UI's accounts table and a bot's conversations page)
 -- reads, per bot, the messages received and the replies sent in the last 24 hours and a
@@ -9,12 +10,15 @@
 -- newest rows of one. created_at is never updated, so the indexes keep updates of a
 -- message's or an attempt's status HOT.
 --
--- Built in the migration's transaction: writes to the two tables wait while the indexes
--- are built (a few seconds per million rows); the migration's lock_timeout bounds the wait
--- for the lock.
-CREATE INDEX inbound_messages_by_account_time ON inbound_messages (account_key, created_at);
-CREATE INDEX send_attempts_by_account_time ON send_attempts (account_key, created_at);
+-- Built concurrently, outside a transaction (NO TRANSACTION): writes to the two tables go
+-- on while the indexes are built. A build waits for older transactions to end (those
+-- writing to its table, then those with an older snapshot); the run's lock timeout bounds
+-- each such wait and its statement timeout each build. A build that fails leaves no
+-- invalid index (the run drops it) and the next run applies the migration again from its
+-- first statement, where IF NOT EXISTS keeps an index already built.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS inbound_messages_by_account_time ON inbound_messages (account_key, created_at);
+CREATE INDEX CONCURRENTLY IF NOT EXISTS send_attempts_by_account_time ON send_attempts (account_key, created_at);
 
 -- +goose Down
-DROP INDEX send_attempts_by_account_time;
-DROP INDEX inbound_messages_by_account_time;
+DROP INDEX CONCURRENTLY IF EXISTS send_attempts_by_account_time;
+DROP INDEX CONCURRENTLY IF EXISTS inbound_messages_by_account_time;
