@@ -163,17 +163,14 @@ func (l *Liveness) lock(ctx context.Context, conn *pgx.Conn, key int64) error {
 			"(tcp_keepalives_interval × tcp_keepalives_count, or tcp_user_timeout), sooner than a lease's local validity (%v): "+
 			"raise them or the lease ttl", errLivenessUntrusted, d, validity)
 	}
-	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT set_config('idle_in_transaction_session_timeout', '0', true) IS NOT NULL
-		AND set_config('statement_timeout', '0', true) IS NOT NULL AND pg_try_advisory_xact_lock($1::bigint)`, key).
-		Scan(&locked); err != nil {
+	// One simple-protocol query, literal key, no result kept: the transaction stays open
+	// holding the lock but no portal and so no snapshot (an extended-protocol statement's
+	// portal would keep one, and with it an xmin that holds back vacuum and makes every
+	// CREATE INDEX CONCURRENTLY in the database wait for this worker to exit).
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`BEGIN;
+		SELECT set_config('idle_in_transaction_session_timeout', '0', true), set_config('statement_timeout', '0', true);
+		SELECT pg_advisory_xact_lock(%d)`, key)); err != nil {
 		return fmt.Errorf("take the liveness lock: %w", err)
-	}
-	if !locked {
-		return errors.New("take the liveness lock: the random key is taken")
 	}
 	return nil
 }

@@ -389,11 +389,22 @@ func (e *boundError) Unwrap() error { return e.err }
 // an invalid index of that name on that table (an earlier run's, cut short), and after a
 // failed build the one the build left; a drop that fails is reported (before the build)
 // or left to the next run (after it).
+//
+// On an empty table (a fresh installation, a new schema) the index is built plainly: a
+// concurrent build waits for every transaction in the database older than itself, however
+// unrelated, and on an empty table a plain build holds its lock for no time.
 func (b *bounds) exec(ctx context.Context, conn *stdlib.Conn, query string) (driver.Result, error) {
 	index, table, ok := concurrentIndexBuild(query)
 	if ok {
 		if err := b.dropInvalidIndex(ctx, conn, index, table); err != nil {
 			return nil, err
+		}
+		var rows bool
+		if err := conn.Conn().QueryRow(ctx, "SELECT EXISTS (SELECT FROM "+table+")").Scan(&rows); err != nil {
+			return nil, fmt.Errorf("look whether %s has rows: %w", table, err)
+		}
+		if !rows {
+			query = concurrentlyRE.ReplaceAllString(query, "${1}")
 		}
 	}
 	res, err := b.boundedExec(ctx, conn, query)
@@ -506,6 +517,10 @@ func concurrentIndexBuild(query string) (index, table string, ok bool) {
 	}
 	return index, m[2], true
 }
+
+// concurrentlyRE matches the CONCURRENTLY of a CREATE INDEX CONCURRENTLY (its head before
+// it in group 1).
+var concurrentlyRE = regexp.MustCompile(`(?is)^((?:\s+|--[^\n]*\n|/\*.*?\*/)*CREATE\s+(?:UNIQUE\s+)?INDEX\s+)CONCURRENTLY\s+`)
 
 // concurrentIndexRE matches the head of a named CREATE INDEX CONCURRENTLY (after any
 // leading comments): the index name and the table.
