@@ -301,6 +301,13 @@ type UnansweredMessage struct {
 	Status     string
 }
 
+type WebuiLoginThrottle struct {
+	Scope         string
+	ClientAddress string
+	FullAt        time.Time
+	ForgetAt      *time.Time
+}
+
 type WebuiOwnerLink struct {
 	IDHash    []byte
 	OfferID   string

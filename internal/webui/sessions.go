@@ -185,14 +185,23 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	next := s.next(r.PostFormValue("next"))
 	addr := s.clientAddress(r)
-	if !s.throttle.allowed(addr, time.Now()) {
+	got := sha256.Sum256([]byte(r.PostFormValue("token")))
+	wrong := subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1
+	tctx, tcancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	allowed, err := s.throttle.attempt(tctx, addr, wrong)
+	tcancel()
+	if err != nil {
+		// Never a login the throttle did not look at.
+		s.log.Warn("webui: the login throttle could not be asked", "error", err)
+		s.unreachable(w, r, backendPostgres)
+		return
+	}
+	if !allowed {
 		s.render(w, http.StatusTooManyRequests, "login", nil, map[string]any{"Next": next,
 			"Error": "Too many wrong tokens from this address: try again in a minute."})
 		return
 	}
-	got := sha256.Sum256([]byte(r.PostFormValue("token")))
-	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
-		s.throttle.failed(addr, time.Now())
+	if wrong {
 		s.log.Warn("webui: failed login", "remote", addr)
 		s.render(w, http.StatusUnauthorized, "login", nil, map[string]any{"Next": next, "Error": "Wrong token."})
 		return

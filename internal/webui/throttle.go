@@ -1,92 +1,53 @@
 package webui
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 )
 
 // Wrong operator tokens are throttled per client address: after LoginBurst of them, one
 // more per LoginEvery (Config.FailedLoginEvery); the login form answers 429 meanwhile.
 // Over all addresses together, wrong tokens have a ceiling too (GlobalLoginBurst, then one
-// per GlobalLoginEvery), but it holds back only addresses that sent a wrong token before:
-// an address with none is always heard, so the correct token from an operator's own
-// address logs in whatever others send.
+// per GlobalLoginEvery), but it holds back only addresses that sent a wrong token before
+// (within their last LoginBurst×FailedLoginEvery): an address with none is always heard,
+// so the correct token from an operator's own address logs in whatever others send.
+//
+// The counts are rows of the store (webui_login_throttle), not a worker's memory: every
+// worker behind a load balancer counts the same wrong tokens, so N workers give an
+// attacker one budget, not N.
 const (
 	LoginBurst       = 10
 	LoginEvery       = 6 * time.Second
 	GlobalLoginBurst = 100
 	GlobalLoginEvery = time.Second
-	// maxThrottled bounds the addresses remembered; beyond it the oldest are forgotten
-	// first once their own limit is lifted, and a new address counts as one that failed.
+	// maxThrottled bounds the addresses remembered; beyond it a new address counts as one
+	// that failed before (and is not remembered) until some are forgotten.
 	maxThrottled = 10000
 )
 
-// loginThrottle counts wrong tokens per client address and over all of them.
+// loginThrottle asks the store whether a login is looked at and counts wrong tokens.
 type loginThrottle struct {
-	every time.Duration
-
-	mu     sync.Mutex
-	addrs  map[string]*addrFailures
-	global *rate.Limiter
+	store *store.Store
+	rule  store.LoginThrottle
 }
 
-type addrFailures struct {
-	lim  *rate.Limiter
-	last time.Time
+func newLoginThrottle(st *store.Store, every time.Duration) *loginThrottle {
+	return &loginThrottle{store: st, rule: store.LoginThrottle{Burst: LoginBurst, Every: every,
+		AllBurst: GlobalLoginBurst, AllEvery: GlobalLoginEvery, MaxAddresses: maxThrottled}}
 }
 
-func newLoginThrottle(every time.Duration) *loginThrottle {
-	return &loginThrottle{every: every, addrs: map[string]*addrFailures{},
-		global: rate.NewLimiter(rate.Every(GlobalLoginEvery), GlobalLoginBurst)}
-}
-
-// allowed reports whether a login from addr is looked at now.
-func (t *loginThrottle) allowed(addr string, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	a := t.addrs[addr]
-	if a == nil {
-		// A clean address is heard unless the table is full and the ceiling reached.
-		return len(t.addrs) < maxThrottled || t.global.TokensAt(now) >= 1
-	}
-	return a.lim.TokensAt(now) >= 1 && t.global.TokensAt(now) >= 1
-}
-
-// failed counts a wrong token from addr.
-func (t *loginThrottle) failed(addr string, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.global.AllowN(now, 1)
-	a := t.addrs[addr]
-	if a == nil {
-		if len(t.addrs) >= maxThrottled {
-			t.forget(now)
-		}
-		if len(t.addrs) >= maxThrottled {
-			return
-		}
-		a = &addrFailures{lim: rate.NewLimiter(rate.Every(t.every), LoginBurst)}
-		t.addrs[addr] = a
-	}
-	a.lim.AllowN(now, 1)
-	a.last = now
-}
-
-// forget drops the addresses whose limit is lifted again (no wrong token for a whole
-// burst's refill).
-func (t *loginThrottle) forget(now time.Time) {
-	idle := time.Duration(LoginBurst) * t.every
-	for k, a := range t.addrs {
-		if now.Sub(a.last) > idle {
-			delete(t.addrs, k)
-		}
-	}
+// attempt reports whether a login from addr is looked at now, and counts its token when
+// wrong (the token is compared first, so that a right and a wrong token make the same
+// request of the store until the answer differs anyway). An error means the store could
+// not be asked: the login must not go on.
+func (t *loginThrottle) attempt(ctx context.Context, addr string, wrong bool) (bool, error) {
+	return t.store.WebUILoginAttempt(ctx, t.rule, addr, wrong)
 }
 
 // clientAddress is the address logins are counted by: the connection's peer, or, when

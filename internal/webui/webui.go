@@ -94,7 +94,7 @@ type Config struct {
 	Lifetime time.Duration
 	PollGap  time.Duration
 	// FailedLoginEvery is how often one more wrong token is let through once LoginBurst
-	// of them were tried (default LoginEvery).
+	// of them were tried (default LoginEvery; between 1ms and 24h).
 	FailedLoginEvery time.Duration
 	// Logger receives the errors behind the pages' generic error messages (default:
 	// slog.Default()).
@@ -194,11 +194,14 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.FailedLoginEvery <= 0 {
 		cfg.FailedLoginEvery = LoginEvery
 	}
+	if cfg.FailedLoginEvery < time.Millisecond || cfg.FailedLoginEvery > 24*time.Hour {
+		return nil, fmt.Errorf("webui: FailedLoginEvery %v is not between 1ms and 24h", cfg.FailedLoginEvery)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.OperatorToken.Reveal())), log: cfg.Logger,
-		cop: http.NewCrossOriginProtection(), throttle: newLoginThrottle(cfg.FailedLoginEvery)}
+		cop: http.NewCrossOriginProtection(), throttle: newLoginThrottle(cfg.Store, cfg.FailedLoginEvery)}
 	for _, o := range cfg.TrustedOrigins {
 		if err := s.cop.AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("webui: trusted origin: %w", err)
