@@ -3,6 +3,7 @@ package activities
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -14,6 +15,26 @@ import (
 
 // errLeaseHeld is returned (retryable) when another attempt holds an account's poll lease.
 var errLeaseHeld = errors.New("activities: another poller holds the account's lease")
+
+// Retries of a poll activity that owe nothing to its attempt count: a poll handed over by a
+// stopping worker, or failed by a supervisor because its worker died, is retried at once
+// on a live worker; one that found the lease held, every leaseHeldRetry until the holder
+// lets go (at its next renewal), however many attempts the activity had before.
+const (
+	handOverRetry  = 10 * time.Millisecond
+	leaseHeldRetry = 2 * time.Second
+)
+
+// pollRetry is a retryable error of a poll activity of kind (the error type) retried after
+// delay.
+func pollRetry(kind string, delay time.Duration, cause error) error {
+	return temporal.NewApplicationErrorWithOptions(cause.Error(), kind, temporal.ApplicationErrorOptions{
+		Cause: cause, NextRetryDelay: delay, Category: temporal.ApplicationErrorCategoryBenign})
+}
+
+// errHandedOver ends a poll whose worker stops gracefully once its long poll ended: Temporal
+// retries the activity at once on another worker (no workflow task on the way).
+var errHandedOver = errors.New("activities: the worker stops; the poll goes on on another worker")
 
 // errLeaseLost is returned (retryable) when a poll's lease was taken over, asked for by a
 // newer poll, or not renewed in time: the poll stopped fetching.

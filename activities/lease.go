@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
@@ -302,9 +301,8 @@ func (s *LeaseSupervisor) Run(ctx context.Context) {
 const maxClaimsPerScan = 500
 
 // errPollWorkerDied fails a dead poll activity: Temporal retries it after the delay.
-var errPollWorkerDied = temporal.NewApplicationErrorWithOptions(
-	"the worker running this poll died; retried on a live worker", "PollWorkerDied",
-	temporal.ApplicationErrorOptions{NextRetryDelay: 10 * time.Millisecond})
+var errPollWorkerDied = pollRetry("PollWorkerDied", handOverRetry,
+	errors.New("the worker running this poll died; retried on a live worker"))
 
 // Once claims the leases of dead poll activities and has each replaced, then looks for
 // poll activities that died before they took a lease; it returns how many it replaced.

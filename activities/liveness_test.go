@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
@@ -62,13 +61,15 @@ func TestTheLivenessSessionHoldsItsKeyAndNoSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "CREATE TABLE liveness_cic (x int)"); err != nil {
+	table := fmt.Sprintf("liveness_cic_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+table+" (x int); INSERT INTO "+table+" VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _, _ = h.pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) }()
 	if _, err := conn.Exec(ctx, "SET lock_timeout = '20s'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY liveness_cic_x ON liveness_cic (x)"); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY "+table+"_x ON "+table+" (x)"); err != nil {
 		t.Fatalf("an index built concurrently beside the liveness session: %v", err)
 	}
 	if _, err := conn.Exec(ctx, "RESET lock_timeout"); err != nil {
@@ -141,5 +142,4 @@ func TestAWorkerThatLosesItsLivenessSessionDropsItsLeasesAndOpensANewOne(t *test
 	if err != nil || len(dead) != 1 || !dead[0].HolderDied {
 		t.Fatalf("claim after the session's loss: %+v %v", dead, err)
 	}
-	_ = store.PollLease{}
 }

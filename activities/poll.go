@@ -70,6 +70,15 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		a.notify(nctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystop", (*ilink.Client).NotifyStop)
 		cancel()
+		if err == nil && res.UpstreamError == "" && len(res.Opened) == 0 && len(res.Retired) == 0 {
+			// The poll ended only because this worker stops: Temporal retries it at once on
+			// another worker, with no workflow task between the two (the session's page
+			// and message counts are not added to the poller's).
+			return actapi.PollResult{}, pollRetry("PollHandedOver", handOverRetry, errHandedOver)
+		}
+	}
+	if errors.Is(err, errLeaseHeld) {
+		err = pollRetry("PollLeaseHeld", leaseHeldRetry, err)
 	}
 	return res, err
 }

@@ -125,11 +125,13 @@ func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
 		t.Fatalf("second poller failed with %v, want the lease refusal", err)
 	}
 
-	// A graceful worker stop ends the first one cleanly and frees the lease.
+	// A graceful worker stop ends the first one, frees the lease and hands the poll over:
+	// a retryable error that Temporal retries at once on another worker.
 	close(stop)
 	out := <-done
-	if out.err != nil || out.res.Stopped != "" || out.res.StaleToken || out.res.UpstreamError != "" {
-		t.Fatalf("stopped poller: %+v %v", out.res, out.err)
+	wantRetryable(t, out.err)
+	if !strings.Contains(out.err.Error(), "PollHandedOver") || out.res.Stopped != "" || out.res.StaleToken || out.res.UpstreamError != "" {
+		t.Fatalf("stopped poller: %+v %v, want it handed over", out.res, out.err)
 	}
 	if n := h.requests("msg/notifystop"); n != 1 {
 		t.Fatalf("%d notifystop calls after a graceful worker stop, want 1", n)
