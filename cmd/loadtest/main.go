@@ -3,10 +3,17 @@
 //
 //	go run ./cmd/loadtest -bots 50 -messages 200 -active 20 -idle 30s
 //
+// With -chaos it runs several worker processes and kills, freezes and restarts them under
+// a stream of messages:
+//
+//	go run ./cmd/loadtest -chaos -workers 3 -bots 300 -kills 30 -freeze 60s
+//
 // It needs PostgreSQL at DATABASE_URL (a schema is created and dropped) and Temporal at
 // TEMPORAL_ADDRESS, or the temporal CLI to start a dev server. It exits 1 when a message
 // was lost or answered twice, the worker used more PostgreSQL connections than its bound,
-// or the run could not complete, and 2 for bad flags.
+// or the run could not complete (in chaos mode: a message lost beyond the in-flight pages,
+// doubled or falsely handled, a bound missed, or a planned event not done), and 2 for bad
+// flags.
 package main
 
 import (
@@ -90,15 +97,15 @@ func (l *wordList) Set(v string) error {
 	return nil
 }
 
-// saturating reports whether args ask for the saturation run (its defaults then apply
-// to every flag not given).
-func saturating(args []string) bool {
+// asked reports whether args set the boolean flag name (its mode's defaults then apply to
+// every flag not given).
+func asked(args []string, name string) bool {
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		switch strings.TrimLeft(a, "-") {
-		case "saturate", "saturate=true", "saturate=1":
+		case name, name + "=true", name + "=1":
 			return true
 		}
 	}
@@ -107,7 +114,11 @@ func saturating(args []string) bool {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg := loadtest.DefaultConfig()
-	if saturating(args) {
+	chaos := loadtest.DefaultChaosConfig()
+	switch {
+	case asked(args, "chaos"):
+		cfg = chaos.Config
+	case asked(args, "saturate"):
 		cfg = loadtest.SaturationConfig()
 	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
@@ -144,6 +155,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.SatStepFor, "step", cfg.SatStepFor, "saturation: length of a step")
 	fs.DurationVar(&cfg.SatP99, "p99", cfg.SatP99, "saturation: the p99 bound (inject to reply) a step must stay within")
 	fs.Var(&systems, "systems", "saturation: the systems to drive ("+strings.Join(loadtest.Systems, ",")+")")
+	chaosMode := fs.Bool("chaos", false, "chaos run: -workers worker processes, -kills kills, a -freeze and a rolling restart under a stream of messages to every bot (its defaults: -bots 300 -rate 10 -think 3s -settle 10s -db-max-conns 8 -worker-env ILINKFLOW_POLL_SESSION=2m)")
+	fs.IntVar(&chaos.Workers, "workers", chaos.Workers, "chaos: worker processes")
+	fs.DurationVar(&chaos.Duration, "duration", chaos.Duration, "chaos: the planned events are spread over this long (the phase lasts until they are done)")
+	fs.IntVar(&chaos.Kills, "kills", chaos.Kills, "chaos: kills in all: half random, the rest poll-picked-up, page-leaves and send-in-flight in turn")
+	killPlan := wordList(nil)
+	fs.Var(&killPlan, "kill-plan", "chaos: the kills' kinds in order instead of -kills ("+strings.Join(loadtest.KillKinds, ",")+")")
+	fs.DurationVar(&chaos.RestartAfter, "restart-after", chaos.RestartAfter, "chaos: a killed worker's fresh process starts this long after the kill")
+	fs.DurationVar(&chaos.Freeze, "freeze", chaos.Freeze, "chaos: SIGSTOP one worker this long, then SIGCONT (0: no freeze)")
+	fs.BoolVar(&chaos.RollingRestart, "rolling", chaos.RollingRestart, "chaos: end with a rolling restart of every worker")
+	fs.DurationVar(&chaos.KillBound, "kill-bound", chaos.KillBound, "chaos: bound on the time from a kill to each affected bot's next getupdates")
+	fs.DurationVar(&chaos.FreezeSlack, "freeze-slack", chaos.FreezeSlack, "chaos: the freeze's bound is the lease ttl plus this")
+	fs.DurationVar(&chaos.RollBound, "roll-bound", chaos.RollBound, "chaos: bound on each bot's longest time without a getupdates in flight in the rolling restart")
+	fs.DurationVar(&chaos.RecoverWithin, "recover-within", chaos.RecoverWithin, "chaos: how long the harness waits for a victim's bots to be polled again before the next event")
+	fs.DurationVar(&chaos.ArmWithin, "arm-within", chaos.ArmWithin, "chaos: how long an armed fault point may take to be reached")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
@@ -152,7 +177,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 ilinkflow's scale test: N simulated bots served by one worker process against the iLink
 simulator (in this process), PostgreSQL and Temporal. It enrolls the bots, starts the
 worker, waits until every bot holds a long poll, measures the idle worker, streams messages
-that the echo agent answers, and prints a report. See docs/scale-test.md.
+that the echo agent answers, and prints a report. With -chaos, several workers (built with
+-tags faultpoints) serve the bots while a seeded plan kills, freezes and finally restarts
+them. See docs/scale-test.md.
 
 flags:
 `)
@@ -175,6 +202,10 @@ flags:
 	if !*quiet {
 		cfg.Log = stderr
 	}
+	if *chaosMode {
+		chaos.Config, chaos.KillPlan = cfg, killPlan
+		return runChaos(chaos, *asJSON, stdout, stderr)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "loadtest:", err)
 		return 2
@@ -185,6 +216,33 @@ flags:
 	if rep != nil {
 		var werr error
 		if *asJSON {
+			werr = rep.WriteJSON(stdout)
+		} else {
+			werr = rep.WriteText(stdout)
+		}
+		if werr != nil {
+			fmt.Fprintln(stderr, "loadtest: write the report:", werr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 1
+	}
+	return 0
+}
+
+// runChaos runs the chaos mode and prints its report.
+func runChaos(cfg loadtest.ChaosConfig, asJSON bool, stdout, stderr io.Writer) int {
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := loadtest.RunChaos(ctx, cfg)
+	if rep != nil {
+		var werr error
+		if asJSON {
 			werr = rep.WriteJSON(stdout)
 		} else {
 			werr = rep.WriteText(stdout)

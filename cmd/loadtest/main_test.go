@@ -12,6 +12,9 @@ func TestBadFlagsExitTwoWithoutRunning(t *testing.T) {
 		{"-bots", "10", "-active", "11"},
 		{"-worker-env", "NOEQUALS"},
 		{"extra"},
+		{"-chaos", "-workers", "0"},
+		{"-chaos", "-kill-plan", "random,bogus"},
+		{"-chaos", "-freeze", "-1s"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 2 || out.Len() != 0 {
@@ -25,7 +28,8 @@ func TestHelpListsTheFlags(t *testing.T) {
 	if code := run([]string{"-help"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, f := range []string{"-bots", "-active", "-messages", "-idle", "-longpoll-hold", "-db-max-conns", "-json"} {
+	for _, f := range []string{"-bots", "-active", "-messages", "-idle", "-longpoll-hold", "-db-max-conns", "-json",
+		"-chaos", "-workers", "-duration", "-kills", "-kill-plan", "-restart-after", "-freeze", "-rolling"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Fatalf("help does not list %s:\n%s", f, errOut.String())
 		}
