@@ -71,9 +71,11 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 		a.notify(nctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystop", (*ilink.Client).NotifyStop)
 		cancel()
 		if err == nil && res.UpstreamError == "" && len(res.Opened) == 0 && len(res.Retired) == 0 {
-			// The poll ended only because this worker stops: Temporal retries it at once on
-			// another worker, with no workflow task between the two (the session's page
-			// and message counts are not added to the poller's).
+			// The poll ended only because this worker stops: Temporal retries it on another
+			// worker, with no workflow task between the two (the session's page and message
+			// counts are not added to the poller's). A workflow task would be faster in the
+			// median (no retry timer: the server fires those about a second late) but can be
+			// handed to a worker as it stops, and then waits out its 10 s timeout.
 			return actapi.PollResult{}, pollRetry("PollHandedOver", handOverRetry, errHandedOver)
 		}
 	}
