@@ -28,6 +28,7 @@ type pollWatch struct {
 	inflight  map[string]int
 	idleSince map[string]time.Time // when the bot's last request in flight ended
 	worst     map[string]time.Duration
+	events    map[string][]string // by bot: "15:04:05.000 start" and "… end" of each getupdates
 }
 
 func newPollWatch(next http.Handler) *pollWatch {
@@ -41,6 +42,10 @@ func (p *pollWatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	bot := r.Header.Get("Authorization")
 	p.mu.Lock()
+	if p.events == nil {
+		p.events = map[string][]string{}
+	}
+	p.events[bot] = append(p.events[bot], time.Now().Format("15:04:05.000")+" start")
 	if p.inflight[bot] == 0 {
 		p.gapEnds(bot, time.Now())
 	}
@@ -53,6 +58,7 @@ func (p *pollWatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		once.Do(func() {
 			p.mu.Lock()
 			p.inflight[bot]--
+			p.events[bot] = append(p.events[bot], time.Now().Format("15:04:05.000")+" end")
 			if p.inflight[bot] == 0 {
 				p.idleSince[bot] = time.Now()
 			}
@@ -70,6 +76,13 @@ func (p *pollWatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.next.ServeHTTP(w, r)
 	end()
 	close(done)
+}
+
+// timeline is the bot's getupdates starts and ends, as seen at the simulator.
+func (p *pollWatch) timeline(bot string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events[bot])
 }
 
 // gapEnds records the gap of a bot whose next request arrives at now (p.mu held).
@@ -335,6 +348,11 @@ func TestARollingRestartHandsPollLeasesOverAndAnswersEveryMessageOnce(t *testing
 		t.Fatalf("%d bots were polled, want %d", len(all), len(bots))
 	}
 	if worst > restartWithin {
+		for bot, name := range names {
+			if name == worstBot {
+				t.Logf("bot %s's getupdates (start and end at the simulator): %v", name, watch.timeline(bot))
+			}
+		}
 		t.Fatalf("bot %s went %v without a long poll in flight, want at most %v", worstBot, worst, restartWithin)
 	}
 
