@@ -138,11 +138,37 @@ func TestADeadWorkersBotsArePolledByAnotherWorkerWithinFiveSeconds(t *testing.T)
 	for _, w := range workers {
 		w.launch()
 	}
-	accountOf := map[string]ilinksim.BotInfo{}
+	f := startFailover(t, r, arrivals, bots, workers)
+	f.kill()
+	worst := f.awaitRepolled()
+	f.answeredOnceBySurvivor()
+	t.Logf("SIGKILL of the worker holding %d of %d bots: the last of them was polled again %v after the kill",
+		len(f.orphans), len(bots), worst.Round(time.Millisecond))
+	if worst > failoverWithin {
+		t.Fatalf("a dead worker's bot was polled again %v after the kill, want within %v", worst, failoverWithin)
+	}
+}
+
+// failover is one worker's death among two: which bots the victim held, when it died.
+type failover struct {
+	t                *testing.T
+	r                *procRig
+	arrivals         *pollArrivals
+	accountOf        map[string]ilinksim.BotInfo // by account key
+	victim, survivor *crashWorker
+	orphans          []string // the account keys whose lease the victim held
+	killed           time.Time
+}
+
+// startFailover waits until every bot's lease is held and picks the victim: the worker
+// holding more leases (the other when they split evenly).
+func startFailover(t *testing.T, r *procRig, arrivals *pollArrivals, bots []ilinksim.BotInfo, workers []*crashWorker) *failover {
+	t.Helper()
 	testkit.Eventually(t, "every bot's lease held", time.Minute, func() (bool, error) {
 		held := leaseHolders(t, r)
 		return len(held) == len(bots), fmt.Errorf("%d of %d leases held", len(held), len(bots))
 	})
+	f := &failover{t: t, r: r, arrivals: arrivals, accountOf: map[string]ilinksim.BotInfo{}}
 	byBot := map[string]ilinksim.BotInfo{}
 	for _, b := range bots {
 		byBot[b.BotID] = b
@@ -156,64 +182,78 @@ func TestADeadWorkersBotsArePolledByAnotherWorkerWithinFiveSeconds(t *testing.T)
 		if err := rows.Scan(&key, &botID); err != nil {
 			t.Fatal(err)
 		}
-		accountOf[key] = byBot[botID]
+		f.accountOf[key] = byBot[botID]
 	}
-	rows.Close()
-	// The victim: the worker holding more leases (the other when they split evenly).
+	if rows.Close(); rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
 	held := leaseHolders(t, r)
 	count := map[int]int{}
 	for _, pid := range held {
 		count[pid]++
 	}
-	victim, survivor := workers[0], workers[1]
+	f.victim, f.survivor = workers[0], workers[1]
 	if count[workers[1].current().pid] > count[workers[0].current().pid] {
-		victim, survivor = workers[1], workers[0]
+		f.victim, f.survivor = workers[1], workers[0]
 	}
-	var orphans []string
 	for key, pid := range held {
-		if pid == victim.current().pid {
-			orphans = append(orphans, key)
+		if pid == f.victim.current().pid {
+			f.orphans = append(f.orphans, key)
 		}
 	}
-	if len(orphans) == 0 {
+	if len(f.orphans) == 0 {
 		t.Fatalf("the victim holds no lease: %v", held)
 	}
+	return f
+}
 
-	if err := victim.kill(); err != nil {
-		t.Fatal(err)
+// kill SIGKILLs the victim.
+func (f *failover) kill() {
+	f.t.Helper()
+	if err := f.victim.kill(); err != nil {
+		f.t.Fatal(err)
 	}
-	killed := time.Now()
+	f.killed = time.Now()
+}
+
+// awaitRepolled waits until every orphaned bot was polled since the kill and returns the
+// longest wait from the kill.
+func (f *failover) awaitRepolled() time.Duration {
+	f.t.Helper()
 	var worst time.Duration
-	testkit.Eventually(t, "every orphaned bot polled again", time.Minute, func() (bool, error) {
+	testkit.Eventually(f.t, "every orphaned bot polled again", time.Minute, func() (bool, error) {
 		worst = 0
-		for _, key := range orphans {
-			at, ok := arrivals.after(accountOf[key].Token, killed)
+		for _, key := range f.orphans {
+			at, ok := f.arrivals.after(f.accountOf[key].Token, f.killed)
 			if !ok {
 				return false, fmt.Errorf("bot of %s not polled since the kill", key)
 			}
-			worst = max(worst, at.Sub(killed))
+			worst = max(worst, at.Sub(f.killed))
 		}
 		return true, nil
 	})
-	// Sent once the bot is polled again: one sent at the kill's instant may be the page in
-	// flight to the dead process, the one loss a crash may cost.
-	if _, err := r.ctl.InjectText(r.ctx, accountOf[orphans[0]].BotID, "", "are you still there?"); err != nil {
-		t.Fatal(err)
+	return worst
+}
+
+// answeredOnceBySurvivor sends a message to an orphaned bot and checks it is answered
+// once, and that the survivor holds every orphaned bot's lease. Sent once the bot is
+// polled again: one sent at the kill's instant may be the page in flight to the dead
+// process, the one loss a crash may cost.
+func (f *failover) answeredOnceBySurvivor() {
+	f.t.Helper()
+	r, bot := f.r, f.accountOf[f.orphans[0]]
+	if _, err := r.ctl.InjectText(r.ctx, bot.BotID, "", "are you still there?"); err != nil {
+		f.t.Fatal(err)
 	}
-	testkit.Eventually(t, "the message sent after the kill answered", time.Minute, func() (bool, error) {
-		sent, err := r.ctl.Sent(r.ctx, accountOf[orphans[0]].BotID)
+	testkit.Eventually(f.t, "the message sent after the kill answered", time.Minute, func() (bool, error) {
+		sent, err := r.ctl.Sent(r.ctx, bot.BotID)
 		return len(sent) == 1, err
 	})
-	holders := leaseHolders(t, r)
-	for _, key := range orphans {
-		if holders[key] != survivor.current().pid {
-			t.Errorf("lease of %s held by pid %d, want the survivor %d", key, holders[key], survivor.current().pid)
+	holders := leaseHolders(f.t, r)
+	for _, key := range f.orphans {
+		if holders[key] != f.survivor.current().pid {
+			f.t.Errorf("lease of %s held by pid %d, want the survivor %d", key, holders[key], f.survivor.current().pid)
 		}
-	}
-	t.Logf("SIGKILL of the worker holding %d of %d bots: the last of them was polled again %v after the kill",
-		len(orphans), len(bots), worst.Round(time.Millisecond))
-	if worst > failoverWithin {
-		t.Fatalf("a dead worker's bot was polled again %v after the kill, want within %v", worst, failoverWithin)
 	}
 }
 

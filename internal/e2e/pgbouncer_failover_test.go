@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db"
-	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -159,54 +158,16 @@ func TestThroughPgBouncerADeadWorkersBotsArePolledByAnotherWorkerWithinFiveSecon
 		}
 		return held == len(bots) && live == held, err
 	})
-	accountOf := map[string]ilinksim.BotInfo{}
-	byBot := map[string]ilinksim.BotInfo{}
-	for _, b := range bots {
-		byBot[b.BotID] = b
-	}
-	rows, err := r.pool.Query(r.ctx, "SELECT account_key, provider_account_id FROM accounts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var key, botID string
-		if err := rows.Scan(&key, &botID); err != nil {
-			t.Fatal(err)
-		}
-		accountOf[key] = byBot[botID]
-	}
-	if rows.Close(); rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
-	// The victim: the worker holding more leases (the other when they split evenly).
-	held := leaseHolders(t, r)
-	count := map[int]int{}
-	for _, pid := range held {
-		count[pid]++
-	}
-	victim, survivor := workers[0], workers[1]
-	if count[workers[1].current().pid] > count[workers[0].current().pid] {
-		victim, survivor = workers[1], workers[0]
-	}
-	var orphans []string
-	for key, pid := range held {
-		if pid == victim.current().pid {
-			orphans = append(orphans, key)
-		}
-	}
-	if len(orphans) == 0 {
-		t.Fatalf("the victim holds no lease: %v", held)
-	}
+	f := startFailover(t, r, arrivals, bots, workers)
+	victim := f.victim
 	victimKey, ok := livenessKeys(t, r)[victim.current().pid]
 	if !ok {
 		t.Fatalf("the victim (pid %d) has no liveness row: %v", victim.current().pid, livenessKeys(t, r))
 	}
 
 	xactsBefore, waitedBefore := bouncer.queued(t, r.ctx)
-	if err := victim.kill(); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
+	f.kill()
+	killed := f.killed
 	// PgBouncer closed the server connection of the dead worker's open transaction: no
 	// session holds its key any more.
 	testkit.Eventually(t, "the victim's liveness key released", failoverWithin, func() (bool, error) {
@@ -215,33 +176,8 @@ func TestThroughPgBouncerADeadWorkersBotsArePolledByAnotherWorkerWithinFiveSecon
 		return err == nil && !live, err
 	})
 	released := time.Since(killed)
-	var worst time.Duration
-	testkit.Eventually(t, "every orphaned bot polled again", time.Minute, func() (bool, error) {
-		worst = 0
-		for _, key := range orphans {
-			at, ok := arrivals.after(accountOf[key].Token, killed)
-			if !ok {
-				return false, fmt.Errorf("bot of %s not polled since the kill", key)
-			}
-			worst = max(worst, at.Sub(killed))
-		}
-		return true, nil
-	})
-	// Sent once the bot is polled again: one sent at the kill's instant may be the page in
-	// flight to the dead process, the one loss a crash may cost.
-	if _, err := r.ctl.InjectText(r.ctx, accountOf[orphans[0]].BotID, "", "are you still there?"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, "the message sent after the kill answered", time.Minute, func() (bool, error) {
-		sent, err := r.ctl.Sent(r.ctx, accountOf[orphans[0]].BotID)
-		return len(sent) == 1, err
-	})
-	holders := leaseHolders(t, r)
-	for _, key := range orphans {
-		if holders[key] != survivor.current().pid {
-			t.Errorf("lease of %s held by pid %d, want the survivor %d", key, holders[key], survivor.current().pid)
-		}
-	}
+	worst := f.awaitRepolled()
+	f.answeredOnceBySurvivor()
 
 	// The workers' transactions and the survivor's liveness session shared PgBouncer's few
 	// server connections.
@@ -274,7 +210,7 @@ func TestThroughPgBouncerADeadWorkersBotsArePolledByAnotherWorkerWithinFiveSecon
 	t.Logf("SIGKILL of the worker holding %d of %d bots through PgBouncer: its liveness lock was gone within %v, "+
 		"the last of its bots was polled again %v after the kill; PgBouncer: %s client connection(s) (%s waiting) on %d server connection(s), "+
 		"%d transactions waited %v in all for one, %d of them since the kill %v",
-		len(orphans), len(bots), released.Round(time.Millisecond), worst.Round(time.Millisecond),
+		len(f.orphans), len(bots), released.Round(time.Millisecond), worst.Round(time.Millisecond),
 		pools["cl_active"], pools["cl_waiting"], servers, xacts, waited.Round(time.Millisecond),
 		xacts-xactsBefore, (waited - waitedBefore).Round(time.Millisecond))
 	if worst > failoverWithin {
