@@ -347,8 +347,48 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	})
 	unleased, err := s.unleased(ctx, inst, claimed)
 	n.Add(int64(unleased))
+	stuck, stuckErr := s.stuck(ctx, inst)
+	n.Add(int64(stuck))
 	s.forget(ctx)
-	return int(n.Load()), errors.Join(claimErr, err)
+	return int(n.Load()), errors.Join(claimErr, err, stuckErr)
+}
+
+// stuckAfter is how long a claimed lease may stay free before its poll is looked at
+// again: Temporal's retry comes about a second after the claim, and a live worker takes the
+// lease within milliseconds of starting it.
+const stuckAfter = time.Second
+
+// stuck fails again the retried polls of claimed leases that no poll took within
+// stuckAfter: Temporal handed the retry to a worker that does not run it (a frozen one
+// still holds requests for work open at Temporal, and gets the retry of its own poll), so
+// it is failed again and goes to another worker. A retry started by the worker the lease
+// was claimed from is failed at once; one started by another worker when it has not taken
+// the lease for stuckAfter.
+func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (int, error) {
+	a := s.a
+	claims, err := a.Store.RecheckClaimedPollLeases(ctx, stuckAfter, maxClaimsPerScan)
+	if err != nil || len(claims) == 0 {
+		return 0, err
+	}
+	before := time.Now().Add(-stuckAfter)
+	var n atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	forEach(claims, func(c store.ClaimedPollLease) {
+		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, errPollWorkerDied)
+		switch {
+		case err != nil:
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		case ok:
+			n.Add(1)
+			a.Metrics.LeaseMoved(metrics.LeaseMovedStuck)
+			a.log().Info("a retried poll went to a worker that did not take it up (a frozen one?): retried again elsewhere",
+				"account", c.AccountKey, "claimed_from", c.ClaimedFrom)
+		}
+	})
+	return int(n.Load()), errors.Join(errs...)
 }
 
 // replace has the dead poll activity of a claimed lease replaced: its attempt is failed
@@ -418,7 +458,7 @@ func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation,
 	for _, w := range workers {
 		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder, "bots_without_lease", len(free))
 		forEach(free, func(acct string) {
-			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, errPollWorkerDied)
+			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, time.Time{}, errPollWorkerDied)
 			switch {
 			case err != nil:
 				mu.Lock()

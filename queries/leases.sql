@@ -12,7 +12,7 @@ ON CONFLICT (account_key) DO UPDATE
 SET holder = excluded.holder, epoch = excluded.epoch, attempt = excluded.attempt,
     expires_at = excluded.expires_at, taken_at = excluded.taken_at,
     wanted_epoch = NULL, wanted_attempt = NULL,
-    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed = false
+    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed_at = NULL, claimed_from = NULL
 WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
 RETURNING l.account_key, l.expires_at;
 
@@ -35,7 +35,7 @@ RETURNING account_key, epoch, attempt, expires_at,
 
 -- name: ReleasePollLease :execrows
 UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
-    holder_key = NULL, task_token = NULL, claimed = false
+    holder_key = NULL, task_token = NULL, claimed_at = NULL, claimed_from = NULL
 WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
   AND epoch = sqlc.arg(epoch) AND attempt = sqlc.arg(attempt);
 
@@ -49,7 +49,7 @@ WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
 -- replacement would fetch past that page.
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,
-    holder_key = NULL, task_token = NULL, claimed = true
+    holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = dead.dead_holder
 FROM (
     SELECT pl.account_key, pl.holder AS dead_holder, pl.task_token AS dead_token,
         (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key))::boolean AS holder_died
@@ -65,6 +65,23 @@ FROM (
 WHERE l.account_key = dead.account_key
 RETURNING l.account_key, l.epoch, l.attempt, dead.dead_holder::text AS holder, dead.dead_token AS task_token,
     dead.holder_died::boolean AS holder_died;
+
+-- name: RecheckClaimedPollLeases :many
+-- Claimed leases of active accounts still free after_ms after their claim (or their last
+-- recheck): the retried poll went to a worker that did not take the lease. Each is
+-- returned to one caller among the workers running this at once, and not again for
+-- after_ms.
+UPDATE poll_leases AS l SET claimed_at = clock_timestamp()
+FROM (
+    SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    WHERE pl.holder IS NULL AND pl.claimed_at < clock_timestamp() - sqlc.arg(after_ms)::bigint * interval '1 millisecond'
+      AND a.status = 'active'
+    ORDER BY pl.claimed_at
+    LIMIT sqlc.arg(max_leases)
+    FOR UPDATE OF pl SKIP LOCKED
+) AS stuck
+WHERE l.account_key = stuck.account_key
+RETURNING l.account_key, l.claimed_from;
 
 -- name: RegisterPollWorker :exec
 -- Registers this worker process under its holder name with the liveness key its session
@@ -94,7 +111,7 @@ DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - sqlc.arg(keep_ms)::
 -- not claimed by a supervisor: between two poll activities, or picked up by a worker that
 -- died before it took the lease.
 SELECT a.account_key FROM accounts a LEFT JOIN poll_leases l ON l.account_key = a.account_key
-WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND NOT l.claimed))
+WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND l.claimed_at IS NULL))
 ORDER BY a.account_key
 LIMIT sqlc.arg(max_accounts);
 

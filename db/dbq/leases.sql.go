@@ -13,7 +13,7 @@ import (
 const claimDeadPollLeases = `-- name: ClaimDeadPollLeases :many
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,
-    holder_key = NULL, task_token = NULL, claimed = true
+    holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = dead.dead_holder
 FROM (
     SELECT pl.account_key, pl.holder AS dead_holder, pl.task_token AS dead_token,
         (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key))::boolean AS holder_died
@@ -117,7 +117,7 @@ func (q *Queries) ForgetDeadPollWorkers(ctx context.Context, keepMs int64) (int6
 
 const listUnleasedAccounts = `-- name: ListUnleasedAccounts :many
 SELECT a.account_key FROM accounts a LEFT JOIN poll_leases l ON l.account_key = a.account_key
-WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND NOT l.claimed))
+WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND l.claimed_at IS NULL))
 ORDER BY a.account_key
 LIMIT $1
 `
@@ -180,6 +180,49 @@ func (q *Queries) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]Ma
 	return items, nil
 }
 
+const recheckClaimedPollLeases = `-- name: RecheckClaimedPollLeases :many
+UPDATE poll_leases AS l SET claimed_at = clock_timestamp()
+FROM (
+    SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    WHERE pl.holder IS NULL AND pl.claimed_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+      AND a.status = 'active'
+    ORDER BY pl.claimed_at
+    LIMIT $2
+    FOR UPDATE OF pl SKIP LOCKED
+) AS stuck
+WHERE l.account_key = stuck.account_key
+RETURNING l.account_key, l.claimed_from
+`
+
+type RecheckClaimedPollLeasesRow struct {
+	AccountKey  string
+	ClaimedFrom *string
+}
+
+// Claimed leases of active accounts still free after_ms after their claim (or their last
+// recheck): the retried poll went to a worker that did not take the lease. Each is
+// returned to one caller among the workers running this at once, and not again for
+// after_ms.
+func (q *Queries) RecheckClaimedPollLeases(ctx context.Context, afterMs int64, maxLeases int32) ([]RecheckClaimedPollLeasesRow, error) {
+	rows, err := q.db.Query(ctx, recheckClaimedPollLeases, afterMs, maxLeases)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RecheckClaimedPollLeasesRow{}
+	for rows.Next() {
+		var i RecheckClaimedPollLeasesRow
+		if err := rows.Scan(&i.AccountKey, &i.ClaimedFrom); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const registerPollWorker = `-- name: RegisterPollWorker :exec
 INSERT INTO poll_workers (holder, liveness_key, started_at)
 VALUES ($1::text, $2::bigint, clock_timestamp())
@@ -195,7 +238,7 @@ func (q *Queries) RegisterPollWorker(ctx context.Context, holder string, livenes
 
 const releasePollLease = `-- name: ReleasePollLease :execrows
 UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
-    holder_key = NULL, task_token = NULL, claimed = false
+    holder_key = NULL, task_token = NULL, claimed_at = NULL, claimed_from = NULL
 WHERE account_key = $1 AND holder = $2::text
   AND epoch = $3 AND attempt = $4
 `
@@ -274,7 +317,7 @@ ON CONFLICT (account_key) DO UPDATE
 SET holder = excluded.holder, epoch = excluded.epoch, attempt = excluded.attempt,
     expires_at = excluded.expires_at, taken_at = excluded.taken_at,
     wanted_epoch = NULL, wanted_attempt = NULL,
-    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed = false
+    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed_at = NULL, claimed_from = NULL
 WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
 RETURNING l.account_key, l.expires_at
 `

@@ -202,7 +202,8 @@ type PollLease struct {
 	TakenAt       time.Time
 	HolderKey     *int64
 	TaskToken     []byte
-	Claimed       bool
+	ClaimedAt     *time.Time
+	ClaimedFrom   *string
 }
 
 type PollWorker struct {

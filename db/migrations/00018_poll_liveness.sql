@@ -12,12 +12,17 @@
 --
 -- task_token is the Temporal task token of the poll activity attempt holding the lease: a
 -- peer that claims the lease fails exactly that attempt, so Temporal retries it at once on
--- a live worker (no workflow task, no history event). claimed marks a lease a peer freed
--- that way, until the next take: a free lease that was not claimed was released by its
--- poll activity, and the next one may have died before it took it (poll_workers below).
+-- a live worker (no workflow task, no history event). claimed_at marks a lease a peer
+-- freed that way (claimed_from, the holder it was claimed from), until the next take: a
+-- claimed lease still free a moment later means the
+-- retry went to a worker that cannot take it (a frozen one still holds requests for work
+-- open at Temporal), and it is failed again; a free lease that was not claimed was
+-- released by its poll activity, and the next one may have died before it took it
+-- (poll_workers below).
 ALTER TABLE poll_leases ADD COLUMN holder_key bigint CHECK (holder_key > 0),
     ADD COLUMN task_token bytea CHECK (octet_length(task_token) <= 4096),
-    ADD COLUMN claimed boolean NOT NULL DEFAULT false;
+    ADD COLUMN claimed_at timestamptz,
+    ADD COLUMN claimed_from text CHECK (octet_length(claimed_from) <= 200);
 
 -- poll_workers: the worker processes that poll, one row each (holder = the lease holder
 -- name, which is also the process's Temporal worker identity). A poll activity a worker
@@ -48,4 +53,4 @@ $$;
 -- +goose Down
 DROP FUNCTION ilk_live_keys();
 DROP TABLE poll_workers;
-ALTER TABLE poll_leases DROP COLUMN claimed, DROP COLUMN task_token, DROP COLUMN holder_key;
+ALTER TABLE poll_leases DROP COLUMN claimed_from, DROP COLUMN claimed_at, DROP COLUMN task_token, DROP COLUMN holder_key;

@@ -27,9 +27,11 @@ const frozenLeaseTTL = 6 * time.Second
 // attempt's retry, its dispatch, the lease and the getupdates.
 const frozenMoveSlack = 5 * time.Second
 
-// lostLeaseRE matches what a poll logs when it finds its lease lost (before a getupdates,
-// or when its long poll in flight is cut), in the workers' text log format.
-var lostLeaseRE = regexp.MustCompile(`msg="poll lease lost[^"]*".* account=(\S+)`)
+// endedPollRE matches what a thawed worker logs as each of its polls ends: the poll finds
+// its lease lost (before a getupdates, or as its long poll in flight is cut) or the page it
+// brought refused (the cursor moved on under the survivor), and the SDK logs the activity's
+// error under the poller's workflow id; in the workers' text log format.
+var endedPollRE = regexp.MustCompile(`(?:msg="poll lease lost[^"]*".* account=|ActivityType=PollAccount.*|WorkflowID=ilink-account/[^/ ]+/)(ilk_[0-9a-f]+)`)
 
 // A worker process that is alive but frozen (SIGSTOP) keeps its PostgreSQL sessions, so
 // its liveness session says nothing: its bots move only when their leases expire. With a
@@ -157,16 +159,16 @@ func TestAFrozenWorkersBotsMoveAfterTheLeaseTTLAndItPollsNoneOfThemWhenThawed(t 
 	thawed := time.Now()
 	frozenFor := thawed.Sub(stopped)
 
-	// The thawed worker acts at once: each of its polls finds its lease lost before its
-	// next getupdates (or as the keeper's first renewal cuts its long poll) and logs it.
-	// Bound: three renewal periods (the ttl).
+	// The thawed worker acts at once: each of its polls ends, finding its lease lost before
+	// its next getupdates (or as the keeper's first renewal cuts its long poll) or the page
+	// it brought refused, and it is logged. Bound: three renewal periods (the ttl).
 	var noticed int
-	testkit.Eventually(t, "the thawed worker noticed every lease lost", frozenLeaseTTL, func() (bool, error) {
+	testkit.Eventually(t, "every poll of the thawed worker ended", frozenLeaseTTL, func() (bool, error) {
 		if vp.hasExited() {
 			return false, fmt.Errorf("the thawed worker exited: %v", vp.exitErr)
 		}
 		lost := map[string]bool{}
-		for _, m := range lostLeaseRE.FindAllStringSubmatch(vp.log.String()[logFrom:], -1) {
+		for _, m := range endedPollRE.FindAllStringSubmatch(vp.log.String()[logFrom:], -1) {
 			lost[m[1]] = true
 		}
 		var missing []string
@@ -176,7 +178,7 @@ func TestAFrozenWorkersBotsMoveAfterTheLeaseTTLAndItPollsNoneOfThemWhenThawed(t 
 			}
 		}
 		noticed = len(orphans) - len(missing)
-		return len(missing) == 0, fmt.Errorf("no poll lease lost logged for %v", missing)
+		return len(missing) == 0, fmt.Errorf("no end of a poll logged for %v", missing)
 	})
 	noticedAfter := time.Since(thawed)
 	if len(stuck) > 0 {
@@ -227,7 +229,7 @@ func TestAFrozenWorkersBotsMoveAfterTheLeaseTTLAndItPollsNoneOfThemWhenThawed(t 
 	t.Logf("SIGSTOP of the worker holding %d of %d bots (lease ttl %v): each polled again after [%s], the last %v after the freeze (bound %v; %d polled by the survivor while it was frozen, the last %v after the freeze)",
 		len(orphans), len(bots), frozenLeaseTTL, strings.Join(perBot, ", "), worst.Round(time.Millisecond), frozenLeaseTTL+frozenMoveSlack,
 		len(orphans)-len(stuck), movedFrozen.Round(time.Millisecond))
-	t.Logf("frozen for %v; getupdates overlaps before the freeze %d, during it %d, after the thaw %d; the thawed worker logged the loss of its %d leases within %v of SIGCONT",
+	t.Logf("frozen for %v; getupdates overlaps before the freeze %d, during it %d, after the thaw %d; the thawed worker logged the end of its %d polls within %v of SIGCONT",
 		frozenFor.Round(time.Millisecond), before.GetUpdatesOverlaps, duringFreeze, afterThaw, noticed, noticedAfter.Round(time.Millisecond))
 	if worst > frozenLeaseTTL+frozenMoveSlack {
 		t.Errorf("a frozen worker's bot was polled again %v after the freeze, want within the lease ttl + %v = %v",

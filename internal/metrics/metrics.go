@@ -102,7 +102,8 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_poll_leases_moved_total",
 			Help: "Poll activities this worker's lease supervisor had replaced, by why their holder was judged dead: " +
 				"worker_died (its liveness session is gone), expired (its lease passed its ttl: a frozen or cut-off worker), " +
-				"unleased (picked up by a worker that died before it took the lease).",
+				"unleased (picked up by a worker that died before it took the lease), " +
+				"stuck (a retry that the worker it went to did not take up: a frozen worker's).",
 		}, []string{"reason"}),
 		livenessLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ilinkflow_liveness_sessions_lost_total",
@@ -127,7 +128,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	}
 	p.leases.WithLabelValues("ok")
 	p.leases.WithLabelValues("error")
-	for _, r := range []string{LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased} {
+	for _, r := range []string{LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased, LeaseMovedStuck} {
 		p.moved.WithLabelValues(r)
 	}
 	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled, SendHeld} {
@@ -192,6 +193,7 @@ const (
 	LeaseMovedWorkerDied = "worker_died"
 	LeaseMovedExpired    = "expired"
 	LeaseMovedUnleased   = "unleased"
+	LeaseMovedStuck      = "stuck"
 )
 
 // LeaseMoved records a poll activity the supervisor had replaced, with why.

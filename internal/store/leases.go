@@ -151,6 +151,37 @@ func (s *Store) ClaimDeadPollLeases(ctx context.Context, claimer string, grace t
 	return out, err
 }
 
+// ClaimedPollLease is a lease a supervisor claimed and no poll took since, with the holder
+// it was claimed from.
+type ClaimedPollLease struct {
+	AccountKey  string
+	ClaimedFrom string
+}
+
+// RecheckClaimedPollLeases returns at most max leases of active accounts that a supervisor
+// claimed more than after ago (or last rechecked then) and no poll took since: the retried
+// poll went to a worker that cannot take it (a frozen one may still hold requests for work
+// open at Temporal). Each is returned to one caller among the workers running this at
+// once, and not again for after.
+func (s *Store) RecheckClaimedPollLeases(ctx context.Context, after time.Duration, max int) ([]ClaimedPollLease, error) {
+	if max <= 0 || max > 10000 || after < 0 {
+		return nil, fail(vocab.CodeInvalidInput, "recheck of claimed leases: max must be 1..10000 and after not negative")
+	}
+	var out []ClaimedPollLease
+	err := s.read(ctx, "recheck claimed poll leases", func(q *dbq.Queries) error {
+		rows, err := q.RecheckClaimedPollLeases(ctx, after.Milliseconds(), int32(max))
+		for _, r := range rows {
+			c := ClaimedPollLease{AccountKey: r.AccountKey}
+			if r.ClaimedFrom != nil {
+				c.ClaimedFrom = *r.ClaimedFrom
+			}
+			out = append(out, c)
+		}
+		return err
+	})
+	return out, err
+}
+
 // RegisterPollWorker records this worker process (holder) with the liveness key its
 // PostgreSQL session holds now; a worker marked dead is alive again under the new key.
 func (s *Store) RegisterPollWorker(ctx context.Context, holder string, key int64) error {
