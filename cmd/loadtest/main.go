@@ -155,7 +155,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.SatStepFor, "step", cfg.SatStepFor, "saturation: length of a step")
 	fs.DurationVar(&cfg.SatP99, "p99", cfg.SatP99, "saturation: the p99 bound (inject to reply) a step must stay within")
 	fs.Var(&systems, "systems", "saturation: the systems to drive ("+strings.Join(loadtest.Systems, ",")+")")
-	chaosMode := fs.Bool("chaos", false, "chaos run: -workers worker processes, -kills kills, a -freeze and a rolling restart under a stream of messages to every bot (its defaults: -bots 300 -rate 10 -think 3s -settle 10s -db-max-conns 8 -worker-env ILINKFLOW_POLL_SESSION=2m)")
+	chaosMode := fs.Bool("chaos", false, "chaos run: -workers worker processes, -kills kills, a -freeze and a rolling restart under a stream of messages to every bot (its defaults: -bots 300 -rate 5 -think 3s -settle 10s -db-max-conns 8 -worker-env ILINKFLOW_POLL_SESSION=2m)")
 	fs.IntVar(&chaos.Workers, "workers", chaos.Workers, "chaos: worker processes")
 	fs.DurationVar(&chaos.Duration, "duration", chaos.Duration, "chaos: the planned events are spread over this long (the phase lasts until they are done)")
 	fs.IntVar(&chaos.Kills, "kills", chaos.Kills, "chaos: kills in all: half random, the rest poll-picked-up, page-leaves and send-in-flight in turn")

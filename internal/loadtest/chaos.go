@@ -98,15 +98,17 @@ type ChaosConfig struct {
 	InFlightWindow time.Duration
 }
 
-// DefaultChaosConfig is the default chaos run: 3 workers, 300 bots, messages at most 10 a
-// second (each bot's next one 1.5 to 4.5 s after its answer), 30 kills and a 60-second
-// freeze spread over 10 minutes, a rolling restart at the end. The workers run with an
+// DefaultChaosConfig is the default chaos run: 3 workers, 300 bots, messages at most 5 a
+// second (each bot's next one 1.5 to 4.5 s after its answer, one a minute per bot at that
+// rate: at 10 a second the 2-core VM of docs/scale-test.md saturated, with a median reply
+// latency of 26 s), 30 kills and a 60-second freeze spread over 10 minutes, a rolling
+// restart at the end. The workers run with an
 // 8-connection pool each (five processes may run at once) and a 2-minute poll session, so
 // that poll activities are picked up all along (the poll-picked-up kill needs one).
 func DefaultChaosConfig() ChaosConfig {
 	c := DefaultConfig()
 	c.Bots, c.Active, c.Messages, c.Idle = 300, 0, 0, 0
-	c.Rate = 10
+	c.Rate = 5
 	c.Think = 3 * time.Second
 	c.Settle = 10 * time.Second
 	c.DBMaxConns = 8

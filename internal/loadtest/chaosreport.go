@@ -146,8 +146,10 @@ type ChaosMessages struct {
 	LatencyP99MS float64 `json:"latency_p99_ms"`
 	LatencyMaxMS float64 `json:"latency_max_ms"`
 
-	// Details name the lost, doubled and falsely handled messages (at most 30).
-	Details []string `json:"details,omitempty"`
+	// Details name the messages lost beyond the in-flight pages, doubled or falsely handled
+	// (at most 50); InFlightDetails the in-flight losses (at most 20).
+	Details         []string `json:"details,omitempty"`
+	InFlightDetails []string `json:"in_flight_details,omitempty"`
 }
 
 // OverlapResult splits the simulator's getupdates overlaps (a second outstanding
@@ -335,7 +337,7 @@ func (c *chaosRun) analyzeMessages(kills []*killRec, freezes []*freezeRec, store
 	defer l.mu.Unlock()
 	m.Injected, m.Unmatched, m.Refused = len(l.msgs), l.unmatched, l.refused
 	detail := func(format string, a ...any) {
-		if len(m.Details) < 30 {
+		if len(m.Details) < 50 {
 			m.Details = append(m.Details, fmt.Sprintf(format, a...))
 		}
 	}
@@ -371,11 +373,14 @@ func (c *chaosRun) analyzeMessages(kills []*killRec, freezes []*freezeRec, store
 		inFlight, why := c.inFlight(msg, pages, kills, freezes, isStored, status)
 		if inFlight {
 			m.LostInFlight++
-		} else {
-			m.LostBeyond++
+			if len(m.InFlightDetails) < 20 {
+				m.InFlightDetails = append(m.InFlightDetails, fmt.Sprintf("message %d (bot %s, injected +%.1fs) lost in flight: %s",
+					msg.n, bot, msg.injected.Sub(c.start).Seconds(), why))
+			}
+			continue
 		}
-		detail("message %d (bot %s, injected +%.1fs) lost %s: %s", msg.n, bot, msg.injected.Sub(c.start).Seconds(),
-			map[bool]string{true: "in flight", false: "BEYOND the in-flight pages"}[inFlight], why)
+		m.LostBeyond++
+		detail("message %d (bot %s, injected +%.1fs) lost BEYOND the in-flight pages: %s", msg.n, bot, msg.injected.Sub(c.start).Seconds(), why)
 	}
 	sortDurations(lat)
 	m.LatencyP50MS, m.LatencyP99MS, m.LatencyMaxMS = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(percentile(lat, 100))
@@ -490,8 +495,12 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "ilinkflow chaos test: %d workers, %d bots, seed %d\n", r.Workers, r.Bots, r.Seed)
 	fmt.Fprintf(ew, "temporal %s, namespace %s; PostgreSQL schema %s\n", r.Temporal, r.Namespace, r.Schema)
-	fmt.Fprintf(ew, "worker: poll lease ttl %v, poll session %v, shutdown grace %v; messages at most %g/s, think %v (x0.5..1.5), answer bound %v\n",
-		dur(r.PollLeaseTTLMS), dur(r.PollSessionMS), dur(r.ShutdownGraceMS), r.Rate, dur(r.ThinkMS), dur(r.AnswerWithinMS))
+	rate := "no bound on the rate"
+	if r.Rate > 0 {
+		rate = fmt.Sprintf("at most %g/s", r.Rate)
+	}
+	fmt.Fprintf(ew, "worker: poll lease ttl %v, poll session %v, shutdown grace %v; messages %s, think %v (x0.5..1.5), answer bound %v\n",
+		dur(r.PollLeaseTTLMS), dur(r.PollSessionMS), dur(r.ShutdownGraceMS), rate, dur(r.ThinkMS), dur(r.AnswerWithinMS))
 	var plan []string
 	for _, e := range r.Plan {
 		plan = append(plan, fmt.Sprintf("%s@%.0fs", e.Kind, e.AtS))
@@ -574,6 +583,12 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 
 	for _, e := range r.Overlaps.Examples {
 		fmt.Fprintf(ew, "overlap outside a freeze: %s\n", e)
+	}
+	for _, d := range m.InFlightDetails {
+		fmt.Fprintf(ew, "message: %s\n", d)
+	}
+	if n := m.LostInFlight - len(m.InFlightDetails); n > 0 {
+		fmt.Fprintf(ew, "message: … and %d more lost in flight\n", n)
 	}
 	for _, d := range m.Details {
 		fmt.Fprintf(ew, "message: %s\n", d)
