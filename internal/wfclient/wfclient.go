@@ -169,13 +169,15 @@ func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace strin
 		return false, ErrNoTemporal
 	}
 	id := inst.PollerID(accountKey)
-	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := tc.DescribeWorkflow(ctx, id, "")
 	switch {
 	case IsNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("describe %s: %w", id, err)
-	case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	}
+	d := desc.RawResponse
+	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return false, nil
 	}
 	runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
