@@ -266,8 +266,11 @@ func (p *poller) run(ctx, pollCtx context.Context, cl *ilink.Client, l *pollLeas
 		done, err := p.commit(ctx, page)
 		progress.set(p)
 		// The session ends once no first offer is under way, so that a slow agent does
-		// not hold up the next poll activity (the wait before returning would).
-		if err != nil || done || in.Probe || (!now().Before(sessionEnd) && (ws == nil || !ws.busy())) {
+		// not hold up the next poll activity (the wait before returning would); a bot
+		// written to more often than a long poll lasts always has one under way right
+		// after a page, so past sessionOverrun the session ends all the same.
+		over := !now().Before(sessionEnd)
+		if err != nil || done || in.Probe || (over && (ws == nil || !ws.busy() || !now().Before(sessionEnd.Add(sessionOverrun)))) {
 			return err
 		}
 	}
@@ -418,6 +421,10 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 	p.res.Retired = append(p.res.Retired, res.RetiredWindowIDs...)
 	return stop || len(p.res.Opened) > 0 || len(p.res.Retired) > 0, nil
 }
+
+// sessionOverrun is how long a poll session may run past its end while a first offer is
+// under way: well within the poll activity's slack past the session (2 minutes).
+const sessionOverrun = time.Minute
 
 // Back-off of a page commit that PostgreSQL did not take.
 const (

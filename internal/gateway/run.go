@@ -303,13 +303,14 @@ const livenessWait = 10 * time.Second
 // per bot (sends, hand-offs, store activities).
 const activitySlotsBesidePolls = 256
 
-// applyPoolBound bounds the pool's connections by maxConns unless the URL sets
-// pool_max_conns itself.
+// applyPoolBound bounds the worker's connections by maxConns unless the URL sets
+// pool_max_conns itself (the pool's bound then, the liveness session one more): the pool
+// gets all but one, the worker's liveness session (activities.StartLiveness) that one.
 func applyPoolBound(pc *pgxpool.Config, url string, maxConns int) {
 	if maxConns <= 0 || strings.Contains(url, "pool_max_conns") {
 		return
 	}
-	pc.MaxConns = int32(maxConns)
+	pc.MaxConns = int32(max(maxConns-1, 1))
 }
 
 // activitiesConfig is the activities' share of the configuration.
