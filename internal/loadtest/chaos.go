@@ -999,9 +999,19 @@ func (c *chaosRun) rollingRestart(ctx context.Context) error {
 	return nil
 }
 
+// statusUnknownSend stands for the status of a stored message with a send attempt of
+// unknown outcome.
+const statusUnknownSend = "send_outcome_unknown"
+
 // readStored reads the status of every stored inbound message.
 func (c *chaosRun) readStored(ctx context.Context) error {
-	rows, err := c.pool.Query(ctx, "SELECT account_key, provider_message_id, status FROM inbound_messages")
+	// A message whose reply was being sent when its worker died has a send attempt of
+	// unknown outcome: by the rule that an ambiguous send is never sent again, it gets no
+	// reply; it is told apart (statusUnknownSend) from a loss.
+	rows, err := c.pool.Query(ctx, `SELECT m.account_key, m.provider_message_id,
+		CASE WHEN EXISTS (SELECT 1 FROM send_attempts a WHERE a.source_message_key = m.message_key AND a.status = 'unknown')
+		     THEN '`+statusUnknownSend+`' ELSE m.status END
+		FROM inbound_messages m`)
 	if err != nil {
 		return fmt.Errorf("read inbound_messages: %w", err)
 	}

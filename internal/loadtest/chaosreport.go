@@ -132,9 +132,12 @@ type ChaosMessages struct {
 	// answered after the bound).
 	Lost         int `json:"lost"`
 	LostInFlight int `json:"lost_in_flight"`
-	LostBeyond   int `json:"lost_beyond"`
-	Late         int `json:"late"`
-	Doubled      int `json:"doubled"`
+	// LostUnknownSend of them had their reply's send cut by a kill between the attempt's
+	// start and its outcome: by the rule, an ambiguous send is never sent again (documented).
+	LostUnknownSend int `json:"lost_unknown_send"`
+	LostBeyond      int `json:"lost_beyond"`
+	Late            int `json:"late"`
+	Doubled         int `json:"doubled"`
 	// FalseHandled messages are 'handled' in inbound_messages but no reply reached the
 	// simulator.
 	FalseHandled int `json:"false_handled"`
@@ -370,6 +373,14 @@ func (c *chaosRun) analyzeMessages(kills []*killRec, freezes []*freezeRec, store
 			continue
 		}
 		m.Lost++
+		if status == statusUnknownSend {
+			m.LostUnknownSend++
+			if len(m.InFlightDetails) < 20 {
+				m.InFlightDetails = append(m.InFlightDetails, fmt.Sprintf("message %d (bot %s, injected +%.1fs): its reply's send has an unknown outcome (a kill cut it), so it is never sent again",
+					msg.n, bot, msg.injected.Sub(c.start).Seconds()))
+			}
+			continue
+		}
 		inFlight, why := c.inFlight(msg, pages, kills, freezes, isStored, status)
 		if inFlight {
 			m.LostInFlight++
@@ -560,7 +571,8 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "figure\tvalue")
 	fmt.Fprintf(tw, "messages injected / answered\t%d / %d\n", m.Injected, m.Answered)
 	fmt.Fprintf(tw, "latency inject -> reply p50 / p99 / max\t%v / %v / %v\n", dur(m.LatencyP50MS), dur(m.LatencyP99MS), dur(m.LatencyMaxMS))
-	fmt.Fprintf(tw, "lost (no reply within %v)\t%d: in flight (documented) %d, beyond %d (of which answered late %d)\n", dur(r.AnswerWithinMS), m.Lost, m.LostInFlight, m.LostBeyond, m.Late)
+	fmt.Fprintf(tw, "lost (no reply within %v)\t%d: in flight (documented) %d, reply's send of unknown outcome (documented, never re-sent) %d, beyond %d (of which answered late %d)\n",
+		dur(r.AnswerWithinMS), m.Lost, m.LostInFlight, m.LostUnknownSend, m.LostBeyond, m.Late)
 	fmt.Fprintf(tw, "doubled\t%d\n", m.Doubled)
 	fmt.Fprintf(tw, "false handled\t%d\n", m.FalseHandled)
 	fmt.Fprintf(tw, "replies not the echo / sends matching no message / refused\t%d / %d / %d\n", m.Mismatched, m.Unmatched, m.Refused)
