@@ -53,6 +53,9 @@ type pollLease struct {
 	// guarded by k.mu
 	validUntil time.Time
 	why        string
+	// sessionLost: the liveness session the lease was taken under is gone; the poll
+	// fetches no more (check), its long poll in flight ends by itself.
+	sessionLost bool
 }
 
 // newHolderID names this worker process in the lease rows (host, pid and a random part, so
@@ -118,8 +121,10 @@ func (k *leaseKeeper) setLivenessKey(key int64) {
 	k.mu.Unlock()
 }
 
-// livenessLost drops every lease taken under key: the session that held it is gone, so a
-// peer may claim them at once; their polls stop (the long poll in flight is cut).
+// livenessLost gives up every lease taken under key: the session that held it is gone, so a
+// peer may claim them at once. Their polls fetch no more, but a long poll in flight is let
+// end and its page committed: the session is lost with PostgreSQL (an outage, a restart)
+// as often as with the process, and iLink hands a page out once.
 func (k *leaseKeeper) livenessLost(key int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -128,7 +133,7 @@ func (k *leaseKeeper) livenessLost(key int64) {
 	}
 	for _, l := range k.held {
 		if l.claim.HolderKey == key {
-			l.loseLocked("this worker's liveness session was lost")
+			l.sessionLost = true
 		}
 	}
 }
@@ -226,6 +231,9 @@ func (l *pollLease) check() error {
 	defer l.k.mu.Unlock()
 	if time.Now().After(l.validUntil) {
 		l.loseLocked("lease not renewed in time")
+	}
+	if l.sessionLost {
+		l.loseLocked("this worker's liveness session was lost")
 	}
 	select {
 	case <-l.lost:
