@@ -18,8 +18,8 @@ var errLeaseHeld = errors.New("activities: another poller holds the account's le
 
 // Retries of a poll activity that owe nothing to its attempt count: a poll handed over by a
 // stopping worker, or failed by a supervisor because its worker died, is retried at once
-// on a live worker; one that found the lease held, every leaseHeldRetry until the holder
-// lets go (at its next renewal), however many attempts the activity had before.
+// on a live worker; one that found the lease held or lost it, every leaseHeldRetry until
+// it has it again, however many attempts the activity had before.
 const (
 	handOverRetry  = 10 * time.Millisecond
 	leaseHeldRetry = 2 * time.Second

@@ -79,8 +79,11 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 			return actapi.PollResult{}, pollRetry("PollHandedOver", handOverRetry, errHandedOver)
 		}
 	}
-	if errors.Is(err, errLeaseHeld) {
+	switch {
+	case errors.Is(err, errLeaseHeld):
 		err = pollRetry("PollLeaseHeld", leaseHeldRetry, err)
+	case errors.Is(err, errLeaseLost):
+		err = pollRetry("PollLeaseLost", leaseHeldRetry, err)
 	}
 	return res, err
 }
