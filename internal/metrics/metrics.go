@@ -101,7 +101,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_poll_leases_moved_total",
 			Help: "Poll activities this worker's lease supervisor had replaced, by why their holder was judged dead: " +
-				"worker_died (its liveness session is gone), expired (its lease passed its ttl: a frozen or cut-off worker), " +
+				"worker_died (its liveness session is gone), lease_expired (its lease passed its ttl: a frozen or cut-off worker), " +
 				"unleased (picked up by a worker that died before it took the lease), " +
 				"stuck (a retry that the worker it went to did not take up: a frozen worker's).",
 		}, []string{"reason"}),
@@ -191,7 +191,7 @@ func (p *Product) LeaseRenewal(ok bool) {
 // Why a supervisor replaced a poll activity (LeaseMoved).
 const (
 	LeaseMovedWorkerDied = "worker_died"
-	LeaseMovedExpired    = "expired"
+	LeaseMovedExpired    = "lease_expired"
 	LeaseMovedUnleased   = "unleased"
 	LeaseMovedStuck      = "stuck"
 )
