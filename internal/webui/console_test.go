@@ -395,7 +395,7 @@ func TestBrowserTheAccountsTableOfTwoHundredBotsSearchesFiltersAndPagesUnder100K
 	}
 	tb.do("sort by status", chromedp.Click(chromedp.CSS(`li.head a[href*="sort=status"]`)))
 	tb.waitFor("sorted by status", `location.search.includes("sort=status") &&
-		document.querySelector("li.account dd.status").textContent.startsWith("needs_relogin")`)
+		document.querySelector("li.account dd.status")?.textContent.startsWith("needs_relogin")`)
 	if dir, err := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.querySelector('li.head a[href*="sort=status"]').className`)); err != nil || dir != "ascending" {
 		t.Errorf("the status column is marked %q %v, want ascending", dir, err)
 	}
@@ -410,7 +410,7 @@ func TestBrowserTheAccountsTableOfTwoHundredBotsSearchesFiltersAndPagesUnder100K
 	if _, err := c.st.PauseAccount(c.ctx, time.Now(), one.AccountKey, one.Generation, time.Now().Add(time.Hour), "operator (test)"); err != nil {
 		t.Fatal(err)
 	}
-	tb.waitFor("the table shows the pause", `window.notReloaded === true && document.querySelector("li.account dd.status").textContent.startsWith("paused")`)
+	tb.waitFor("the table shows the pause", `window.notReloaded === true && document.querySelector("li.account dd.status")?.textContent.startsWith("paused")`)
 	// Not while a menu of the table is open: a refresh comes and goes, the row stays.
 	tb.do("open the route forms", chromedp.Click(chromedp.CSS("li.account details.route-forms summary")))
 	ticks, err := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.getElementById("refresh-state").dataset.ticks || "0"`))
@@ -425,7 +425,7 @@ func TestBrowserTheAccountsTableOfTwoHundredBotsSearchesFiltersAndPagesUnder100K
 		t.Errorf("the row changed under the open menu: %q", st)
 	}
 	tb.do("close the route forms", chromedp.Click(chromedp.CSS("li.account details.route-forms summary")))
-	tb.waitFor("the table shows the resume", `window.notReloaded === true && document.querySelector("li.account dd.status").textContent.startsWith("active")`)
+	tb.waitFor("the table shows the resume", `window.notReloaded === true && document.querySelector("li.account dd.status")?.textContent.startsWith("active")`)
 
 	if os.Getenv("ILINKFLOW_DOCS_SCREENSHOTS") != "" {
 		tb.do("a phone screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch),
