@@ -55,12 +55,22 @@ func (i Installation) PollerID(accountKey string) string { return AccountPollerI
 // AccountPollerID is the workflow id of an account's poller in an installation: one per
 // account, kept across continue-as-new and rotations.
 func AccountPollerID(installationID, accountKey string) string {
-	return "ilink-account/" + installationID + "/" + accountKey
+	return AccountPollerIDPrefix(installationID) + accountKey
+}
+
+// AccountPollerIDPrefix starts the workflow id of every account poller of an installation.
+func AccountPollerIDPrefix(installationID string) string {
+	return "ilink-account/" + installationID + "/"
+}
+
+// ReplyWindowIDPrefix starts the workflow id of every reply window of an installation.
+func ReplyWindowIDPrefix(installationID string) string {
+	return "ilink-window/" + installationID + "/"
 }
 
 // ReplyWindowID is the workflow id of a reply window's workflow in an installation.
 func ReplyWindowID(installationID string, windowID int64) string {
-	return "ilink-window/" + installationID + "/" + strconv.FormatInt(windowID, 10)
+	return ReplyWindowIDPrefix(installationID) + strconv.FormatInt(windowID, 10)
 }
 
 // EnrollmentID is the workflow id of an enrollment. Offer ids are random, so it needs no

@@ -117,13 +117,13 @@ func TestReconcileLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
 	untouched(aPollerWF, aPollerRun, 0)
 
 	// A's reconcile finds its window's workflow running (and leaves its pending reply to
-	// it), signals its running poller instead of starting a second run, and touches
+	// it), leaves its running poller as it is (no second run, no signal), and touches
 	// nothing of B's.
 	rep, err = gateway.Reconcile(ctx, stA, tc, queue)
 	if err != nil {
 		t.Fatalf("reconcile A: %v", err)
 	}
-	want = gateway.ReconcileReport{PendingLeft: 1, Accounts: 1, PollersSignalled: 1, Windows: 1, WindowsRunning: 1}
+	want = gateway.ReconcileReport{PendingLeft: 1, Accounts: 1, PollersRunning: 1, Windows: 1, WindowsRunning: 1}
 	if !equalReports(rep, want) {
 		t.Fatalf("A's report\n got %+v\nwant %+v", rep, want)
 	}
@@ -131,9 +131,9 @@ func TestReconcileLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
 		t.Fatalf("pending reply of the running window: %+v %v, want left pending", att, err)
 	}
 	untouched(aWindowWF, aWindowRun, 0)
-	untouched(aPollerWF, aPollerRun, 1) // the rotate to its generation
+	untouched(aPollerWF, aPollerRun, 0)
 	untouched(bWindowWF, bWindowRun, 0)
-	untouched(bPollerWF, bPollerRun, 1) // B's own reconcile's rotate
+	untouched(bPollerWF, bPollerRun, 1) // the signal-with-start that started it
 }
 
 // running fails the test unless the latest run of id runs on queue, and returns its run id.

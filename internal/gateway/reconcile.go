@@ -35,8 +35,8 @@ type ReconcileReport struct {
 	// Accounts counts the active accounts; each now has a poller.
 	Accounts int
 	// PollersStarted counts pollers that were not running and were started;
-	// PollersSignalled counts running pollers that were told their generation again.
-	PollersStarted, PollersSignalled int
+	// PollersRunning counts pollers found running, which are left as they are.
+	PollersStarted, PollersRunning int
 	// PausedWithoutPoller lists paused accounts whose poller is not running: nothing will
 	// resume them (an operator should resume or re-enroll them).
 	PausedWithoutPoller []string
@@ -58,7 +58,7 @@ func (r ReconcileReport) LogValue() slog.Value {
 		slog.Int("pending_left", r.PendingLeft),
 		slog.Int("accounts", r.Accounts),
 		slog.Int("pollers_started", r.PollersStarted),
-		slog.Int("pollers_signalled", r.PollersSignalled),
+		slog.Int("pollers_running", r.PollersRunning),
 		slog.Int("paused_without_poller", len(r.PausedWithoutPoller)),
 		slog.Int("windows", r.Windows),
 		slog.Int("windows_started", r.WindowsStarted),
@@ -91,8 +91,10 @@ const DefaultPendingGrace = 15 * time.Minute
 
 // Reconcile makes Temporal match the store after a start or a crash: pending attempts
 // orphaned by a crash are released (their quota given back), every active account has
-// its AccountPoller (activities.StartPoller: signal-with-start with its generation), and
-// every open window has its ReplyWindow workflow ([StartWindow]). It is idempotent: a
+// its AccountPoller (one not running is started: activities.StartPoller, signal-with-start
+// with its generation), and every open window has its ReplyWindow workflow
+// ([StartWindow]). Running workflows are found through Temporal's visibility and left as
+// they are. It is idempotent: a
 // second run starts nothing new. Errors of single accounts or windows do not stop the
 // others; they are joined in the returned error, next to a report of what was done.
 func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue string) (ReconcileReport, error) {
@@ -199,9 +201,14 @@ func (r *reconciler) ensurePollers(ctx context.Context) error {
 		return errors.Join(append(r.errs, fmt.Errorf("list active accounts: %w", err))...)
 	}
 	r.rep.Accounts = len(active)
+	running := r.running(ctx, wfapi.AccountPollerIDPrefix(r.inst.ID))
 	for _, a := range active {
 		if ctx.Err() != nil {
 			return errors.Join(append(r.errs, ctx.Err())...)
+		}
+		if running[r.inst.PollerID(a.AccountKey)] {
+			r.rep.PollersRunning++
+			continue
 		}
 		started, err := ensurePoller(ctx, r.tc, r.inst, r.acts, a)
 		if err != nil {
@@ -212,10 +219,24 @@ func (r *reconciler) ensurePollers(ctx context.Context) error {
 			r.rep.PollersStarted++
 			r.logger.Info("started account poller", "account", a.AccountKey, "generation", a.Generation)
 		} else {
-			r.rep.PollersSignalled++
+			r.rep.PollersRunning++
 		}
 	}
 	return nil
+}
+
+// running lists the running workflows under an id prefix through Temporal's visibility
+// (wfclient.RunningWorkflowIDs): a worker's start then looks up only what is not running,
+// one by one, instead of every account's poller and every open window's workflow, which
+// after a crash would load Temporal just as the dead worker's bots move. A failed list is
+// logged and the reconcile looks every workflow up.
+func (r *reconciler) running(ctx context.Context, prefix string) map[string]bool {
+	ids, err := wfclient.RunningWorkflowIDs(ctx, r.tc, prefix)
+	if err != nil {
+		r.logger.Warn("listing running workflows failed; each is looked up instead", "prefix", prefix, "error", err)
+		return nil
+	}
+	return ids
 }
 
 // checkPaused reports the paused accounts whose poller is not running (nothing would
@@ -241,7 +262,7 @@ func (r *reconciler) checkPaused(ctx context.Context) {
 // startWindows makes sure every open window has its ReplyWindow workflow (StartWindow). It
 // returns the reconcile's error when it cannot go on: the windows are unreadable or ctx ended.
 func (r *reconciler) startWindows(ctx context.Context) error {
-	windows, err := r.st.ListOpenWindows(ctx, "", maxReconciledWindows)
+	windows, err := r.st.ListOpenWindows(ctx, "", time.Time{}, maxReconciledWindows)
 	if err != nil {
 		return errors.Join(append(r.errs, fmt.Errorf("list open windows: %w", err))...)
 	}
@@ -250,9 +271,14 @@ func (r *reconciler) startWindows(ctx context.Context) error {
 		r.rep.WindowsTruncated = true
 		r.logger.Warn("more open windows than one reconcile lists; the oldest were not checked", "listed", len(windows))
 	}
+	running := r.running(ctx, wfapi.ReplyWindowIDPrefix(r.inst.ID))
 	for _, w := range windows {
 		if ctx.Err() != nil {
 			return errors.Join(append(r.errs, ctx.Err())...)
+		}
+		if running[r.inst.WindowWorkflowID(w.ReplyWindowID)] {
+			r.rep.WindowsRunning++
+			continue
 		}
 		outcome, err := wfclient.StartWindow(ctx, r.tc, r.opts.TaskQueue, r.inst.WindowWorkflowID(w.ReplyWindowID),
 			wfclient.WindowInput(activities.WindowRefOf(w), r.acts.Config.ReofferAfter, nil))
@@ -303,26 +329,22 @@ func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, inst
 	return n, left, err
 }
 
-// ensurePoller makes sure an active account's poller runs, through the code path of the
-// enrollment: activities.StartPoller (signal-with-start of wfapi.AccountPollerWorkflow
-// with wfapi.SignalRotate and the account's generation). It reports whether a new run
-// started.
+// ensurePoller makes sure an active account's poller runs. A running one is left as it is:
+// a poller follows a rotation by itself (a poll of the old generation stops with a
+// generation conflict and the poller reads the stored one, workflows/poller.go), so a
+// worker's start costs no signal and no workflow task per bot. One not running is started
+// through the code path of the enrollment: activities.StartPoller (signal-with-start of
+// wfapi.AccountPollerWorkflow with wfapi.SignalRotate and the account's generation). It
+// reports whether it started one.
 func ensurePoller(ctx context.Context, tc client.Client, inst wfapi.Installation, acts *activities.Activities, a store.Account) (bool, error) {
-	id, runID, err := wfclient.RunningPoller(ctx, tc, inst, a.AccountKey)
-	if err != nil {
+	id, _, err := wfclient.RunningPoller(ctx, tc, inst, a.AccountKey)
+	if err != nil || id != "" {
 		return false, err
 	}
 	if err := acts.StartPoller(ctx, actapi.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
 		return false, err
 	}
-	if id == "" {
-		return true, nil
-	}
-	nowID, nowRunID, err := wfclient.RunningPoller(ctx, tc, inst, a.AccountKey)
-	if err != nil {
-		return false, err
-	}
-	return nowID != "" && (nowID != id || nowRunID != runID), nil
+	return true, nil
 }
 
 // isRunning reports whether the latest run of a workflow id is running, and its run id.

@@ -154,7 +154,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatalf("second reconcile: %v", err)
 	}
 	want = gateway.ReconcileReport{
-		PendingLeft: 1, Accounts: 2, PollersSignalled: 2, PausedWithoutPoller: []string{c.key}, Windows: 1, WindowsRunning: 1,
+		PendingLeft: 1, Accounts: 2, PollersRunning: 2, PausedWithoutPoller: []string{c.key}, Windows: 1, WindowsRunning: 1,
 	}
 	if att, _ := st.GetAttempt(ctx, owned.AttemptID); att.Status != vocab.AttemptPending {
 		t.Fatalf("attempt of a running window workflow is %s after reconcile, want pending", att.Status)
@@ -194,7 +194,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 		t.Fatalf("third reconcile: %v", err)
 	}
 	want = gateway.ReconcileReport{
-		RecoveredAttempts: 1, Accounts: 2, PollersStarted: 1, PollersSignalled: 1, PausedWithoutPoller: []string{c.key},
+		RecoveredAttempts: 1, Accounts: 2, PollersStarted: 1, PollersRunning: 1, PausedWithoutPoller: []string{c.key},
 		Windows: 1, WindowsClosed: []int64{open},
 	}
 	if att, _ := st.GetAttempt(ctx, orphan.AttemptID); att.Status != vocab.AttemptFailed || att.ErrorCode != "abandoned_before_transmit" {
@@ -241,7 +241,7 @@ func TestReconcileRefusesMissingDependencies(t *testing.T) {
 
 func equalReports(a, b gateway.ReconcileReport) bool {
 	return a.RecoveredAttempts == b.RecoveredAttempts && a.PendingLeft == b.PendingLeft && a.Accounts == b.Accounts &&
-		a.PollersStarted == b.PollersStarted && a.PollersSignalled == b.PollersSignalled &&
+		a.PollersStarted == b.PollersStarted && a.PollersRunning == b.PollersRunning &&
 		slices.Equal(a.PausedWithoutPoller, b.PausedWithoutPoller) && a.Windows == b.Windows &&
 		a.WindowsStarted == b.WindowsStarted && a.WindowsRunning == b.WindowsRunning &&
 		slices.Equal(a.WindowsClosed, b.WindowsClosed) && a.WindowsTruncated == b.WindowsTruncated

@@ -12,6 +12,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -118,6 +119,33 @@ func SignalPoller(ctx context.Context, tc client.Client, inst wfapi.Installation
 		return "", fmt.Errorf("signal poller %s: %w", id, err)
 	}
 	return id, nil
+}
+
+// RunningWorkflowIDs lists, through Temporal's visibility, the ids of the running
+// workflows whose id starts with prefix (one of wfapi's id prefixes): a few list calls
+// where a lookup per workflow would cost a describe each. Visibility lags the workflows'
+// starts and ends by a moment, so a caller treats the answer as a hint: an id missing from
+// it is looked up (or started, idempotently) one by one.
+func RunningWorkflowIDs(ctx context.Context, tc client.Client, prefix string) (map[string]bool, error) {
+	if tc == nil {
+		return nil, ErrNoTemporal
+	}
+	query := fmt.Sprintf("WorkflowId STARTS_WITH %q AND ExecutionStatus = 'Running'", prefix)
+	ids := map[string]bool{}
+	var token []byte
+	for {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list running workflows %s*: %w", prefix, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			ids[e.GetExecution().GetWorkflowId()] = true
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return ids, nil
+		}
+	}
 }
 
 // RunningPoller finds an account's running poller (under wfapi.Installation.PollerID) and
