@@ -112,7 +112,8 @@ WHERE send_attempts.attempt_id = $1;
 
 -- name: ListOpenWindows :many
 -- The open windows with what a ReplyWindow workflow needs (with the bot's reminder and
--- the conversation's held replies still to send), newest first.
+-- the conversation's held replies still to send), newest first; of one account and opened
+-- since a time when those are given.
 SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
        reply_windows.peer_id, reply_windows.expires_at, reply_windows.max_sends,
        (reply_windows.reserved + reply_windows.transmitted)::integer AS sends_used,
@@ -125,6 +126,7 @@ JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_m
 JOIN accounts ON accounts.account_key = reply_windows.account_key
 WHERE reply_windows.state = 'open'
   AND (sqlc.narg(account_key)::text IS NULL OR reply_windows.account_key = sqlc.narg(account_key))
+  AND (sqlc.narg(created_since)::timestamptz IS NULL OR reply_windows.created_at >= sqlc.narg(created_since))
 ORDER BY reply_windows.reply_window_id DESC
 LIMIT sqlc.arg(max_rows);
 

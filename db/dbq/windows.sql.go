@@ -54,8 +54,9 @@ JOIN inbound_messages AS inbound ON inbound.message_key = reply_windows.source_m
 JOIN accounts ON accounts.account_key = reply_windows.account_key
 WHERE reply_windows.state = 'open'
   AND ($1::text IS NULL OR reply_windows.account_key = $1)
+  AND ($2::timestamptz IS NULL OR reply_windows.created_at >= $2)
 ORDER BY reply_windows.reply_window_id DESC
-LIMIT $2
+LIMIT $3
 `
 
 type ListOpenWindowsRow struct {
@@ -73,9 +74,10 @@ type ListOpenWindowsRow struct {
 }
 
 // The open windows with what a ReplyWindow workflow needs (with the bot's reminder and
-// the conversation's held replies still to send), newest first.
-func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, maxRows int32) ([]ListOpenWindowsRow, error) {
-	rows, err := q.db.Query(ctx, listOpenWindows, accountKey, maxRows)
+// the conversation's held replies still to send), newest first; of one account and opened
+// since a time when those are given.
+func (q *Queries) ListOpenWindows(ctx context.Context, accountKey *string, createdSince *time.Time, maxRows int32) ([]ListOpenWindowsRow, error) {
+	rows, err := q.db.Query(ctx, listOpenWindows, accountKey, createdSince, maxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -434,7 +434,7 @@ func TestOpenedWindowsAreDeliverableOnlyWhileTheirMessageAwaitsAnAgent(t *testin
 	awaiting, deferred, finished := e.register(), e.register(), e.register()
 	listed := func() map[string]store.OpenedWindow {
 		t.Helper()
-		ws, err := e.store.ListOpenWindows(e.ctx, "", 0)
+		ws, err := e.store.ListOpenWindows(e.ctx, "", time.Time{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

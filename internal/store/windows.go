@@ -214,7 +214,7 @@ func (s *Store) ExpireWindow(ctx context.Context, now time.Time, windowID int64)
 
 // OpenWindowIDs lists the ids of an account's open windows (the workflows a resume tells).
 func (s *Store) OpenWindowIDs(ctx context.Context, accountKey string) ([]int64, error) {
-	open, err := s.ListOpenWindows(ctx, accountKey, 0)
+	open, err := s.ListOpenWindows(ctx, accountKey, time.Time{}, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -264,9 +264,9 @@ func messageDeliverable(deferred bool, status string) bool {
 }
 
 // ListOpenWindows lists the open windows of an account (every account's when accountKey
-// is empty), newest first (at most limit; 0: 10,000), each with what its workflow needs,
-// in one statement.
-func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, limit int32) ([]OpenedWindow, error) {
+// is empty), opened at or after createdSince when it is set, newest first (at most limit;
+// 0: 10,000), each with what its workflow needs, in one statement.
+func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, createdSince time.Time, limit int32) ([]OpenedWindow, error) {
 	if limit <= 0 || limit > 10000 {
 		limit = 10000
 	}
@@ -274,9 +274,13 @@ func (s *Store) ListOpenWindows(ctx context.Context, accountKey string, limit in
 	if accountKey != "" {
 		acct = &accountKey
 	}
+	var since *time.Time
+	if !createdSince.IsZero() {
+		since = &createdSince
+	}
 	var out []OpenedWindow
 	err := s.read(ctx, "list open windows", func(q *dbq.Queries) error {
-		rows, err := q.ListOpenWindows(ctx, acct, limit)
+		rows, err := q.ListOpenWindows(ctx, acct, since, limit)
 		for _, r := range rows {
 			out = append(out, OpenedWindow{ReplyWindowID: r.ReplyWindowID, AccountKey: r.AccountKey,
 				MessageKey: r.SourceMessageKey, PeerID: r.PeerID, ExpiresAt: r.ExpiresAt, MaxSends: r.MaxSends, SendsUsed: r.SendsUsed,
