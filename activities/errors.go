@@ -40,6 +40,10 @@ var errHandedOver = errors.New("activities: the worker stops; the poll goes on o
 // newer poll, or not renewed in time: the poll stopped fetching.
 var errLeaseLost = errors.New("activities: poll lease lost")
 
+// errLeaseShed ends a poll whose worker holds more than its share of the bots, once its
+// long poll ended: Temporal retries it at once, on any worker (docs/poll-leases.md).
+var errLeaseShed = errors.New("activities: this worker polls more than its share of the bots; the poll goes on elsewhere")
+
 // storeErr maps a store failure to an activity error: a rule violation is a
 // non-retryable application error whose type is the store code (retrying the same call
 // cannot succeed); anything else (database unreachable, serialization conflict) is a

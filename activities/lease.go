@@ -56,6 +56,9 @@ type pollLease struct {
 	// sessionLost: the liveness session the lease was taken under is gone; the poll
 	// fetches no more (check), its long poll in flight ends by itself.
 	sessionLost bool
+	// shed: this worker polls more than its share of the bots; the poll ends once its
+	// long poll in flight ended (check) and goes on on another worker.
+	shed bool
 }
 
 // newHolderID names this worker process in the lease rows (host, pid and a random part, so
@@ -243,6 +246,43 @@ func (l *pollLease) check() error {
 	}
 }
 
+// handOn reports errLeaseShed when the lease is marked to be handed on (shed), and gives it
+// up. It is asked between two long polls only: a long poll in flight is never cut for it.
+func (l *pollLease) handOn() error {
+	l.k.mu.Lock()
+	defer l.k.mu.Unlock()
+	if !l.shed {
+		return nil
+	}
+	l.loseLocked("handed on: this worker polls more than its share")
+	return errLeaseShed
+}
+
+// shed marks up to n held leases to be handed on (the poll of each ends at its next check,
+// between two long polls, so no page is at stake); it returns how many it marked and how
+// many leases this worker keeps. Which ones is left to the map's order: any bot will do.
+func (k *leaseKeeper) shed(n int) (marked, kept int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range k.held {
+		switch {
+		case l.shed || l.sessionLost:
+		case marked < n:
+			l.shed = true
+			marked++
+		default:
+			kept++
+		}
+	}
+	return marked, kept
+}
+
+// kept counts the held leases not marked to be handed on.
+func (k *leaseKeeper) kept() int {
+	_, kept := k.shed(0)
+	return kept
+}
+
 // release frees the lease row if this poll still holds it (best effort: an unreleased
 // lease expires).
 func (l *pollLease) release(ctx context.Context) {
@@ -282,6 +322,8 @@ type LeaseSupervisor struct {
 	untold map[string]store.DeadPollLease
 	// forgotAt is when dead workers' rows were last deleted.
 	forgotAt time.Time
+	// balancedAt is when this worker last compared its load with its share.
+	balancedAt time.Time
 }
 
 // NewLeaseSupervisor returns the supervisor of a's leases.
@@ -358,7 +400,55 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	stuck, stuckErr := s.stuck(ctx, inst)
 	n.Add(int64(stuck))
 	s.forget(ctx)
-	return int(n.Load()), errors.Join(claimErr, err, stuckErr)
+	balanceErr := s.rebalance(ctx)
+	return int(n.Load()), errors.Join(claimErr, err, stuckErr, balanceErr)
+}
+
+// rebalanceEvery is how often a worker compares the bots it polls with its share.
+const rebalanceEvery = 10 * time.Second
+
+// rebalance hands on, at most every rebalanceEvery, the polls this worker holds beyond its
+// share (overload): a worker restarted after a crash starts with no bot, and the bots
+// of every later crash go to the survivors, so without this the long-lived workers would
+// poll ever more of the bots, and the next crash of one would move that many at once.
+// Each poll handed on ends between two long polls and is retried at once (Temporal picks
+// the worker, so some come back; the next round hands on what is still over).
+func (s *LeaseSupervisor) rebalance(ctx context.Context) error {
+	if time.Since(s.balancedAt) < rebalanceEvery {
+		return nil
+	}
+	s.balancedAt = time.Now()
+	k := s.a.keeper()
+	mine := k.kept()
+	if mine == 0 {
+		return nil
+	}
+	load, err := s.a.Store.ReadPollLoad(ctx)
+	if err != nil {
+		return err
+	}
+	over := overload(mine, load.Workers, load.Accounts)
+	if over == 0 {
+		return nil
+	}
+	marked, kept := k.shed(over)
+	s.a.log().Info("this worker polls more than its share of the bots: handing some on",
+		"polls", mine, "workers", load.Workers, "bots", load.Accounts, "handed_on", marked, "keeps", kept)
+	return nil
+}
+
+// overload is how many of the polls a worker holds (mine) it hands on when workers share
+// the polls of bots between them: what it holds beyond its fair share (bots / workers,
+// rounded up) and a tenth of it more, so that workers near their share leave each other
+// alone. The share counts the bots to poll, not the leases held: while a dead worker's
+// bots move their leases are free, and the survivors must not hand on polls then.
+func overload(mine, workers, bots int) int {
+	if workers < 2 || mine <= 0 {
+		return 0
+	}
+	share := (bots + workers - 1) / workers
+	over := mine - share - max(1, share/10)
+	return max(0, over)
 }
 
 // stuckAfter is how long a claimed lease may stay free before its poll is looked at

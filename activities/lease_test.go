@@ -73,3 +73,27 @@ func TestARenewalInFlightDoesNotJudgeALeaseTakenAfterItStarted(t *testing.T) {
 	}
 	next.release(h.ctx)
 }
+
+// A worker hands on what it polls beyond its fair share and a tenth of it, and nothing when
+// it is alone or near its share: after a restart the long-lived workers give bots to the
+// new one, and workers near their share do not trade bots back and forth.
+func TestAWorkerHandsOnOnlyThePollsBeyondItsShareAndATenth(t *testing.T) {
+	for _, c := range []struct {
+		mine, workers, bots, want int
+	}{
+		{mine: 300, workers: 1, bots: 300, want: 0},            // alone: everything is its share
+		{mine: 150, workers: 3, bots: 300, want: 40},           // share 100, a tenth 10
+		{mine: 110, workers: 3, bots: 300, want: 0},            // within a tenth of its share
+		{mine: 111, workers: 3, bots: 300, want: 1},            // just over
+		{mine: 200, workers: 2, bots: 200, want: 90},           // the other worker was just restarted
+		{mine: 5, workers: 3, bots: 8, want: 1},                // share 3 (rounded up), at least 1 more
+		{mine: 4, workers: 3, bots: 8, want: 0},                //
+		{mine: 0, workers: 3, bots: 300, want: 0},              // nothing to hand on
+		{mine: 10, workers: 0, bots: 10, want: 0},              // no live worker counted (no liveness)
+		{mine: 120, workers: 2, bots: 100, want: 120 - 50 - 5}, // read while bots were paused: more held than active
+	} {
+		if got := overload(c.mine, c.workers, c.bots); got != c.want {
+			t.Errorf("overload(mine %d, workers %d, bots %d) = %d, want %d", c.mine, c.workers, c.bots, got, c.want)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 			defer wg.Done()
 			a.notify(ctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
 			if a.Temporal != nil {
-				a.syncOpenWindows(ctx, in.AccountKey)
+				a.syncOpenWindows(ctx, in.AccountKey, activity.GetInfo(ctx).ScheduledTime)
 			}
 		}()
 		defer wg.Wait()
@@ -84,13 +84,31 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 		err = pollRetry("PollLeaseHeld", leaseHeldRetry, err)
 	case errors.Is(err, errLeaseLost):
 		err = pollRetry("PollLeaseLost", leaseHeldRetry, err)
+	case errors.Is(err, errLeaseShed):
+		a.Metrics.LeaseMoved(metrics.LeaseMovedRebalanced)
+		err = pollRetry("PollRebalanced", handOverRetry, err)
+		if len(res.Opened) > 0 || len(res.Retired) > 0 {
+			// Window starts or retirements the poller must still do: an ordinary end of
+			// the session instead (its next poll goes to any worker too).
+			err = nil
+		}
 	}
 	return res, err
 }
 
-// syncOpenWindows makes sure the account's open windows have their workflows.
-func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string) {
-	open, err := a.Store.ListOpenWindows(ctx, accountKey, 0)
+// syncOpenWindows makes sure the account's windows opened by earlier attempts of this poll
+// activity (first scheduled at scheduled) have their workflows. A window opened by an
+// attempt that died may have none; the windows of earlier poll activities had theirs
+// started before those activities ended, or were handed to the poller to start. After a
+// crash the surviving workers retry every poll the dead one held at once, so each retry
+// starts only what may be missing rather than one workflow per open window.
+func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string, scheduled time.Time) {
+	since := time.Time{}
+	if !scheduled.IsZero() {
+		// Temporal's clock and the store's may differ by the skew the store allows.
+		since = scheduled.Add(-a.Store.Limits().MaxClockSkew)
+	}
+	open, err := a.Store.ListOpenWindows(ctx, accountKey, since, 0)
 	if err != nil {
 		a.log().Warn("listing open windows failed", "account", accountKey, "error", err)
 		return
@@ -280,7 +298,8 @@ func (p *poller) run(ctx, pollCtx context.Context, cl *ilink.Client, l *pollLeas
 }
 
 // mayFetch checks, before each getupdates, whether the poll must stop instead (and with
-// which error): the activity ended, the worker stops, a window start failed, the lease is lost.
+// which error): the activity ended, the worker stops, a window start failed, the lease is lost
+// or is to be handed on to another worker.
 func (p *poller) mayFetch(ctx context.Context, l *pollLease) (stop bool, err error) {
 	if ctx.Err() != nil {
 		return true, ctx.Err()
@@ -293,6 +312,10 @@ func (p *poller) mayFetch(ctx context.Context, l *pollLease) (stop bool, err err
 	}
 	if err := l.check(); err != nil {
 		p.log.Warn("poll lease lost; stopping", "error", err)
+		return true, err
+	}
+	if err := l.handOn(); err != nil {
+		p.log.Info("poll handed on to even out the workers' load")
 		return true, err
 	}
 	return false, nil

@@ -120,3 +120,11 @@ LIMIT sqlc.arg(max_accounts);
 SELECT count(*) FILTER (WHERE holder IS NOT NULL AND expires_at > clock_timestamp())::bigint AS live,
        count(*) FILTER (WHERE holder IS NOT NULL AND expires_at <= clock_timestamp())::bigint AS expired
 FROM poll_leases;
+
+-- name: PollLoad :one
+-- The polling load to share: the workers alive now (registered, their liveness key held by
+-- a session) and the active accounts, each of which one of them polls.
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+SELECT (SELECT count(*) FROM poll_workers AS w
+        WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::bigint AS workers,
+       (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts;

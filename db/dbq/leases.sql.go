@@ -180,6 +180,27 @@ func (q *Queries) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]Ma
 	return items, nil
 }
 
+const pollLoad = `-- name: PollLoad :one
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+SELECT (SELECT count(*) FROM poll_workers AS w
+        WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::bigint AS workers,
+       (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts
+`
+
+type PollLoadRow struct {
+	Workers  int64
+	Accounts int64
+}
+
+// The polling load to share: the workers alive now (registered, their liveness key held by
+// a session) and the active accounts, each of which one of them polls.
+func (q *Queries) PollLoad(ctx context.Context) (PollLoadRow, error) {
+	row := q.db.QueryRow(ctx, pollLoad)
+	var i PollLoadRow
+	err := row.Scan(&i.Workers, &i.Accounts)
+	return i, err
+}
+
 const recheckClaimedPollLeases = `-- name: RecheckClaimedPollLeases :many
 UPDATE poll_leases AS l SET claimed_at = clock_timestamp()
 FROM (

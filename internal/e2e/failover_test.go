@@ -355,3 +355,39 @@ func TestAWorkerKilledBetweenAPollsPickupAndItsLeaseHasTheBotPolledWithinFiveSec
 		return len(sent) == 1, err
 	})
 }
+
+// A worker started beside one that polls every bot gets its share: the busy worker hands
+// on, between two long polls, the polls beyond its share and a tenth (activities'
+// rebalance), and Temporal retries them on either worker until each holds about half. A
+// restarted worker so takes its part of the bots back, and the next crash of a long-lived
+// worker moves no more than its share at once.
+func TestAWorkerStartedBesideABusyOneGetsItsShareOfTheBots(t *testing.T) {
+	t.Parallel()
+	r := newProcRigWith(t, 2*time.Second, store.DefaultLimits(), procRigOptions{})
+	bots := addBots(t, r, 8)
+	env := r.baseEnv(map[string]string{"ILINKFLOW_HANDLER": "echo"})
+	first := &crashWorker{t: t, bin: r.bin, env: env, tap: r.tap}
+	first.launch()
+	testkit.Eventually(t, "the first worker holds every bot's lease", time.Minute, func() (bool, error) {
+		held := leaseHolders(t, r)
+		n := 0
+		for _, pid := range held {
+			if pid == first.current().pid {
+				n++
+			}
+		}
+		return n == len(bots), fmt.Errorf("%d of %d leases held by the first worker", n, len(bots))
+	})
+	second := &crashWorker{t: t, bin: r.bin, env: env, tap: r.tap}
+	second.launch()
+	// Share 4 of 8, a tenth of it rounds to at least 1: the first keeps at most 5.
+	testkit.Eventually(t, "the second worker holds its share", 3*time.Minute, func() (bool, error) {
+		held := leaseHolders(t, r)
+		count := map[int]int{}
+		for _, pid := range held {
+			count[pid]++
+		}
+		a, b := count[first.current().pid], count[second.current().pid]
+		return len(held) == len(bots) && a <= 5 && b >= 3, fmt.Errorf("first worker %d, second %d, of %d leases held", a, b, len(held))
+	})
+}

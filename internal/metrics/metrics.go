@@ -103,7 +103,8 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Help: "Poll activities this worker's lease supervisor had replaced, by why their holder was judged dead: " +
 				"worker_died (its liveness session is gone), lease_expired (its lease passed its ttl: a frozen or cut-off worker), " +
 				"unleased (picked up by a worker that died before it took the lease), " +
-				"stuck (a retry that the worker it went to did not take up: a frozen worker's).",
+				"stuck (a retry that the worker it went to did not take up: a frozen worker's), " +
+				"rebalanced (handed on by this worker, which polled more than its share of the bots).",
 		}, []string{"reason"}),
 		livenessLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ilinkflow_liveness_sessions_lost_total",
@@ -128,7 +129,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	}
 	p.leases.WithLabelValues("ok")
 	p.leases.WithLabelValues("error")
-	for _, r := range []string{LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased, LeaseMovedStuck} {
+	for _, r := range []string{LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased, LeaseMovedStuck, LeaseMovedRebalanced} {
 		p.moved.WithLabelValues(r)
 	}
 	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled, SendHeld} {
@@ -188,12 +189,13 @@ func (p *Product) LeaseRenewal(ok bool) {
 	}
 }
 
-// Why a supervisor replaced a poll activity (LeaseMoved).
+// Why a supervisor replaced a poll activity (LeaseMoved), or handed one on.
 const (
 	LeaseMovedWorkerDied = "worker_died"
 	LeaseMovedExpired    = "lease_expired"
 	LeaseMovedUnleased   = "unleased"
 	LeaseMovedStuck      = "stuck"
+	LeaseMovedRebalanced = "rebalanced"
 )
 
 // LeaseMoved records a poll activity the supervisor had replaced, with why.

@@ -221,6 +221,25 @@ func (s *Store) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]Dead
 	return out, err
 }
 
+// PollLoad is the polling load the live workers share.
+type PollLoad struct {
+	// Workers counts the workers alive now (their liveness session is held).
+	Workers int
+	// Accounts counts the active accounts: the bots to poll between them.
+	Accounts int
+}
+
+// ReadPollLoad reads the polling load the live workers share.
+func (s *Store) ReadPollLoad(ctx context.Context) (PollLoad, error) {
+	var out PollLoad
+	err := s.read(ctx, "read poll load", func(q *dbq.Queries) error {
+		r, err := q.PollLoad(ctx)
+		out = PollLoad{Workers: int(r.Workers), Accounts: int(r.Accounts)}
+		return err
+	})
+	return out, err
+}
+
 // DeletePollWorker removes a worker's row (a worker that stops removes its own).
 func (s *Store) DeletePollWorker(ctx context.Context, holder string) error {
 	return s.read(ctx, "delete poll worker", func(q *dbq.Queries) error {
