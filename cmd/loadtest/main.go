@@ -137,6 +137,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LongPollHold, "longpoll-hold", cfg.LongPollHold, "simulator's hold of an empty getupdates (protocol default 35s)")
 	redact.DatabaseURLVar(fs, &cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (default $DATABASE_URL, its password not shown); a fresh schema is created and dropped")
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", cfg.TemporalAddress, "Temporal frontend host:port (default $TEMPORAL_ADDRESS; empty: start the dev server)")
+	fs.StringVar(&cfg.Engine, "temporal", cfg.Engine, "Temporal server the run starts without -temporal-address: dev (the pinned CLI's dev server: SQLite, one connection, one shard) or pg (the pinned server release on the local PostgreSQL: 4 shards, default partitions; built and cached on first use)")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "task-queue partitions of the dev server the run starts (0: the server's default, 4)")
 	fs.StringVar(&cfg.TemporalNamespace, "namespace", "", "existing Temporal namespace without earlier runs (default: register a fresh one)")
 	fs.StringVar(&cfg.WorkerBin, "worker-bin", "", "worker binary to run (default: go build ./worker)")

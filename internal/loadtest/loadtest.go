@@ -47,6 +47,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/pgtemporal"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -81,6 +82,11 @@ type Config struct {
 	// TemporalAddress is the Temporal frontend; empty starts the dev server (the pinned
 	// temporal CLI) for the run.
 	TemporalAddress string
+	// Engine is the Temporal server the run starts when TemporalAddress is empty:
+	// EngineDev (the dev server of the pinned CLI: SQLite, one connection, one shard) or
+	// EnginePostgres (the pinned server release on the local PostgreSQL, package
+	// pgtemporal: four shards, the default task-queue partitions).
+	Engine string
 	// Partitions is the number of partitions of each task queue on a dev server the run
 	// starts (0: the server's default, four). One, the default here, suits a single-node
 	// server: with four, a task that lands on a partition no poller waits on waits for
@@ -131,6 +137,12 @@ type Config struct {
 	Log io.Writer
 }
 
+// Temporal engines a run can start (Config.Engine).
+const (
+	EngineDev      = "dev"
+	EnginePostgres = "pg"
+)
+
 // DefaultConfig is the full-size run: 1,000 bots on one worker.
 func DefaultConfig() Config {
 	url := os.Getenv("DATABASE_URL")
@@ -148,6 +160,7 @@ func DefaultConfig() Config {
 		DatabaseURL:     url,
 		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		Partitions:      1,
+		Engine:          EngineDev,
 		ReadyWithin:     5 * time.Minute,
 		AnswerWithin:    2 * time.Minute,
 		Settle:          5 * time.Second,
@@ -197,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 0 {
 		bad("partitions must not be negative")
+	}
+	if c.Engine != EngineDev && c.Engine != EnginePostgres {
+		bad("temporal must be %s or %s, not %q", EngineDev, EnginePostgres, c.Engine)
 	}
 	if c.DBMaxConns < 0 {
 		bad("db-max-conns must not be negative")
@@ -376,7 +392,20 @@ func (r *run) setupWorkDir() error {
 func (r *run) setupTemporal(ctx context.Context) error {
 	addr := r.cfg.TemporalAddress
 	sdkLog := slog.New(slog.NewTextHandler(logWriter(r.cfg.Log), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if addr == "" {
+	if addr == "" && r.cfg.Engine == EnginePostgres {
+		r.log.Info("starting the Temporal server on PostgreSQL (" + pgtemporal.ServerVersion + ")")
+		srv, err := pgtemporal.New(ctx, pgtemporal.Options{DatabaseURL: r.cfg.DatabaseURL, Namespace: "ilinkflow-loadtest", Logger: sdkLog})
+		if err != nil {
+			return err
+		}
+		r.onCleanup(func() {
+			if err := srv.Stop(); err != nil {
+				r.log.Warn("stop the Temporal server", "error", err)
+			}
+		})
+		addr = srv.HostPort
+		r.rep.Temporal = "Temporal server " + pgtemporal.ServerVersion + " on PostgreSQL started by the run at " + addr + " (4 history shards, default task-queue partitions)"
+	} else if addr == "" {
 		r.log.Info("starting the Temporal dev server (temporal CLI)")
 		srv, err := startDevServer(ctx, sdkLog, r.cfg.Partitions)
 		if err != nil {
