@@ -128,3 +128,12 @@ WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 SELECT (SELECT count(*) FROM poll_workers AS w
         WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::bigint AS workers,
        (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts;
+
+-- name: AnyDeadPollWorker :one
+-- Whether a registered worker (other than asker) is not marked dead yet although no session
+-- holds its liveness key: a cheap look, between two scans, for a death to act on at once.
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+SELECT EXISTS (
+    SELECT 1 FROM poll_workers AS w
+    WHERE w.dead_at IS NULL AND w.holder <> sqlc.arg(asker)::text
+      AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::boolean AS dead;

@@ -10,6 +10,23 @@ import (
 	"time"
 )
 
+const anyDeadPollWorker = `-- name: AnyDeadPollWorker :one
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+SELECT EXISTS (
+    SELECT 1 FROM poll_workers AS w
+    WHERE w.dead_at IS NULL AND w.holder <> $1::text
+      AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::boolean AS dead
+`
+
+// Whether a registered worker (other than asker) is not marked dead yet although no session
+// holds its liveness key: a cheap look, between two scans, for a death to act on at once.
+func (q *Queries) AnyDeadPollWorker(ctx context.Context, asker string) (bool, error) {
+	row := q.db.QueryRow(ctx, anyDeadPollWorker, asker)
+	var dead bool
+	err := row.Scan(&dead)
+	return dead, err
+}
+
 const claimDeadPollLeases = `-- name: ClaimDeadPollLeases :many
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,

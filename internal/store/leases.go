@@ -247,6 +247,18 @@ func (s *Store) DeletePollWorker(ctx context.Context, holder string) error {
 	})
 }
 
+// AnyDeadPollWorker reports whether a registered worker other than asker died (no session
+// holds its liveness key) and is not marked dead yet.
+func (s *Store) AnyDeadPollWorker(ctx context.Context, asker string) (bool, error) {
+	var dead bool
+	err := s.read(ctx, "look for a dead poll worker", func(q *dbq.Queries) error {
+		var err error
+		dead, err = q.AnyDeadPollWorker(ctx, asker)
+		return err
+	})
+	return dead, err
+}
+
 // ForgetDeadPollWorkers deletes the rows of workers dead for longer than keep and returns
 // how many it deleted.
 func (s *Store) ForgetDeadPollWorkers(ctx context.Context, keep time.Duration) (int64, error) {

@@ -94,7 +94,8 @@ func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testin
 
 // A worker whose liveness session ended is marked dead by exactly one of the supervisors
 // that look at once, never while its session lives and never by itself; registering again
-// with a new key makes it alive.
+// with a new key makes it alive. The quick look between scans sees the death until it is
+// marked, and the polling load counts only live workers.
 func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -106,7 +107,23 @@ func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	if dead, err := s.MarkDeadPollWorkers(ctx, "worker-b"); err != nil || len(dead) != 0 {
 		t.Fatalf("a live worker marked dead: %+v %v", dead, err)
 	}
+	if seen, err := s.AnyDeadPollWorker(ctx, "worker-b"); err != nil || seen {
+		t.Fatalf("a death seen while the worker lives: %v %v", seen, err)
+	}
+	if load, err := s.ReadPollLoad(ctx); err != nil || load.Workers != 1 {
+		t.Fatalf("poll load with one live worker: %+v %v", load, err)
+	}
 	die()
+	testkit.Eventually(t, "the death seen", 10*time.Second, func() (bool, error) {
+		seen, err := s.AnyDeadPollWorker(ctx, "worker-b")
+		return seen, err
+	})
+	if seen, err := s.AnyDeadPollWorker(ctx, "worker-a"); err != nil || seen {
+		t.Fatalf("a worker sees its own death: %v %v", seen, err)
+	}
+	if load, err := s.ReadPollLoad(ctx); err != nil || load.Workers != 0 {
+		t.Fatalf("poll load counts a dead worker: %+v %v", load, err)
+	}
 	var marks sync.Map
 	testkit.Eventually(t, "the dead worker marked", 10*time.Second, func() (bool, error) {
 		var wg sync.WaitGroup
@@ -131,6 +148,9 @@ func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	})
 	if dead, err := s.MarkDeadPollWorkers(ctx, "worker-a"); err != nil || len(dead) != 0 {
 		t.Fatalf("marked dead again: %+v %v", dead, err)
+	}
+	if seen, err := s.AnyDeadPollWorker(ctx, "worker-b"); err != nil || seen {
+		t.Fatalf("a death seen again once marked: %v %v", seen, err)
 	}
 	key2, _ := livenessSession(t)
 	if err := s.RegisterPollWorker(ctx, "worker-a", key2); err != nil {
