@@ -464,10 +464,17 @@ func overload(mine, workers, bots int) int {
 	return max(0, over)
 }
 
-// stuckAfter is how long a claimed lease may stay free before its poll is looked at
-// again: Temporal's retry comes about a second after the claim, and a live worker takes the
-// lease within milliseconds of starting it.
-const stuckAfter = time.Second
+// stuckAfter is how long a lease claimed from a worker that still lives (a frozen one) may
+// stay free before its poll is looked at again: Temporal's retry comes about a second after
+// the claim, and a live worker takes the lease within milliseconds of starting it.
+// stuckAfterDeath is the same for a lease claimed from a worker that died: Temporal hands
+// a dead worker nothing, so only a second death leaves it free, and after a crash the
+// retries of all its bots take seconds to start; looking each up every second then would
+// cost Temporal a lookup per bot just as they move.
+const (
+	stuckAfter      = time.Second
+	stuckAfterDeath = 5 * time.Second
+)
 
 // stuck fails again the retried polls of claimed leases that no poll took within
 // stuckAfter: Temporal handed the retry to a worker that does not run it (a frozen one
@@ -477,7 +484,7 @@ const stuckAfter = time.Second
 // the lease for stuckAfter.
 func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (int, error) {
 	a := s.a
-	claims, err := a.Store.RecheckClaimedPollLeases(ctx, stuckAfter, maxClaimsPerScan)
+	claims, err := a.Store.RecheckClaimedPollLeases(ctx, stuckAfter, stuckAfterDeath, maxClaimsPerScan)
 	if err != nil || len(claims) == 0 {
 		return 0, err
 	}

@@ -219,13 +219,17 @@ func (q *Queries) PollLoad(ctx context.Context) (PollLoadRow, error) {
 }
 
 const recheckClaimedPollLeases = `-- name: RecheckClaimedPollLeases :many
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET claimed_at = clock_timestamp()
 FROM (
     SELECT pl.account_key FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
-    WHERE pl.holder IS NULL AND pl.claimed_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
-      AND a.status = 'active'
+    WHERE pl.holder IS NULL AND a.status = 'active'
+      AND pl.claimed_at < clock_timestamp() - (CASE WHEN EXISTS (
+              SELECT 1 FROM poll_workers w JOIN live ON live.key = w.liveness_key
+              WHERE w.holder = pl.claimed_from)
+          THEN $1::bigint ELSE $2::bigint END) * interval '1 millisecond'
     ORDER BY pl.claimed_at
-    LIMIT $2
+    LIMIT $3
     FOR UPDATE OF pl SKIP LOCKED
 ) AS stuck
 WHERE l.account_key = stuck.account_key
@@ -237,12 +241,17 @@ type RecheckClaimedPollLeasesRow struct {
 	ClaimedFrom *string
 }
 
-// Claimed leases of active accounts still free after_ms after their claim (or their last
-// recheck): the retried poll went to a worker that did not take the lease. Each is
-// returned to one caller among the workers running this at once, and not again for
-// after_ms.
-func (q *Queries) RecheckClaimedPollLeases(ctx context.Context, afterMs int64, maxLeases int32) ([]RecheckClaimedPollLeasesRow, error) {
-	rows, err := q.db.Query(ctx, recheckClaimedPollLeases, afterMs, maxLeases)
+// Claimed leases of active accounts still free a while after their claim (or their last
+// recheck): the retried poll went to a worker that did not take the lease. A lease
+// claimed from a worker that still lives (a frozen one, which may be handed the retry of
+// its own poll) is due after after_ms; one claimed from a dead worker only after
+// after_dead_ms, since no dead worker is handed a retry and only a second death (of the
+// worker that picked the retry up) leaves it free: after a crash the whole burst of
+// retries takes seconds to start, and rechecking each of them every second would load
+// Temporal with a lookup per bot just then. Each is returned to one caller among the
+// workers running this at once, and not again for as long.
+func (q *Queries) RecheckClaimedPollLeases(ctx context.Context, afterMs int64, afterDeadMs int64, maxLeases int32) ([]RecheckClaimedPollLeasesRow, error) {
+	rows, err := q.db.Query(ctx, recheckClaimedPollLeases, afterMs, afterDeadMs, maxLeases)
 	if err != nil {
 		return nil, err
 	}

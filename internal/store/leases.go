@@ -159,17 +159,18 @@ type ClaimedPollLease struct {
 }
 
 // RecheckClaimedPollLeases returns at most max leases of active accounts that a supervisor
-// claimed more than after ago (or last rechecked then) and no poll took since: the retried
-// poll went to a worker that cannot take it (a frozen one may still hold requests for work
-// open at Temporal). Each is returned to one caller among the workers running this at
-// once, and not again for after.
-func (s *Store) RecheckClaimedPollLeases(ctx context.Context, after time.Duration, max int) ([]ClaimedPollLease, error) {
-	if max <= 0 || max > 10000 || after < 0 {
-		return nil, fail(vocab.CodeInvalidInput, "recheck of claimed leases: max must be 1..10000 and after not negative")
+// claimed (or last rechecked) more than after ago from a worker that still lives, or more
+// than afterDead ago from one that died, and no poll took since: the retried poll went to
+// a worker that cannot take it (a frozen one may still hold requests for work open at
+// Temporal; one that picked the retry up may have died in turn). Each is returned to one
+// caller among the workers running this at once, and not again for as long.
+func (s *Store) RecheckClaimedPollLeases(ctx context.Context, after, afterDead time.Duration, max int) ([]ClaimedPollLease, error) {
+	if max <= 0 || max > 10000 || after < 0 || afterDead < 0 {
+		return nil, fail(vocab.CodeInvalidInput, "recheck of claimed leases: max must be 1..10000 and the delays not negative")
 	}
 	var out []ClaimedPollLease
 	err := s.read(ctx, "recheck claimed poll leases", func(q *dbq.Queries) error {
-		rows, err := q.RecheckClaimedPollLeases(ctx, after.Milliseconds(), int32(max))
+		rows, err := q.RecheckClaimedPollLeases(ctx, after.Milliseconds(), afterDead.Milliseconds(), int32(max))
 		for _, r := range rows {
 			c := ClaimedPollLease{AccountKey: r.AccountKey}
 			if r.ClaimedFrom != nil {

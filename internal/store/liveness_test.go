@@ -163,3 +163,40 @@ func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 		t.Fatalf("a worker alive again marked dead: %+v %v", dead, err)
 	}
 }
+
+// A claimed lease no poll took is due for a recheck after the short delay when it was
+// claimed from a worker that still lives (a frozen one may be handed its own poll's
+// retry), and only after the long one when its worker died (only a second death leaves it
+// free, and a crash's burst of retries must not be looked up one by one meanwhile).
+func TestAClaimedLeaseOfADeadWorkerIsRecheckedOnlyAfterTheLongerDelay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, acct := leaseStore(t)
+	key, die := livenessSession(t)
+	if err := s.RegisterPollWorker(ctx, "worker-a", key); err != nil {
+		t.Fatal(err)
+	}
+	l := PollLease{AccountKey: acct, Holder: "worker-a", Epoch: 1, Attempt: 1, HolderKey: key}
+	if ok, _, err := s.TakePollLease(ctx, l, time.Second); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	// The holder lives but its lease expired (frozen): claimed, and due after the short delay.
+	testkit.Eventually(t, "the expired lease claimed", 10*time.Second, func() (bool, error) {
+		dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
+		return len(dead) == 1 && !dead[0].HolderDied, err
+	})
+	if due, err := s.RecheckClaimedPollLeases(ctx, 0, time.Hour, 10); err != nil || len(due) != 1 || due[0].ClaimedFrom != "worker-a" {
+		t.Fatalf("a lease claimed from a living worker not due after the short delay: %+v %v", due, err)
+	}
+	// Once the worker is dead the same claim waits for the long delay.
+	die()
+	testkit.Eventually(t, "the worker's death seen", 10*time.Second, func() (bool, error) {
+		return s.AnyDeadPollWorker(ctx, "worker-b")
+	})
+	if due, err := s.RecheckClaimedPollLeases(ctx, 0, time.Hour, 10); err != nil || len(due) != 0 {
+		t.Fatalf("a lease claimed from a dead worker due before the long delay: %+v %v", due, err)
+	}
+	if due, err := s.RecheckClaimedPollLeases(ctx, time.Hour, 0, 10); err != nil || len(due) != 1 {
+		t.Fatalf("a lease claimed from a dead worker not due after the long delay: %+v %v", due, err)
+	}
+}
