@@ -284,14 +284,20 @@ func (k *leaseKeeper) kept() int {
 }
 
 // release frees the lease row if this poll still holds it (best effort: an unreleased
-// lease expires).
+// lease expires). A lease handed on is freed as one that a recheck finds should its retry
+// not be taken up.
 func (l *pollLease) release(ctx context.Context) {
 	l.k.mu.Lock()
 	l.loseLocked("released")
+	shed := l.shed
 	l.k.mu.Unlock()
 	rctx, cancel := detached(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := l.k.a.Store.ReleasePollLease(rctx, l.claim); err != nil {
+	free := l.k.a.Store.ReleasePollLease
+	if shed {
+		free = l.k.a.Store.HandOnPollLease
+	}
+	if _, err := free(rctx, l.claim); err != nil {
 		l.k.a.log().Warn("releasing a poll lease failed (it expires)", "account", l.claim.AccountKey, "error", err)
 	}
 }
@@ -379,6 +385,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	me := a.keeper().holder
+	touchErr := a.Store.TouchPollWorker(ctx, me)
 	dead, claimErr := a.Store.ClaimDeadPollLeases(ctx, me, s.Grace, maxClaimsPerScan)
 	s.mu.Lock()
 	if s.untold == nil {
@@ -414,7 +421,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	n.Add(int64(stuck))
 	s.forget(ctx)
 	balanceErr := s.rebalance(ctx)
-	return int(n.Load()), errors.Join(claimErr, err, stuckErr, balanceErr)
+	return int(n.Load()), errors.Join(touchErr, claimErr, err, stuckErr, balanceErr)
 }
 
 // rebalanceEvery is how often a worker compares the bots it polls with its share.
@@ -436,7 +443,9 @@ func (s *LeaseSupervisor) rebalance(ctx context.Context) error {
 	if mine == 0 {
 		return nil
 	}
-	load, err := s.a.Store.ReadPollLoad(ctx)
+	// A worker whose supervisor has not run for three periods is frozen (or stopping): it
+	// would take up nothing handed on to it.
+	load, err := s.a.Store.ReadPollLoad(ctx, 3*s.Every)
 	if err != nil {
 		return err
 	}

@@ -131,12 +131,27 @@ SELECT count(*) FILTER (WHERE holder IS NOT NULL AND expires_at > clock_timestam
 FROM poll_leases;
 
 -- name: PollLoad :one
--- The polling load to share: the workers alive now (registered, their liveness key held by
--- a session) and the active accounts, each of which one of them polls.
+-- The polling load to share: the workers at work now (registered, their liveness key held
+-- by a session, their supervisor seen within seen_ms: not a frozen one) and the active
+-- accounts, each of which one of them polls.
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 SELECT (SELECT count(*) FROM poll_workers AS w
-        WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::bigint AS workers,
+        WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
+          AND w.seen_at > clock_timestamp() - sqlc.arg(seen_ms)::bigint * interval '1 millisecond')::bigint AS workers,
        (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts;
+
+-- name: TouchPollWorker :exec
+-- Records that this worker's supervisor ran now.
+UPDATE poll_workers SET seen_at = clock_timestamp() WHERE holder = sqlc.arg(holder)::text;
+
+-- name: HandOnPollLease :execrows
+-- Frees a lease its poll hands on to even out the workers' load, marked as free since now
+-- (claimed_at) with no worker to blame (claimed_from NULL): should the retry go to a worker
+-- that does not take it up (a frozen one), the supervisors' recheck of claimed leases finds it.
+UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
+    holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = NULL
+WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
+  AND epoch = sqlc.arg(epoch) AND attempt = sqlc.arg(attempt);
 
 -- name: AnyDeadPollWorker :one
 -- Whether a registered worker (other than asker) is not marked dead yet although no session

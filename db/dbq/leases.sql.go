@@ -132,6 +132,36 @@ func (q *Queries) ForgetDeadPollWorkers(ctx context.Context, keepMs int64) (int6
 	return result.RowsAffected(), nil
 }
 
+const handOnPollLease = `-- name: HandOnPollLease :execrows
+UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
+    holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = NULL
+WHERE account_key = $1 AND holder = $2::text
+  AND epoch = $3 AND attempt = $4
+`
+
+type HandOnPollLeaseParams struct {
+	AccountKey string
+	Holder     string
+	Epoch      int64
+	Attempt    int32
+}
+
+// Frees a lease its poll hands on to even out the workers' load, marked as free since now
+// (claimed_at) with no worker to blame (claimed_from NULL): should the retry go to a worker
+// that does not take it up (a frozen one), the supervisors' recheck of claimed leases finds it.
+func (q *Queries) HandOnPollLease(ctx context.Context, arg HandOnPollLeaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, handOnPollLease,
+		arg.AccountKey,
+		arg.Holder,
+		arg.Epoch,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const listUnleasedAccounts = `-- name: ListUnleasedAccounts :many
 SELECT a.account_key FROM accounts a LEFT JOIN poll_leases l ON l.account_key = a.account_key
 WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND l.claimed_at IS NULL))
@@ -200,7 +230,8 @@ func (q *Queries) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]Ma
 const pollLoad = `-- name: PollLoad :one
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 SELECT (SELECT count(*) FROM poll_workers AS w
-        WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::bigint AS workers,
+        WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
+          AND w.seen_at > clock_timestamp() - $1::bigint * interval '1 millisecond')::bigint AS workers,
        (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts
 `
 
@@ -209,10 +240,11 @@ type PollLoadRow struct {
 	Accounts int64
 }
 
-// The polling load to share: the workers alive now (registered, their liveness key held by
-// a session) and the active accounts, each of which one of them polls.
-func (q *Queries) PollLoad(ctx context.Context) (PollLoadRow, error) {
-	row := q.db.QueryRow(ctx, pollLoad)
+// The polling load to share: the workers at work now (registered, their liveness key held
+// by a session, their supervisor seen within seen_ms: not a frozen one) and the active
+// accounts, each of which one of them polls.
+func (q *Queries) PollLoad(ctx context.Context, seenMs int64) (PollLoadRow, error) {
+	row := q.db.QueryRow(ctx, pollLoad, seenMs)
 	var i PollLoadRow
 	err := row.Scan(&i.Workers, &i.Accounts)
 	return i, err
@@ -401,6 +433,16 @@ func (q *Queries) TakePollLease(ctx context.Context, arg TakePollLeaseParams) (T
 	var i TakePollLeaseRow
 	err := row.Scan(&i.AccountKey, &i.ExpiresAt)
 	return i, err
+}
+
+const touchPollWorker = `-- name: TouchPollWorker :exec
+UPDATE poll_workers SET seen_at = clock_timestamp() WHERE holder = $1::text
+`
+
+// Records that this worker's supervisor ran now.
+func (q *Queries) TouchPollWorker(ctx context.Context, holder string) error {
+	_, err := q.db.Exec(ctx, touchPollWorker, holder)
+	return err
 }
 
 const wantPollLease = `-- name: WantPollLease :execrows

@@ -211,6 +211,7 @@ type PollWorker struct {
 	LivenessKey int64
 	StartedAt   time.Time
 	DeadAt      *time.Time
+	SeenAt      *time.Time
 }
 
 type QuarantinedPage struct {

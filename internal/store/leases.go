@@ -118,6 +118,20 @@ func (s *Store) ReleasePollLease(ctx context.Context, l PollLease) (bool, error)
 	return n == 1, err
 }
 
+// HandOnPollLease frees the lease of a poll that hands it on to even out the workers'
+// load (if this poll still holds it), marked free since now with no worker to blame, so
+// that RecheckClaimedPollLeases finds it should its retry go to a worker that does not
+// take it up.
+func (s *Store) HandOnPollLease(ctx context.Context, l PollLease) (bool, error) {
+	var n int64
+	err := s.read(ctx, "hand on poll lease", func(q *dbq.Queries) (err error) {
+		n, err = q.HandOnPollLease(ctx, dbq.HandOnPollLeaseParams{AccountKey: l.AccountKey, Holder: l.Holder,
+			Epoch: l.Epoch, Attempt: l.Attempt})
+		return err
+	})
+	return n == 1, err
+}
+
 // DeadPollLease is a lease ClaimDeadPollLeases freed: the claim of the dead poll activity
 // (its holder, epoch, attempt and task token) and why it was claimed.
 type DeadPollLease struct {
@@ -222,19 +236,28 @@ func (s *Store) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]Dead
 	return out, err
 }
 
-// PollLoad is the polling load the live workers share.
+// TouchPollWorker records that this worker's supervisor ran now.
+func (s *Store) TouchPollWorker(ctx context.Context, holder string) error {
+	return s.read(ctx, "touch poll worker", func(q *dbq.Queries) error {
+		return q.TouchPollWorker(ctx, holder)
+	})
+}
+
+// PollLoad is the polling load the workers at work share.
 type PollLoad struct {
-	// Workers counts the workers alive now (their liveness session is held).
+	// Workers counts the workers at work now (their liveness session is held and their
+	// supervisor ran lately: not a frozen one).
 	Workers int
 	// Accounts counts the active accounts: the bots to poll between them.
 	Accounts int
 }
 
-// ReadPollLoad reads the polling load the live workers share.
-func (s *Store) ReadPollLoad(ctx context.Context) (PollLoad, error) {
+// ReadPollLoad reads the polling load the workers at work share: those alive whose
+// supervisor was seen (TouchPollWorker) within seenWithin.
+func (s *Store) ReadPollLoad(ctx context.Context, seenWithin time.Duration) (PollLoad, error) {
 	var out PollLoad
 	err := s.read(ctx, "read poll load", func(q *dbq.Queries) error {
-		r, err := q.PollLoad(ctx)
+		r, err := q.PollLoad(ctx, seenWithin.Milliseconds())
 		out = PollLoad{Workers: int(r.Workers), Accounts: int(r.Accounts)}
 		return err
 	})

@@ -95,7 +95,7 @@ func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testin
 // A worker whose liveness session ended is marked dead by exactly one of the supervisors
 // that look at once, never while its session lives and never by itself; registering again
 // with a new key makes it alive. The quick look between scans sees the death until it is
-// marked, and the polling load counts only live workers.
+// marked, and the polling load counts only live workers whose supervisor ran lately.
 func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -110,8 +110,17 @@ func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	if seen, err := s.AnyDeadPollWorker(ctx, "worker-b"); err != nil || seen {
 		t.Fatalf("a death seen while the worker lives: %v %v", seen, err)
 	}
-	if load, err := s.ReadPollLoad(ctx); err != nil || load.Workers != 1 {
-		t.Fatalf("poll load with one live worker: %+v %v", load, err)
+	if load, err := s.ReadPollLoad(ctx, time.Hour); err != nil || load.Workers != 0 {
+		t.Fatalf("poll load counts a worker whose supervisor never ran: %+v %v", load, err)
+	}
+	if err := s.TouchPollWorker(ctx, "worker-a"); err != nil {
+		t.Fatal(err)
+	}
+	if load, err := s.ReadPollLoad(ctx, time.Hour); err != nil || load.Workers != 1 || load.Accounts != 1 {
+		t.Fatalf("poll load with one live worker and one bot: %+v %v", load, err)
+	}
+	if load, err := s.ReadPollLoad(ctx, 0); err != nil || load.Workers != 0 {
+		t.Fatalf("poll load counts a worker not seen lately (frozen): %+v %v", load, err)
 	}
 	die()
 	testkit.Eventually(t, "the death seen", 10*time.Second, func() (bool, error) {
@@ -121,7 +130,7 @@ func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	if seen, err := s.AnyDeadPollWorker(ctx, "worker-a"); err != nil || seen {
 		t.Fatalf("a worker sees its own death: %v %v", seen, err)
 	}
-	if load, err := s.ReadPollLoad(ctx); err != nil || load.Workers != 0 {
+	if load, err := s.ReadPollLoad(ctx, time.Hour); err != nil || load.Workers != 0 {
 		t.Fatalf("poll load counts a dead worker: %+v %v", load, err)
 	}
 	var marks sync.Map
