@@ -427,6 +427,10 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 // rebalanceEvery is how often a worker compares the bots it polls with its share.
 const rebalanceEvery = 10 * time.Second
 
+// atWorkWithin is how many supervisor periods a worker may go without a scan and still
+// count as at work (not frozen).
+const atWorkWithin = 3
+
 // rebalance hands on, at most every rebalanceEvery, the polls this worker holds beyond its
 // share (overload): a worker restarted after a crash starts with no bot, and the bots
 // of every later crash go to the survivors, so without this the long-lived workers would
@@ -443,11 +447,15 @@ func (s *LeaseSupervisor) rebalance(ctx context.Context) error {
 	if mine == 0 {
 		return nil
 	}
-	// A worker whose supervisor has not run for three periods is frozen (or stopping): it
+	// A worker whose supervisor has not run for a few periods is frozen (or stopping): it
 	// would take up nothing handed on to it.
-	load, err := s.a.Store.ReadPollLoad(ctx, 3*s.Every)
+	load, err := s.a.Store.ReadPollLoad(ctx, atWorkWithin*s.Every)
 	if err != nil {
 		return err
+	}
+	if load.Moving > 0 {
+		// A dead worker's bots are moving: handing polls on now would only slow them.
+		return nil
 	}
 	over := overload(mine, load.Workers, load.Accounts)
 	if over == 0 {
@@ -490,11 +498,18 @@ const (
 // still holds requests for work open at Temporal, and gets the retry of its own poll), so
 // it is failed again and goes to another worker. A retry started by the worker the lease
 // was claimed from is failed at once; one started by another worker when it has not taken
-// the lease for stuckAfter.
+// the lease for stuckAfter and that worker is not at work (frozen, or dead after it
+// picked the retry up).
 func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (int, error) {
 	a := s.a
 	claims, err := a.Store.RecheckClaimedPollLeases(ctx, stuckAfter, stuckAfterDeath, maxClaimsPerScan)
 	if err != nil || len(claims) == 0 {
+		return 0, err
+	}
+	// A retry started by a worker at work is left to it: on a busy worker the lease may
+	// be taken seconds after the start, and failing it again would only start it over.
+	atWork, err := a.Store.WorkersAtWork(ctx, atWorkWithin*s.Every)
+	if err != nil {
 		return 0, err
 	}
 	before := time.Now().Add(-stuckAfter)
@@ -502,7 +517,7 @@ func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (i
 	var mu sync.Mutex
 	var errs []error
 	forEach(claims, func(c store.ClaimedPollLease) {
-		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, errPollWorkerDied)
+		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, atWork, errPollWorkerDied)
 		switch {
 		case err != nil:
 			mu.Lock()
@@ -585,7 +600,7 @@ func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation,
 	for _, w := range workers {
 		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder, "bots_without_lease", len(free))
 		forEach(free, func(acct string) {
-			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, time.Time{}, errPollWorkerDied)
+			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, time.Time{}, nil, errPollWorkerDied)
 			switch {
 			case err != nil:
 				mu.Lock()

@@ -132,13 +132,24 @@ FROM poll_leases;
 
 -- name: PollLoad :one
 -- The polling load to share: the workers at work now (registered, their liveness key held
--- by a session, their supervisor seen within seen_ms: not a frozen one) and the active
--- accounts, each of which one of them polls.
+-- by a session, their supervisor seen within seen_ms: not a frozen one), the active
+-- accounts, each of which one of them polls, and the leases a supervisor claimed that no
+-- poll took yet (bots moving after a worker's death).
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 SELECT (SELECT count(*) FROM poll_workers AS w
         WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
           AND w.seen_at > clock_timestamp() - sqlc.arg(seen_ms)::bigint * interval '1 millisecond')::bigint AS workers,
-       (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts;
+       (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts,
+       (SELECT count(*) FROM poll_leases AS l
+        WHERE l.holder IS NULL AND l.claimed_at IS NOT NULL AND l.claimed_from IS NOT NULL)::bigint AS moving;
+
+-- name: WorkersAtWork :many
+-- The workers at work now: registered, their liveness key held by a session, their
+-- supervisor seen within seen_ms (not a frozen one).
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+SELECT w.holder FROM poll_workers AS w
+WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
+  AND w.seen_at > clock_timestamp() - sqlc.arg(seen_ms)::bigint * interval '1 millisecond';
 
 -- name: TouchPollWorker :exec
 -- Records that this worker's supervisor ran now.

@@ -232,21 +232,25 @@ WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 SELECT (SELECT count(*) FROM poll_workers AS w
         WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
           AND w.seen_at > clock_timestamp() - $1::bigint * interval '1 millisecond')::bigint AS workers,
-       (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts
+       (SELECT count(*) FROM accounts AS a WHERE a.status = 'active')::bigint AS accounts,
+       (SELECT count(*) FROM poll_leases AS l
+        WHERE l.holder IS NULL AND l.claimed_at IS NOT NULL AND l.claimed_from IS NOT NULL)::bigint AS moving
 `
 
 type PollLoadRow struct {
 	Workers  int64
 	Accounts int64
+	Moving   int64
 }
 
 // The polling load to share: the workers at work now (registered, their liveness key held
-// by a session, their supervisor seen within seen_ms: not a frozen one) and the active
-// accounts, each of which one of them polls.
+// by a session, their supervisor seen within seen_ms: not a frozen one), the active
+// accounts, each of which one of them polls, and the leases a supervisor claimed that no
+// poll took yet (bots moving after a worker's death).
 func (q *Queries) PollLoad(ctx context.Context, seenMs int64) (PollLoadRow, error) {
 	row := q.db.QueryRow(ctx, pollLoad, seenMs)
 	var i PollLoadRow
-	err := row.Scan(&i.Workers, &i.Accounts)
+	err := row.Scan(&i.Workers, &i.Accounts, &i.Moving)
 	return i, err
 }
 
@@ -460,4 +464,33 @@ func (q *Queries) WantPollLease(ctx context.Context, epoch int64, attempt int32,
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const workersAtWork = `-- name: WorkersAtWork :many
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+SELECT w.holder FROM poll_workers AS w
+WHERE w.dead_at IS NULL AND EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
+  AND w.seen_at > clock_timestamp() - $1::bigint * interval '1 millisecond'
+`
+
+// The workers at work now: registered, their liveness key held by a session, their
+// supervisor seen within seen_ms (not a frozen one).
+func (q *Queries) WorkersAtWork(ctx context.Context, seenMs int64) ([]string, error) {
+	rows, err := q.db.Query(ctx, workersAtWork, seenMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var holder string
+		if err := rows.Scan(&holder); err != nil {
+			return nil, err
+		}
+		items = append(items, holder)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -250,6 +250,22 @@ type PollLoad struct {
 	Workers int
 	// Accounts counts the active accounts: the bots to poll between them.
 	Accounts int
+	// Moving counts the leases claimed from a dead or frozen worker that no poll took yet.
+	Moving int
+}
+
+// WorkersAtWork returns the holders of the workers at work now: alive, their supervisor
+// seen (TouchPollWorker) within seenWithin.
+func (s *Store) WorkersAtWork(ctx context.Context, seenWithin time.Duration) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := s.read(ctx, "workers at work", func(q *dbq.Queries) error {
+		rows, err := q.WorkersAtWork(ctx, seenWithin.Milliseconds())
+		for _, h := range rows {
+			out[h] = true
+		}
+		return err
+	})
+	return out, err
 }
 
 // ReadPollLoad reads the polling load the workers at work share: those alive whose
@@ -258,7 +274,7 @@ func (s *Store) ReadPollLoad(ctx context.Context, seenWithin time.Duration) (Pol
 	var out PollLoad
 	err := s.read(ctx, "read poll load", func(q *dbq.Queries) error {
 		r, err := q.PollLoad(ctx, seenWithin.Milliseconds())
-		out = PollLoad{Workers: int(r.Workers), Accounts: int(r.Accounts)}
+		out = PollLoad{Workers: int(r.Workers), Accounts: int(r.Accounts), Moving: int(r.Moving)}
 		return err
 	})
 	return out, err

@@ -122,6 +122,12 @@ func TestADeadWorkerIsMarkedDeadByExactlyOneSupervisor(t *testing.T) {
 	if load, err := s.ReadPollLoad(ctx, 0); err != nil || load.Workers != 0 {
 		t.Fatalf("poll load counts a worker not seen lately (frozen): %+v %v", load, err)
 	}
+	if at, err := s.WorkersAtWork(ctx, time.Hour); err != nil || !at["worker-a"] || len(at) != 1 {
+		t.Fatalf("workers at work: %v %v", at, err)
+	}
+	if at, err := s.WorkersAtWork(ctx, 0); err != nil || len(at) != 0 {
+		t.Fatalf("a worker not seen lately counted at work: %v %v", at, err)
+	}
 	die()
 	testkit.Eventually(t, "the death seen", 10*time.Second, func() (bool, error) {
 		seen, err := s.AnyDeadPollWorker(ctx, "worker-b")
@@ -194,6 +200,9 @@ func TestAClaimedLeaseOfADeadWorkerIsRecheckedOnlyAfterTheLongerDelay(t *testing
 		dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
 		return len(dead) == 1 && !dead[0].HolderDied, err
 	})
+	if load, err := s.ReadPollLoad(ctx, time.Hour); err != nil || load.Moving != 1 {
+		t.Fatalf("a claimed lease no poll took is not counted as moving: %+v %v", load, err)
+	}
 	if due, err := s.RecheckClaimedPollLeases(ctx, 0, time.Hour, 10); err != nil || len(due) != 1 || due[0].ClaimedFrom != "worker-a" {
 		t.Fatalf("a lease claimed from a living worker not due after the short delay: %+v %v", due, err)
 	}

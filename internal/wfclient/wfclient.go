@@ -188,11 +188,12 @@ func SignalAccountResumed(ctx context.Context, tc client.Client, inst wfapi.Inst
 
 // FailDeadPollActivity fails the PollAccount activity of an account's running poller
 // that Temporal counts as started by the worker identity (a worker found dead or frozen;
-// "" for none) or, with a non-zero startedBefore, started before it by any worker, so that
-// Temporal retries it (with cause's retry delay) on another worker. It reports whether
-// there was one. An activity not started yet is left alone.
+// "" for none) or, with a non-zero startedBefore, started before it by any worker not in
+// atWork (the workers known to be at work, which take the lease in their own time), so
+// that Temporal retries it (with cause's retry delay) on another worker. It reports
+// whether there was one. An activity not started yet is left alone.
 func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace string, inst wfapi.Installation,
-	accountKey, identity string, startedBefore time.Time, cause error) (bool, error) {
+	accountKey, identity string, startedBefore time.Time, atWork map[string]bool, cause error) (bool, error) {
 	if tc == nil {
 		return false, ErrNoTemporal
 	}
@@ -211,7 +212,8 @@ func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace strin
 	runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	for _, pa := range d.GetPendingActivities() {
 		byThat := identity != "" && pa.GetLastWorkerIdentity() == identity
-		early := !startedBefore.IsZero() && pa.GetLastStartedTime().AsTime().Before(startedBefore)
+		early := !startedBefore.IsZero() && pa.GetLastStartedTime().AsTime().Before(startedBefore) &&
+			!atWork[pa.GetLastWorkerIdentity()]
 		if pa.GetActivityType().GetName() != actapi.PollAccount || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED ||
 			!(byThat || early) {
 			continue
