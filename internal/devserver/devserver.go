@@ -115,7 +115,7 @@ type Server struct {
 
 	opts     Options // as started, with defaults filled in
 	cli      string
-	out      *tail
+	out      *OutputTail
 	logger   tlog.Logger
 	stopOnce sync.Once
 	stopErr  error
@@ -142,7 +142,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	out := &tail{max: 64 << 10}
+	out := &OutputTail{Max: 64 << 10}
 	clientLogger := tlog.NewStructuredLogger(logger.With("component", "devserver-client"))
 	s := &Server{Namespace: opts.Namespace, opts: opts, cli: path, out: out, logger: clientLogger}
 	dev, err := s.start(ctx, "")
@@ -175,7 +175,7 @@ func (s *Server) start(ctx context.Context, hostPort string) (*testsuite.DevServ
 		Stderr: s.out,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("devserver: start %s: %w%s", s.cli, err, s.out.suffix())
+		return nil, fmt.Errorf("devserver: start %s: %w%s", s.cli, err, s.out.Suffix())
 	}
 	return dev, nil
 }
@@ -614,31 +614,35 @@ func goBinDirs() []string {
 	return dirs
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
+// OutputTail keeps the last Max bytes written to it: a server process's log, kept for
+// the error of a server that failed (shared with package pgtemporal).
+type OutputTail struct {
+	// Max is how many bytes it keeps.
+	Max int
 	mu  sync.Mutex
-	max int
 	buf []byte
 }
 
-func (t *tail) Write(p []byte) (int, error) {
+// Write keeps p's bytes, dropping the oldest past Max.
+func (t *OutputTail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
+	if over := len(t.buf) - t.Max; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tail) String() string {
+// String returns what it keeps.
+func (t *OutputTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
 }
 
-// suffix formats the output for an error message ("" when there is none).
-func (t *tail) suffix() string {
+// Suffix formats what it keeps for an error message ("" when there is none).
+func (t *OutputTail) Suffix() string {
 	s := strings.TrimSpace(t.String())
 	if s == "" {
 		return ""

@@ -254,13 +254,13 @@ func TestTaskQueueIsUniqueAndReadable(t *testing.T) {
 
 func TestTailKeepsTheEnd(t *testing.T) {
 	t.Parallel()
-	tl := &tail{max: 8}
+	tl := &OutputTail{Max: 8}
 	_, _ = tl.Write([]byte("0123456789"))
 	_, _ = tl.Write([]byte("ab"))
 	if got := tl.String(); got != "456789ab" {
 		t.Fatalf("tail %q", got)
 	}
-	if !strings.Contains(tl.suffix(), "456789ab") || (&tail{max: 8}).suffix() != "" {
+	if !strings.Contains(tl.Suffix(), "456789ab") || (&OutputTail{Max: 8}).Suffix() != "" {
 		t.Fatal("suffix")
 	}
 }

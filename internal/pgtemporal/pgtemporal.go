@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -78,7 +77,7 @@ type Server struct {
 	pg       pgTarget
 	dbs      []string
 	cmd      *exec.Cmd
-	out      *tail
+	out      *devserver.OutputTail
 	exited   chan struct{}
 	stopOnce sync.Once
 	stopErr  error
@@ -122,7 +121,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	var raw [4]byte
 	_, _ = rand.Read(raw[:])
 	suffix := hex.EncodeToString(raw[:])
-	s := &Server{Namespace: opts.Namespace, dir: dir, pg: pg, out: &tail{max: 64 << 10}, exited: make(chan struct{})}
+	s := &Server{Namespace: opts.Namespace, dir: dir, pg: pg, out: &devserver.OutputTail{Max: 64 << 10}, exited: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
 		s.cleanup()
 		return nil, err
@@ -169,7 +168,7 @@ func (s *Server) connect(ctx context.Context, logger *slog.Logger) error {
 	for admin == nil {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("pgtemporal: the server exited at start:%s", s.out.suffix())
+			return fmt.Errorf("pgtemporal: the server exited at start:%s", s.out.Suffix())
 		default:
 		}
 		c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Logger: sdkLog})
@@ -179,13 +178,13 @@ func (s *Server) connect(ctx context.Context, logger *slog.Logger) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgtemporal: the server does not answer at %s: %w%s", s.HostPort, err, s.out.suffix())
+			return fmt.Errorf("pgtemporal: the server does not answer at %s: %w%s", s.HostPort, err, s.out.Suffix())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	defer admin.Close()
 	if err := devserver.CreateNamespace(ctx, admin, s.Namespace, "ilinkflow on a PostgreSQL-backed Temporal"); err != nil {
-		return fmt.Errorf("pgtemporal: %w%s", err, s.out.suffix())
+		return fmt.Errorf("pgtemporal: %w%s", err, s.out.Suffix())
 	}
 	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace, Logger: sdkLog})
 	if err != nil {
@@ -382,41 +381,3 @@ func EnsureBinaries(ctx context.Context, logger *slog.Logger) (server, sqlTool s
 	}
 	return server, sqlTool, nil
 }
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = t.buf[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
-
-// suffix is the tail's last lines as an error suffix ("" when empty).
-func (t *tail) suffix() string {
-	s := strings.TrimSpace(t.String())
-	if s == "" {
-		return ""
-	}
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "\nserver output (tail):\n" + strings.Join(lines, "\n")
-}
-
-var _ io.Writer = (*tail)(nil)
