@@ -500,10 +500,6 @@ func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal 
 		// Every polled bot runs one long activity; sends, hand-offs and store activities
 		// need slots besides.
 		MaxConcurrentActivityExecutionSize: cfg.MaxAccounts + activitySlotsBesidePolls,
-		// Pollers scaled on the server's backlog: after a peer's crash its bots' retried
-		// polls arrive at once, and two fixed pollers per worker would take them up a few
-		// at a time (docs/poll-leases.md).
-		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 		// Stop waits this long for in-flight activities, so a send in progress completes
 		// (or records its outcome) instead of being abandoned mid-transmit.
 		WorkerStopTimeout: cfg.ShutdownGrace,
