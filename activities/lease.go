@@ -513,11 +513,25 @@ func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (i
 		return 0, err
 	}
 	before := time.Now().Add(-stuckAfter)
+	return failEach(claims, func(c store.ClaimedPollLease) (bool, error) {
+		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, atWork, errPollWorkerDied)
+		if ok {
+			a.Metrics.LeaseMoved(metrics.LeaseMovedStuck)
+			a.log().Info("a retried poll went to a worker that did not take it up (a frozen one?): retried again elsewhere",
+				"account", c.AccountKey, "claimed_from", c.ClaimedFrom)
+		}
+		return ok, err
+	})
+}
+
+// failEach runs fail on every item (forEach) and returns how many it failed (true) and
+// the errors joined.
+func failEach[T any](items []T, fail func(T) (bool, error)) (int, error) {
 	var n atomic.Int64
 	var mu sync.Mutex
 	var errs []error
-	forEach(claims, func(c store.ClaimedPollLease) {
-		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, atWork, errPollWorkerDied)
+	forEach(items, func(it T) {
+		ok, err := fail(it)
 		switch {
 		case err != nil:
 			mu.Lock()
@@ -525,9 +539,6 @@ func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (i
 			mu.Unlock()
 		case ok:
 			n.Add(1)
-			a.Metrics.LeaseMoved(metrics.LeaseMovedStuck)
-			a.log().Info("a retried poll went to a worker that did not take it up (a frozen one?): retried again elsewhere",
-				"account", c.AccountKey, "claimed_from", c.ClaimedFrom)
 		}
 	})
 	return int(n.Load()), errors.Join(errs...)
@@ -594,27 +605,23 @@ func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation,
 			free = append(free, acct)
 		}
 	}
-	var n atomic.Int64
-	var mu sync.Mutex
+	total := 0
 	var errs []error
 	for _, w := range workers {
 		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder, "bots_without_lease", len(free))
-		forEach(free, func(acct string) {
+		n, err := failEach(free, func(acct string) (bool, error) {
 			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, time.Time{}, nil, errPollWorkerDied)
-			switch {
-			case err != nil:
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			case ok:
-				n.Add(1)
+			if ok {
 				a.Metrics.LeaseMoved(metrics.LeaseMovedUnleased)
 				a.log().Info("a poll activity picked up by a dead worker before it took its lease is retried on a live worker",
 					"account", acct, "holder", w.Holder)
 			}
+			return ok, err
 		})
+		total += n
+		errs = append(errs, err)
 	}
-	return int(n.Load()), errors.Join(errs...)
+	return total, errors.Join(errs...)
 }
 
 // activitySlack bounds the unleased accounts read beyond the worker's active bots.
