@@ -40,6 +40,8 @@ type leaseKeeper struct {
 	mu      sync.Mutex
 	held    map[string]*pollLease
 	running bool
+	// polls counts the PollAccount activities running in this process, by bot.
+	polls map[string]int
 	// livenessKey is the key this worker's liveness session holds now (0: none).
 	livenessKey int64
 }
@@ -114,6 +116,31 @@ func (k *leaseKeeper) take(ctx context.Context, accountKey string, epoch int64, 
 	}
 	k.mu.Unlock()
 	return l, nil
+}
+
+// polling records a PollAccount activity of the bot running in this process until the
+// returned function is called.
+func (k *leaseKeeper) polling(accountKey string) (done func()) {
+	k.mu.Lock()
+	if k.polls == nil {
+		k.polls = map[string]int{}
+	}
+	k.polls[accountKey]++
+	k.mu.Unlock()
+	return func() {
+		k.mu.Lock()
+		if k.polls[accountKey]--; k.polls[accountKey] <= 0 {
+			delete(k.polls, accountKey)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// pollsRunning reports whether a PollAccount activity of the bot runs in this process.
+func (k *leaseKeeper) pollsRunning(accountKey string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.polls[accountKey] > 0
 }
 
 // setLivenessKey records the key the liveness session holds now: leases taken from now on

@@ -58,18 +58,15 @@ func StartLiveness(a *Activities) *Liveness {
 // Ready is closed once the first session holds its key (or liveness is off).
 func (l *Liveness) Ready() <-chan struct{} { return l.ready }
 
-// Stop ends the session (its lock is released: any lease still held moves at once) and
-// deletes the worker's row. Call it after the worker handed its leases over.
-func (l *Liveness) Stop(ctx context.Context) {
+// Stop ends the session: its lock is released, so any lease still held moves at once. Call
+// it after the worker handed its leases over. The worker's row stays: a peer's supervisor
+// marks it dead as it does a crashed worker's, and so fails the poll activities Temporal
+// handed this worker as it stopped that it never ran (each would otherwise wait out its
+// start-to-close); the peer deletes the row later.
+func (l *Liveness) Stop() {
 	l.stop.Do(func() {
 		l.cancel()
 		<-l.done
-		if l.a.Pool == nil {
-			return
-		}
-		if err := l.a.Store.DeletePollWorker(ctx, l.a.keeper().holder); err != nil {
-			l.a.log().Warn("deleting this worker's liveness row failed (peers delete it once they see it dead)", "error", err)
-		}
 	})
 }
 

@@ -27,7 +27,7 @@ func livenessBackend(t *testing.T, h *harness, key int64) (pid int, xmin *string
 // database go on beside it (an open transaction with an xmin would hold them until the
 // worker exits). Leases taken meanwhile carry the key. Stop releases the key and deletes
 // the row.
-func TestTheLivenessSessionHoldsItsKeyAndNoSnapshot(t *testing.T) {
+func TestTheLivenessSessionHoldsItsKeyAndNoSnapshotAndAStoppedWorkerIsMarkedDeadByAPeer(t *testing.T) {
 	h := newHarness(t)
 	live := StartLiveness(h.acts)
 	select {
@@ -85,14 +85,19 @@ func TestTheLivenessSessionHoldsItsKeyAndNoSnapshot(t *testing.T) {
 	}
 	l.release(h.ctx)
 
-	live.Stop(h.ctx)
+	live.Stop()
 	testkit.Eventually(t, "the liveness key released", 10*time.Second, func() (bool, error) {
 		_, _, held := livenessBackend(t, h, key)
 		return !held, nil
 	})
-	var rows int
-	if err := h.pool.QueryRow(h.ctx, "SELECT count(*) FROM poll_workers").Scan(&rows); err != nil || rows != 0 {
-		t.Fatalf("%d worker rows after Stop (%v), want 0", rows, err)
+	// A stopped worker is left for a peer to mark dead, as a crashed one is: the peer then
+	// fails any poll activity Temporal handed it as it stopped.
+	dead, err := h.acts.Store.MarkDeadPollWorkers(h.ctx, "a-peer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Holder != k.holder {
+		t.Fatalf("a peer marked %+v dead after Stop, want this worker (%s)", dead, k.holder)
 	}
 }
 
@@ -103,7 +108,7 @@ func TestTheLivenessSessionHoldsItsKeyAndNoSnapshot(t *testing.T) {
 func TestAWorkerThatLosesItsLivenessSessionDropsItsLeasesAndOpensANewOne(t *testing.T) {
 	h := newHarness(t)
 	live := StartLiveness(h.acts)
-	defer live.Stop(h.ctx)
+	defer live.Stop()
 	<-live.Ready()
 	k := h.acts.keeper()
 	k.mu.Lock()

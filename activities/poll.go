@@ -44,6 +44,7 @@ type PollProgress struct {
 // cursor before anything else happens, under a per-account PostgreSQL lock so that two
 // attempts never poll the same bot at once.
 func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (actapi.PollResult, error) {
+	defer a.keeper().polling(in.AccountKey)()
 	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 && !in.Probe {
 		// A retry after a crash or a worker stop: tell iLink the account is polled again,
 		// and start the workflow of a window whose page the previous attempt committed.

@@ -6,10 +6,14 @@ import (
 	"testing"
 	"time"
 
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -105,5 +109,81 @@ func TestALeaseClaimedWhileTemporalIsDownIsToldToThePollerWhenItIsBack(t *testin
 	}
 	if got.Epoch != dead.Epoch || got.Attempt != dead.Attempt {
 		t.Fatalf("the poller was told %+v, want epoch %d attempt %d", got, dead.Epoch, dead.Attempt)
+	}
+}
+
+// A worker that stops drops a poll task its pollers received as the stop began (the SDK
+// runs no task once stopping, on a server without graceful poll shutdown), and Temporal
+// counts it as started there: without FailDroppedPolls the bot would wait out its poll's
+// start-to-close. A poll that runs in the stopping worker is left alone.
+func TestAPollTaskDroppedByAStoppingWorkerIsRetriedAtOnceAndARunningOneIsLeftAlone(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dev, err := devserver.New(ctx, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dev.Stop(); err != nil {
+			t.Errorf("devserver: stop: %v", err)
+		}
+	})
+	ns, tc := dev.NewNamespace(t)
+	h.acts.Temporal = tc
+	h.acts.Config.Namespace = ns
+
+	// A stand-in for the bot's poller: it runs one PollAccount activity, retried at once.
+	// Its worker runs no activity: only the test's pollers take the task.
+	queue := devserver.TaskQueue(t)
+	w := worker.New(tc, queue, worker.Options{LocalActivityWorkerOnly: true})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Hour,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 10 * time.Millisecond, MaximumAttempts: 5},
+		})
+		return workflow.ExecuteActivity(ctx, actapi.PollAccount).Get(ctx, nil)
+	}, workflow.RegisterOptions{Name: "poller-stand-in"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	inst, err := h.store.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerID(h.key), TaskQueue: queue}, "poller-stand-in"); err != nil {
+		t.Fatal(err)
+	}
+	// This worker's pollers receive the task and drop it (it is never run).
+	k := h.acts.keeper()
+	take := func() int32 {
+		t.Helper()
+		resp, err := tc.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
+			Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: queue}, Identity: k.holder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetTaskToken()) == 0 {
+			t.Fatal("no poll task handed out")
+		}
+		return resp.GetAttempt()
+	}
+	if got := take(); got != 1 {
+		t.Fatalf("first task: attempt %d, want 1", got)
+	}
+
+	// While a poll of the bot runs in this process, its activity is not failed.
+	done := k.polling(h.key)
+	if n, err := FailDroppedPolls(ctx, h.acts); err != nil || n != 0 {
+		t.Fatalf("failed %d polls (%v) while the bot's poll runs here, want 0", n, err)
+	}
+	done()
+	if n, err := FailDroppedPolls(ctx, h.acts); err != nil || n != 1 {
+		t.Fatalf("failed %d polls (%v), want the dropped one", n, err)
+	}
+	// Retried at once: the next task of the queue is its second attempt.
+	if got := take(); got != 2 {
+		t.Fatalf("after FailDroppedPolls: attempt %d, want 2", got)
 	}
 }

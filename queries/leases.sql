@@ -108,9 +108,6 @@ WHERE w.dead_at IS NULL AND w.holder <> sqlc.arg(claimer)::text
   AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key)
 RETURNING w.holder, w.dead_at;
 
--- name: DeletePollWorker :exec
-DELETE FROM poll_workers WHERE holder = sqlc.arg(holder)::text;
-
 -- name: ForgetDeadPollWorkers :execrows
 -- Deletes the rows of workers dead for longer than keep_ms (their leases expired by then).
 DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond';

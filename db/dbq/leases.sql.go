@@ -110,15 +110,6 @@ func (q *Queries) CountPollLeases(ctx context.Context) (CountPollLeasesRow, erro
 	return i, err
 }
 
-const deletePollWorker = `-- name: DeletePollWorker :exec
-DELETE FROM poll_workers WHERE holder = $1::text
-`
-
-func (q *Queries) DeletePollWorker(ctx context.Context, holder string) error {
-	_, err := q.db.Exec(ctx, deletePollWorker, holder)
-	return err
-}
-
 const forgetDeadPollWorkers = `-- name: ForgetDeadPollWorkers :execrows
 DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
 `

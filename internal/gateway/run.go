@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	// The liveness session first, so that the leases this worker takes carry its key: a
 	// peer then moves them seconds after this process dies (docs/poll-leases.md).
 	live := activities.StartLiveness(acts)
-	defer live.Stop(context.Background()) // a stop that did not run (a failed start) still ends it
+	defer live.Stop() // a stop that did not run (a failed start) still ends it
 	select {
 	case <-live.Ready():
 	case <-time.After(livenessWait):
@@ -188,7 +188,27 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		if !stopped {
 			stopped = true
 			logger.Info("worker stopping", "grace", cfg.ShutdownGrace)
+			// The SDK drops a poll task its pollers receive as the stop begins; once they
+			// stopped, the polls Temporal counts as started here and never run are failed,
+			// so they are retried elsewhere at once, not after their start-to-close.
+			dropped := make(chan struct{})
+			go func() {
+				defer close(dropped)
+				t := time.NewTimer(droppedPollsAfter)
+				defer t.Stop()
+				<-t.C
+				dctx, cancel := context.WithTimeout(context.Background(), handOverWithin)
+				defer cancel()
+				n, err := activities.FailDroppedPolls(dctx, acts)
+				if n > 0 {
+					logger.Info("poll activities handed to this worker as it stopped retried elsewhere", "polls", n)
+				}
+				if err != nil {
+					logger.Warn("failing the poll activities dropped at the stop failed; peers fail them once this worker is gone", "error", err)
+				}
+			}()
 			w.Stop()
+			<-dropped
 			// Polls that ended released their leases and their pollers scheduled the
 			// next poll on another worker; a poll still running past the grace hands
 			// its lease over here.
@@ -201,7 +221,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 				logger.Warn("handing poll leases over failed; they expire", "error", err)
 			}
 			// Last: a lease still held now moves at once, as a dead worker's.
-			live.Stop(hctx)
+			live.Stop()
 			cancel()
 		}
 	}
@@ -295,6 +315,10 @@ func startTracing(ctx context.Context, cfg Config, opts Options) (trace.TracerPr
 
 // handOverWithin bounds the hand-over of the poll leases left at the end of a stop.
 const handOverWithin = 10 * time.Second
+
+// droppedPollsAfter is how long after a stop began its worker looks for the poll tasks its
+// pollers received and dropped as they stopped: they stop within milliseconds.
+const droppedPollsAfter = time.Second
 
 // livenessWait bounds the wait for the liveness session at start.
 const livenessWait = 10 * time.Second

@@ -280,13 +280,6 @@ func (s *Store) ReadPollLoad(ctx context.Context, seenWithin time.Duration) (Pol
 	return out, err
 }
 
-// DeletePollWorker removes a worker's row (a worker that stops removes its own).
-func (s *Store) DeletePollWorker(ctx context.Context, holder string) error {
-	return s.read(ctx, "delete poll worker", func(q *dbq.Queries) error {
-		return q.DeletePollWorker(ctx, holder)
-	})
-}
-
 // AnyDeadPollWorker reports whether a registered worker other than asker died (no session
 // holds its liveness key) and is not marked dead yet.
 func (s *Store) AnyDeadPollWorker(ctx context.Context, asker string) (bool, error) {
