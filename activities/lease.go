@@ -614,8 +614,10 @@ func (s *LeaseSupervisor) replace(ctx context.Context, inst wfapi.Installation, 
 
 // unleased finds the workers that died since the last scan (this supervisor is the one
 // that marks each dead) and fails the poll activities Temporal counts as started by them
-// among the bots whose lease is free and was not claimed by a supervisor (except those in
-// skip): activities picked up by a worker that died before it took their lease.
+// among the bots whose lease is free (except those in skip, claimed in this scan: their
+// attempts are failed through their task tokens): activities picked up by a worker that
+// died before it took their lease, the retry of a lease claimed or handed on earlier
+// among them.
 func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation, skip map[string]bool) (int, error) {
 	a := s.a
 	workers, err := a.Store.MarkDeadPollWorkers(ctx, a.keeper().holder)

@@ -153,7 +153,12 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 	if a.Temporal != nil {
 		ws = newWindowStarter(a)
 		defer func() {
+			began := time.Now()
 			failed := ws.wait()
+			if took := time.Since(began); took > slowWindowStart {
+				log.Warn("the poll waited for its windows' starts before it ended; the bot was not polled meanwhile",
+					"waited", took.Round(time.Millisecond))
+			}
 			res.Opened = append(res.Opened, failed.Opened...)
 			res.Retired = append(res.Retired, failed.Retired...)
 		}()

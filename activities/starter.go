@@ -16,6 +16,10 @@ import (
 // HandOff activity's own start-to-close bound).
 const offerTimeout = 2 * time.Minute
 
+// slowWindowStart is how long a window's first offer and start may take before it is
+// logged: its poll waits for it before the poll ends.
+const slowWindowStart = 5 * time.Second
+
 // windowStarter gives the windows a poll opens their workflows without holding up the
 // poll: for a deliverable message it first hands the message off (the window's first
 // offer, so the workflow needs no HandOff activity for it), then starts the workflow with
@@ -64,12 +68,19 @@ func (ws *windowStarter) add(ctx context.Context, opened []actapi.WindowRef, ret
 func (ws *windowStarter) start(ctx context.Context, ref actapi.WindowRef) {
 	defer ws.wg.Done()
 	var offer *wfapi.Offer
+	began := time.Now()
 	if ref.Deliverable {
 		octx, cancel := context.WithTimeout(ctx, offerTimeout)
 		offer = ws.a.firstOffer(octx, ref)
 		cancel()
 	}
+	offered := time.Now()
 	err := ws.a.startWindow(ctx, ref, offer)
+	if took := time.Since(began); took > slowWindowStart {
+		// The poll that opened the window waits for its start before it ends.
+		ws.a.log().Warn("a window's first offer and workflow start were slow", "reply_window_id", ref.ReplyWindowID,
+			"offer", offered.Sub(began).Round(time.Millisecond), "start", time.Since(offered).Round(time.Millisecond))
+	}
 	ws.mu.Lock()
 	retire := ws.starting[ref.ReplyWindowID]
 	delete(ws.starting, ref.ReplyWindowID)

@@ -120,56 +120,10 @@ func TestAPollTaskDroppedByAStoppingWorkerIsRetriedAtOnceAndARunningOneIsLeftAlo
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dev, err := devserver.New(ctx, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := dev.Stop(); err != nil {
-			t.Errorf("devserver: stop: %v", err)
-		}
-	})
-	ns, tc := dev.NewNamespace(t)
-	h.acts.Temporal = tc
-	h.acts.Config.Namespace = ns
-
-	// A stand-in for the bot's poller: it runs one PollAccount activity, retried at once.
-	// Its worker runs no activity: only the test's pollers take the task.
-	queue := devserver.TaskQueue(t)
-	w := worker.New(tc, queue, worker.Options{LocalActivityWorkerOnly: true})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
-		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: time.Hour,
-			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 10 * time.Millisecond, MaximumAttempts: 5},
-		})
-		return workflow.ExecuteActivity(ctx, actapi.PollAccount).Get(ctx, nil)
-	}, workflow.RegisterOptions{Name: "poller-stand-in"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	inst, err := h.store.Installation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerID(h.key), TaskQueue: queue}, "poller-stand-in"); err != nil {
-		t.Fatal(err)
-	}
-	// This worker's pollers receive the task and drop it (it is never run).
+	take := standInPoll(ctx, t, h)
 	k := h.acts.keeper()
-	take := func() int32 {
-		t.Helper()
-		resp, err := tc.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
-			Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: queue}, Identity: k.holder})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.GetTaskToken()) == 0 {
-			t.Fatal("no poll task handed out")
-		}
-		return resp.GetAttempt()
-	}
-	if got := take(); got != 1 {
+	// This worker's pollers receive the task and drop it (it is never run).
+	if got := take(k.holder); got != 1 {
 		t.Fatalf("first task: attempt %d, want 1", got)
 	}
 
@@ -183,7 +137,91 @@ func TestAPollTaskDroppedByAStoppingWorkerIsRetriedAtOnceAndARunningOneIsLeftAlo
 		t.Fatalf("failed %d polls (%v), want the dropped one", n, err)
 	}
 	// Retried at once: the next task of the queue is its second attempt.
-	if got := take(); got != 2 {
+	if got := take(k.holder); got != 2 {
 		t.Fatalf("after FailDroppedPolls: attempt %d, want 2", got)
+	}
+}
+
+// A poll handed on (or claimed from a dead worker) leaves its lease free and claimed;
+// when the worker that picks its retry up dies before it takes the lease, the peer that
+// marks that worker dead fails the retry at once, as for any poll it picked up: the
+// recheck of claimed leases would find it only seconds later.
+func TestAHandedOnPollPickedUpByAWorkerThatDiedBeforeItsLeaseIsRetriedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// A lease handed on by its holder: free, claimed since now.
+	l := store.PollLease{AccountKey: h.key, Holder: "busy-worker", Epoch: 1, Attempt: 1}
+	if ok, _, err := h.store.TakePollLease(ctx, l, time.Minute); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if ok, err := h.store.HandOnPollLease(ctx, l); err != nil || !ok {
+		t.Fatalf("hand on: %v %v", ok, err)
+	}
+	take := standInPoll(ctx, t, h)
+	// The retry goes to a worker whose liveness key no session holds: it died.
+	if err := h.store.RegisterPollWorker(ctx, "dead-worker", 4242); err != nil {
+		t.Fatal(err)
+	}
+	if got := take("dead-worker"); got != 1 {
+		t.Fatalf("first task: attempt %d, want 1", got)
+	}
+	if n, err := NewLeaseSupervisor(h.acts).Once(ctx); err != nil || n != 1 {
+		t.Fatalf("the supervisor replaced %d polls (%v), want the dead worker's one", n, err)
+	}
+	if got := take("live-worker"); got != 2 {
+		t.Fatalf("after the scan: attempt %d, want 2", got)
+	}
+}
+
+// standInPoll starts a dev server and, under the bot's poller id, a stand-in poller that
+// runs one PollAccount activity retried at once, whose worker runs no activity; it
+// returns a function that takes the activity's next task as the named worker (its
+// attempt), as a worker's pollers would, without running it.
+func standInPoll(ctx context.Context, t *testing.T, h *harness) (take func(identity string) int32) {
+	t.Helper()
+	dev, err := devserver.New(ctx, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dev.Stop(); err != nil {
+			t.Errorf("devserver: stop: %v", err)
+		}
+	})
+	ns, tc := dev.NewNamespace(t)
+	h.acts.Temporal = tc
+	h.acts.Config.Namespace = ns
+	queue := devserver.TaskQueue(t)
+	w := worker.New(tc, queue, worker.Options{LocalActivityWorkerOnly: true})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Hour,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 10 * time.Millisecond, MaximumAttempts: 5},
+		})
+		return workflow.ExecuteActivity(ctx, actapi.PollAccount).Get(ctx, nil)
+	}, workflow.RegisterOptions{Name: "poller-stand-in"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	inst, err := h.store.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerID(h.key), TaskQueue: queue}, "poller-stand-in"); err != nil {
+		t.Fatal(err)
+	}
+	return func(identity string) int32 {
+		t.Helper()
+		resp, err := tc.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
+			Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: queue}, Identity: identity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetTaskToken()) == 0 {
+			t.Fatal("no poll task handed out")
+		}
+		return resp.GetAttempt()
 	}
 }

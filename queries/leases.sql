@@ -113,11 +113,11 @@ RETURNING w.holder, w.dead_at;
 DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond';
 
 -- name: ListUnleasedAccounts :many
--- Active accounts whose poll lease was released by its poll activity (or never taken),
--- not claimed by a supervisor: between two poll activities, or picked up by a worker that
--- died before it took the lease.
+-- Active accounts whose poll lease is free (or was never taken): between two poll
+-- activities, claimed or handed on and waiting for the retry to take it, or picked up by a
+-- worker that died (or stopped) before it took the lease.
 SELECT a.account_key FROM accounts a LEFT JOIN poll_leases l ON l.account_key = a.account_key
-WHERE a.status = 'active' AND (l.account_key IS NULL OR (l.holder IS NULL AND l.claimed_at IS NULL))
+WHERE a.status = 'active' AND (l.account_key IS NULL OR l.holder IS NULL)
 ORDER BY a.account_key
 LIMIT sqlc.arg(max_accounts);
 

@@ -165,6 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&chaos.RestartAfter, "restart-after", chaos.RestartAfter, "chaos: a killed worker's fresh process starts this long after the kill")
 	fs.DurationVar(&chaos.Freeze, "freeze", chaos.Freeze, "chaos: SIGSTOP one worker this long, then SIGCONT (0: no freeze)")
 	fs.BoolVar(&chaos.RollingRestart, "rolling", chaos.RollingRestart, "chaos: end with a rolling restart of every worker")
+	fs.DurationVar(&chaos.Every, "every", chaos.Every, "chaos: an open stream: each bot's next message this long after its previous one, answered or not (0: -think after the answer)")
 	fs.DurationVar(&chaos.KillBound, "kill-bound", chaos.KillBound, "chaos: bound on the time from a kill to each affected bot's next getupdates")
 	fs.DurationVar(&chaos.FreezeSlack, "freeze-slack", chaos.FreezeSlack, "chaos: the freeze's bound is the lease ttl plus this")
 	fs.DurationVar(&chaos.RollBound, "roll-bound", chaos.RollBound, "chaos: bound on each bot's longest time without a getupdates in flight in the rolling restart")

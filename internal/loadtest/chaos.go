@@ -78,6 +78,11 @@ type ChaosConfig struct {
 	Freeze time.Duration
 	// RollingRestart ends the chaos phase with a rolling restart of every worker.
 	RollingRestart bool
+	// Every, when set, opens the stream: each bot's next message goes Every after its
+	// previous one, answered or not, as a user who keeps writing while the bot is silent
+	// (the messages pile up in iLink while no worker polls it). Unset, a bot writes its
+	// next message a think time after the answer to the previous one.
+	Every time.Duration
 
 	// KillBound is the bound on the time from a kill to each affected bot's next
 	// getupdates; FreezeSlack is added to the lease ttl for the freeze's bound; RollBound
@@ -142,8 +147,8 @@ func (cc ChaosConfig) Validate() error {
 	if cc.Workers < 1 {
 		bad("workers must be at least 1")
 	}
-	if cc.Rate < 0 || cc.Think < 0 || cc.Settle < 0 || cc.Duration < 0 || cc.Kills < 0 || cc.Freeze < 0 || cc.RestartAfter < 0 {
-		bad("rate, think, settle, duration, kills, freeze and restart-after must not be negative")
+	if cc.Rate < 0 || cc.Think < 0 || cc.Settle < 0 || cc.Duration < 0 || cc.Kills < 0 || cc.Freeze < 0 || cc.RestartAfter < 0 || cc.Every < 0 {
+		bad("rate, think, every, settle, duration, kills, freeze and restart-after must not be negative")
 	}
 	if cc.LongPollHold <= 0 || cc.ReadyWithin <= 0 || cc.AnswerWithin <= 0 {
 		bad("long-poll hold, ready-within and answer-within must be positive")
@@ -308,7 +313,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*ChaosReport, error) {
 		log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		rep: &Report{Bots: cc.Bots, Seed: seed}}
 	c := &chaosRun{run: base, cc: cc, planRng: mrand.New(mrand.NewPCG(seed, 1)), crashed: make(chan error, 1)}
-	c.rep = &ChaosReport{Workers: cc.Workers, Bots: cc.Bots, Seed: seed, Rate: cc.Rate, ThinkMS: ms(cc.Think),
+	c.rep = &ChaosReport{Workers: cc.Workers, Bots: cc.Bots, Seed: seed, Rate: cc.Rate, ThinkMS: ms(cc.Think), EveryMS: ms(cc.Every),
 		AnswerWithinMS: ms(cc.AnswerWithin), KillBoundMS: ms(cc.KillBound), RollBoundMS: ms(cc.RollBound)}
 	c.plan = planChaos(cc, c.planRng)
 	c.rep.Plan = c.plan

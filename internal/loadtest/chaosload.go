@@ -32,7 +32,8 @@ type chaosBot struct {
 }
 
 // chaosLoad is the stream of user messages: every bot, each next message a think time
-// (with jitter) after the reply to the previous one, at most Rate a second overall.
+// (with jitter) after the reply to the previous one (or, with Every, Every after the
+// previous one), at most Rate a second overall.
 type chaosLoad struct {
 	c   *chaosRun
 	rng *mrand.Rand // think times (guarded by mu)
@@ -49,9 +50,13 @@ type chaosLoad struct {
 func newChaosLoad(c *chaosRun, rng *mrand.Rand) *chaosLoad {
 	l := &chaosLoad{c: c, rng: rng, byToken: map[string]*chaosMsg{}, changed: make(chan struct{}, 1)}
 	now := time.Now()
+	spread := c.cfg.Think
+	if c.cc.Every > 0 {
+		spread = c.cc.Every
+	}
 	for range c.bots {
-		// First messages spread over one think time.
-		l.bots = append(l.bots, &chaosBot{readyAt: now.Add(time.Duration(rng.Float64() * float64(c.cfg.Think)))})
+		// First messages spread over one think time (or one period of an open stream).
+		l.bots = append(l.bots, &chaosBot{readyAt: now.Add(time.Duration(rng.Float64() * float64(spread)))})
 	}
 	return l
 }
@@ -118,7 +123,7 @@ func (l *chaosLoad) pick() (int, time.Time) {
 	wake := now.Add(time.Second)
 	best := -1
 	for i, b := range l.bots {
-		if m := b.waiting; m != nil {
+		if m := b.waiting; m != nil && l.c.cc.Every == 0 {
 			if giveUp := m.injected.Add(l.c.cfg.AnswerWithin); now.Before(giveUp) {
 				wake = minTime(wake, giveUp)
 				continue
@@ -152,7 +157,11 @@ func (l *chaosLoad) inject(ctx context.Context, b, n int) error {
 	m.token, m.messageID = in.ContextToken, in.MessageID
 	l.byToken[m.token] = m
 	l.msgs = append(l.msgs, m)
-	l.bots[b].waiting = m
+	if every := l.c.cc.Every; every > 0 {
+		l.bots[b].readyAt = m.injected.Add(every) // an open stream: answered or not
+	} else {
+		l.bots[b].waiting = m
+	}
 	return nil
 }
 

@@ -28,6 +28,7 @@ type ChaosReport struct {
 	ShutdownGraceMS float64 `json:"shutdown_grace_ms"`
 	Rate            float64 `json:"rate"`
 	ThinkMS         float64 `json:"think_ms"`
+	EveryMS         float64 `json:"every_ms,omitempty"`
 	AnswerWithinMS  float64 `json:"answer_within_ms"`
 	// The bounds: after a kill, after the freeze (lease ttl + slack), per bot in the
 	// rolling restart.
@@ -510,8 +511,12 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 	if r.Rate > 0 {
 		rate = fmt.Sprintf("at most %g/s", r.Rate)
 	}
-	fmt.Fprintf(ew, "worker: poll lease ttl %v, poll session %v, shutdown grace %v; messages %s, think %v (x0.5..1.5), answer bound %v\n",
-		dur(r.PollLeaseTTLMS), dur(r.PollSessionMS), dur(r.ShutdownGraceMS), rate, dur(r.ThinkMS), dur(r.AnswerWithinMS))
+	pace := fmt.Sprintf("think %v (x0.5..1.5) after each answer", dur(r.ThinkMS))
+	if r.EveryMS > 0 {
+		pace = fmt.Sprintf("one every %v per bot, answered or not", dur(r.EveryMS))
+	}
+	fmt.Fprintf(ew, "worker: poll lease ttl %v, poll session %v, shutdown grace %v; messages %s, %s, answer bound %v\n",
+		dur(r.PollLeaseTTLMS), dur(r.PollSessionMS), dur(r.ShutdownGraceMS), rate, pace, dur(r.AnswerWithinMS))
 	var plan []string
 	for _, e := range r.Plan {
 		plan = append(plan, fmt.Sprintf("%s@%.0fs", e.Kind, e.AtS))

@@ -304,7 +304,7 @@ func (s *Store) ForgetDeadPollWorkers(ctx context.Context, keep time.Duration) (
 }
 
 // ListUnleasedAccounts returns at most max active accounts whose poll lease is free (or
-// was never taken).
+// was never taken), claimed by a supervisor or handed on or not.
 func (s *Store) ListUnleasedAccounts(ctx context.Context, max int) ([]string, error) {
 	if max <= 0 || max > 100000 {
 		return nil, fail(vocab.CodeInvalidInput, "unleased accounts: max must be 1..100000")

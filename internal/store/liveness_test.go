@@ -69,8 +69,10 @@ func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testin
 	if again, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(again) != 0 {
 		t.Fatalf("claimed twice: %+v %v", again, err)
 	}
-	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 0 {
-		t.Fatalf("a claimed lease listed as unleased: %v %v", free, err)
+	// A claimed lease is free: the retry Temporal hands out may go to a worker that dies
+	// before it takes the lease, and the peer that marks that one dead looks for it here.
+	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 1 || free[0] != acct {
+		t.Fatalf("a claimed lease not listed as unleased: %v %v", free, err)
 	}
 	next := PollLease{AccountKey: acct, Holder: "worker-b", Epoch: 5, Attempt: 4}
 	if ok, _, err := s.TakePollLease(ctx, next, time.Hour); err != nil || !ok {
