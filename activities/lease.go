@@ -669,8 +669,10 @@ func (s *LeaseSupervisor) forget(ctx context.Context) {
 	}
 }
 
-// superviseConcurrency bounds the Temporal calls one scan makes at once.
-const superviseConcurrency = 8
+// superviseConcurrency bounds the Temporal calls one scan makes at once: after the crash
+// of the only worker, its restarted successor fails 300 dead polls in 1.7 s at 32 (3.3 s at
+// 8) on the 2-core machine beside two CPU burners.
+const superviseConcurrency = 32
 
 // forEach runs f on every item, superviseConcurrency at once, and waits.
 func forEach[T any](items []T, f func(T)) {
