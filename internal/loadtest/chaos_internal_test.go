@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ilinkflow/ilinkflow/internal/handoff"
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 )
 
 func TestLongestGapCountsGapsEndingInTheWindowFromTheirStart(t *testing.T) {
@@ -272,5 +275,37 @@ func TestChaosVerdictNamesWhatBroke(t *testing.T) {
 		if !errors.Is(err, ErrRuleBroken) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrRuleBroken saying %q", name, err, tc.want)
 		}
+	}
+}
+
+// In an open stream a bot's unanswered messages are merged into its next delivery: the
+// reply to that one answers them too (once), and a message outside that reply, or of
+// another bot, is not answered by it.
+func TestAMergedEchoAnswersTheMessagesItAbsorbedOnce(t *testing.T) {
+	l := &chaosLoad{byToken: map[string]*chaosMsg{}, byText: map[string]*chaosMsg{}, bots: []*chaosBot{{}, {}}}
+	add := func(n, bot int) *chaosMsg {
+		m := &chaosMsg{n: n, bot: bot, text: fmt.Sprintf("chaos message %d", n), token: fmt.Sprintf("ct%d", n)}
+		l.msgs = append(l.msgs, m)
+		l.byToken[m.token], l.byText[m.text] = m, m
+		return m
+	}
+	m1, m2, other, m4, m41 := add(1, 0), add(2, 0), add(3, 1), add(4, 0), add(41, 0)
+	l.record(ilinksim.SentMessage{Outcome: ilinksim.OutcomeAccepted, ContextToken: m41.token,
+		Text: handoff.EchoPrefix + "chaos message 1\nchaos message 3\nchaos message 41"})
+	if !m1.merged || m1.replies != 1 || !m1.textOK {
+		t.Fatalf("message 1, absorbed into 41's delivery: %+v", m1)
+	}
+	if other.replies != 0 || m2.replies != 0 || m4.replies != 0 {
+		t.Fatalf("answered by a reply that did not carry them: other bot %d, message 2 %d, message 4 %d",
+			other.replies, m2.replies, m4.replies)
+	}
+	if m41.replies != 1 || !m41.textOK || m41.merged {
+		t.Fatalf("message 41: %+v", m41)
+	}
+	// A second reply to 41 is a double of 41, not of what it absorbed.
+	l.record(ilinksim.SentMessage{Outcome: ilinksim.OutcomeAccepted, ContextToken: m41.token,
+		Text: handoff.EchoPrefix + "chaos message 1\nchaos message 41"})
+	if m41.replies != 2 || m1.replies != 1 {
+		t.Fatalf("after a second reply: 41 answered %d times, 1 %d times", m41.replies, m1.replies)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,10 +20,13 @@ type chaosMsg struct {
 	token      string
 	messageID  uint64
 	injected   time.Time
-	replies    int // accepted sendmessage calls with its context token
+	replies    int // accepted sendmessage calls with its context token (or merged: one)
 	firstReply time.Time
 	textOK     bool
-	gaveUp     bool // no reply within AnswerWithin: its bot moved on
+	// merged: it was answered within the reply to a later message of its bot, which
+	// absorbed it (a backlog no agent answered is merged into the next delivery).
+	merged bool
+	gaveUp bool // no reply within AnswerWithin: its bot moved on
 }
 
 // chaosBot is one bot's conversation: at most one message waits for its reply.
@@ -42,13 +46,14 @@ type chaosLoad struct {
 	bots      []*chaosBot
 	msgs      []*chaosMsg
 	byToken   map[string]*chaosMsg
+	byText    map[string]*chaosMsg
 	unmatched int
 	refused   int
 	changed   chan struct{}
 }
 
 func newChaosLoad(c *chaosRun, rng *mrand.Rand) *chaosLoad {
-	l := &chaosLoad{c: c, rng: rng, byToken: map[string]*chaosMsg{}, changed: make(chan struct{}, 1)}
+	l := &chaosLoad{c: c, rng: rng, byToken: map[string]*chaosMsg{}, byText: map[string]*chaosMsg{}, changed: make(chan struct{}, 1)}
 	now := time.Now()
 	spread := c.cfg.Think
 	if c.cc.Every > 0 {
@@ -156,6 +161,7 @@ func (l *chaosLoad) inject(ctx context.Context, b, n int) error {
 	}
 	m.token, m.messageID = in.ContextToken, in.MessageID
 	l.byToken[m.token] = m
+	l.byText[m.text] = m
 	l.msgs = append(l.msgs, m)
 	if every := l.c.cc.Every; every > 0 {
 		l.bots[b].readyAt = m.injected.Add(every) // an open stream: answered or not
@@ -193,7 +199,18 @@ func (l *chaosLoad) record(s ilinksim.SentMessage) {
 		return
 	}
 	m.firstReply = s.Received
-	m.textOK = s.Text == handoff.EchoPrefix+m.text
+	// The echo of one message, or of a merged delivery: the texts of the messages it
+	// absorbed (oldest first, one a line) and its own last.
+	body, echo := strings.CutPrefix(s.Text, handoff.EchoPrefix)
+	lines := strings.Split(body, "\n")
+	m.textOK = echo && lines[len(lines)-1] == m.text
+	if m.textOK {
+		for _, line := range lines[:len(lines)-1] {
+			if e := l.byText[line]; e != nil && e.bot == m.bot && e.n < m.n && e.replies == 0 {
+				e.replies, e.merged, e.firstReply, e.textOK = 1, true, s.Received, true
+			}
+		}
+	}
 	if b := l.bots[m.bot]; b.waiting == m {
 		b.waiting = nil
 		b.readyAt = s.Received.Add(l.think())

@@ -127,6 +127,9 @@ type RollResult struct {
 type ChaosMessages struct {
 	Injected int `json:"injected"`
 	Answered int `json:"answered"`
+	// Merged of them were answered within the reply to a later message of their bot
+	// that absorbed them (an open stream writes faster than the agent answers).
+	Merged int `json:"merged"`
 	// Lost messages got no reply within the answer bound. LostInFlight of them are the
 	// documented loss: handed out by the simulator to a process killed or frozen within
 	// the in-flight window after, and not stored. LostBeyond are the rest (Late of them
@@ -359,6 +362,9 @@ func (c *chaosRun) analyzeMessages(kills []*killRec, freezes []*freezeRec, store
 		}
 		if msg.replies > 0 {
 			m.Answered++
+			if msg.merged {
+				m.Merged++
+			}
 			d := msg.firstReply.Sub(msg.injected)
 			lat = append(lat, d)
 			if !msg.textOK {
@@ -574,7 +580,7 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 	m := r.Messages
 	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tvalue")
-	fmt.Fprintf(tw, "messages injected / answered\t%d / %d\n", m.Injected, m.Answered)
+	fmt.Fprintf(tw, "messages injected / answered (merged into a later one's reply)\t%d / %d (%d)\n", m.Injected, m.Answered, m.Merged)
 	fmt.Fprintf(tw, "latency inject -> reply p50 / p99 / max\t%v / %v / %v\n", dur(m.LatencyP50MS), dur(m.LatencyP99MS), dur(m.LatencyMaxMS))
 	fmt.Fprintf(tw, "lost (no reply within %v)\t%d: in flight (documented) %d, reply's send of unknown outcome (documented, never re-sent) %d, beyond %d (of which answered late %d)\n",
 		dur(r.AnswerWithinMS), m.Lost, m.LostInFlight, m.LostUnknownSend, m.LostBeyond, m.Late)
