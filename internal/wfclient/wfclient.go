@@ -87,6 +87,12 @@ func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 		// USE_EXISTING hides; the effect on a running workflow is the same: none.
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// Started from a worker of the task queue (the poll that opened the window), the
+		// first workflow task comes back in the start's answer and runs here, without a
+		// trip through matching: on a task queue of several partitions that trip is where
+		// a first reply waited up to 2 s. Elsewhere (no worker of the queue in this
+		// process) the start is an ordinary one.
+		EnableEagerStart: true,
 	}, in.AccountKey, in.PeerID), wfapi.ReplyWindowWorkflow, in)
 	if err == nil {
 		return WindowStarted, nil
