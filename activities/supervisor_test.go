@@ -28,17 +28,8 @@ func TestALeaseClaimedWhileTemporalIsDownIsToldToThePollerWhenItIsBack(t *testin
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dev, err := devserver.New(ctx, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := dev.Stop(); err != nil {
-			t.Errorf("devserver: stop: %v", err)
-		}
-	})
-	_, tc := dev.NewNamespace(t)
-	h.acts.Temporal = tc
+	dev := harnessTemporal(ctx, t, h)
+	tc := h.acts.Temporal
 
 	// A stand-in for the bot's poller under its workflow id: it reports the poll-lost
 	// signal it gets.
@@ -180,18 +171,8 @@ func TestAHandedOnPollPickedUpByAWorkerThatDiedBeforeItsLeaseIsRetriedAtOnce(t *
 // attempt), as a worker's pollers would, without running it.
 func standInPoll(ctx context.Context, t *testing.T, h *harness) (take func(identity string) int32) {
 	t.Helper()
-	dev, err := devserver.New(ctx, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := dev.Stop(); err != nil {
-			t.Errorf("devserver: stop: %v", err)
-		}
-	})
-	ns, tc := dev.NewNamespace(t)
-	h.acts.Temporal = tc
-	h.acts.Config.Namespace = ns
+	harnessTemporal(ctx, t, h)
+	tc, ns := h.acts.Temporal, h.acts.Config.Namespace
 	queue := devserver.TaskQueue(t)
 	w := worker.New(tc, queue, worker.Options{LocalActivityWorkerOnly: true})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
@@ -224,4 +205,22 @@ func standInPoll(ctx context.Context, t *testing.T, h *harness) (take func(ident
 		}
 		return resp.GetAttempt()
 	}
+}
+
+// harnessTemporal starts a dev server for the test and gives h's activities a client of a
+// fresh namespace on it.
+func harnessTemporal(ctx context.Context, t *testing.T, h *harness) *devserver.Server {
+	t.Helper()
+	dev, err := devserver.New(ctx, devserver.Options{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dev.Stop(); err != nil {
+			t.Errorf("devserver: stop: %v", err)
+		}
+	})
+	ns, tc := dev.NewNamespace(t)
+	h.acts.Temporal, h.acts.Config.Namespace = tc, ns
+	return dev
 }
