@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -64,10 +62,10 @@ func HandOverLeases(ctx context.Context, a *Activities) (int, error) {
 // that it never ran, for a worker whose task pollers stopped: the SDK drops a task its
 // poller receives once the stop began (on a server without graceful poll shutdown, as
 // 1.29), and Temporal counts it as started here, so it would wait out its start-to-close.
-// Among the bots whose lease is free and not claimed, those whose poll activity Temporal
-// counts as started by this worker and that no poll in this process runs are failed by ID,
-// and retried at once on a live worker. It returns how many it failed. Peers do the same
-// once this worker's liveness session ends (a worker marked dead), later.
+// Among the bots whose lease is free, those whose poll activity Temporal counts as started
+// by this worker and that no poll in this process runs are failed by ID, and retried at
+// once on a live worker. It returns how many it failed. Peers do the same once this
+// worker's liveness session ends (a worker marked dead), later.
 func FailDroppedPolls(ctx context.Context, a *Activities) (int, error) {
 	if a.Temporal == nil || a.Store == nil {
 		return 0, nil
@@ -76,24 +74,8 @@ func FailDroppedPolls(ctx context.Context, a *Activities) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read the installation: %w", err)
 	}
-	accounts, err := a.Store.ListUnleasedAccounts(ctx, a.cfg().MaxAccounts+activitySlack)
-	if err != nil {
-		return 0, err
-	}
 	k := a.keeper()
-	idle := accounts[:0]
-	for _, acct := range accounts {
-		if !k.pollsRunning(acct) {
-			idle = append(idle, acct)
-		}
-	}
-	return failEach(idle, func(acct string) (bool, error) {
-		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, k.holder, time.Time{}, nil,
-			pollRetry("PollHandedOver", handOverRetry, errHandedOver))
-		if ok {
-			a.Metrics.LeaseMoved(metrics.LeaseMovedUnleased)
-			a.log().Info("a poll activity handed to this worker as it stopped, never run, is retried on a live worker", "account", acct)
-		}
-		return ok, err
-	})
+	return failUnleasedStartedBy(ctx, a, inst, k.holder, k.pollsRunning,
+		pollRetry("PollHandedOver", handOverRetry, errHandedOver),
+		"a poll activity handed to this worker as it stopped, never run, is retried on a live worker")
 }

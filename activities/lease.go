@@ -624,33 +624,41 @@ func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation,
 	if err != nil || len(workers) == 0 {
 		return 0, err
 	}
+	total := 0
+	var errs []error
+	for _, w := range workers {
+		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder)
+		n, err := failUnleasedStartedBy(ctx, a, inst, w.Holder, func(acct string) bool { return skip[acct] }, errPollWorkerDied,
+			"a poll activity picked up by a dead worker before it took its lease is retried on a live worker")
+		total += n
+		errs = append(errs, err)
+	}
+	return total, errors.Join(errs...)
+}
+
+// failUnleasedStartedBy fails, among the bots whose lease is free (but those skip names),
+// the poll activities Temporal counts as started by holder, with cause (Temporal retries
+// them on a live worker); it logs each with msg and returns how many it failed.
+func failUnleasedStartedBy(ctx context.Context, a *Activities, inst wfapi.Installation, holder string,
+	skip func(accountKey string) bool, cause error, msg string) (int, error) {
 	accounts, err := a.Store.ListUnleasedAccounts(ctx, a.cfg().MaxAccounts+activitySlack)
 	if err != nil {
 		return 0, err
 	}
 	free := accounts[:0]
 	for _, acct := range accounts {
-		if !skip[acct] {
+		if !skip(acct) {
 			free = append(free, acct)
 		}
 	}
-	total := 0
-	var errs []error
-	for _, w := range workers {
-		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder, "bots_without_lease", len(free))
-		n, err := failEach(free, func(acct string) (bool, error) {
-			ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, w.Holder, time.Time{}, nil, errPollWorkerDied)
-			if ok {
-				a.Metrics.LeaseMoved(metrics.LeaseMovedUnleased)
-				a.log().Info("a poll activity picked up by a dead worker before it took its lease is retried on a live worker",
-					"account", acct, "holder", w.Holder)
-			}
-			return ok, err
-		})
-		total += n
-		errs = append(errs, err)
-	}
-	return total, errors.Join(errs...)
+	return failEach(free, func(acct string) (bool, error) {
+		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, holder, time.Time{}, nil, cause)
+		if ok {
+			a.Metrics.LeaseMoved(metrics.LeaseMovedUnleased)
+			a.log().Info(msg, "account", acct, "holder", holder)
+		}
+		return ok, err
+	})
 }
 
 // activitySlack bounds the unleased accounts read beyond the worker's active bots.
