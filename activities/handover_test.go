@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -47,7 +48,7 @@ func TestAStoppingWorkerHandsAHeldPollLeaseOverToThePoller(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, err := h.acts.keeper().take(ctx, h.key, 9, 3)
+	l, err := h.acts.keeper().take(ctx, actapi.PollInput{AccountKey: h.key, LeaseEpoch: 9}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/wfclient"
@@ -44,6 +45,8 @@ type leaseKeeper struct {
 	polls map[string]int
 	// livenessKey is the key this worker's liveness session holds now (0: none).
 	livenessKey int64
+	// adopted runs the polls this worker adopted from dead workers.
+	adopted *adoptions
 }
 
 // pollLease is one lease a PollAccount activity holds.
@@ -77,16 +80,17 @@ func newHolderID() string {
 
 func (a *Activities) keeper() *leaseKeeper {
 	a.keeperOnce.Do(func() {
-		a.leases = &leaseKeeper{a: a, holder: newHolderID(), held: map[string]*pollLease{}}
+		a.leases = &leaseKeeper{a: a, holder: newHolderID(), held: map[string]*pollLease{}, adopted: newAdoptions()}
 	})
 	return a.leases
 }
 
 // take takes the bot's lease for one poll activity; errLeaseHeld when a live holder has it
 // (a newer claim has asked it to let go).
-func (k *leaseKeeper) take(ctx context.Context, accountKey string, epoch int64, attempt int32) (*pollLease, error) {
+func (k *leaseKeeper) take(ctx context.Context, in actapi.PollInput, attempt int32) (*pollLease, error) {
 	cfg := k.a.cfg()
-	claim := store.PollLease{AccountKey: accountKey, Holder: k.holder, Epoch: epoch, Attempt: attempt}
+	claim := store.PollLease{AccountKey: in.AccountKey, Holder: k.holder, Epoch: in.LeaseEpoch, Attempt: attempt,
+		Generation: in.Generation, Probe: in.Probe}
 	if activity.IsActivity(ctx) {
 		claim.TaskToken = activity.GetInfo(ctx).TaskToken
 	}
@@ -104,18 +108,24 @@ func (k *leaseKeeper) take(ctx context.Context, accountKey string, epoch int64, 
 	if !taken {
 		return nil, errLeaseHeld
 	}
-	l := &pollLease{k: k, claim: claim, lost: make(chan struct{}), validUntil: start.Add(localValidity(cfg.LeaseTTL))}
+	return k.hold(claim, start), nil
+}
+
+// hold records a lease this worker took (or adopted) with a statement that began at start,
+// and keeps it renewed.
+func (k *leaseKeeper) hold(claim store.PollLease, start time.Time) *pollLease {
+	l := &pollLease{k: k, claim: claim, lost: make(chan struct{}), validUntil: start.Add(localValidity(k.a.cfg().LeaseTTL))}
 	k.mu.Lock()
-	if old := k.held[accountKey]; old != nil {
+	if old := k.held[claim.AccountKey]; old != nil {
 		old.loseLocked("taken by a newer poll on this worker")
 	}
-	k.held[accountKey] = l
+	k.held[claim.AccountKey] = l
 	if !k.running {
 		k.running = true
 		go k.run()
 	}
 	k.mu.Unlock()
-	return l, nil
+	return l
 }
 
 // polling records a PollAccount activity of the bot running in this process until the
@@ -413,6 +423,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	}
 	me := a.keeper().holder
 	touchErr := a.Store.TouchPollWorker(ctx, me)
+	adopted, adoptErr := s.adopt(ctx)
 	dead, claimErr := a.Store.ClaimDeadPollLeases(ctx, me, s.Grace, maxClaimsPerScan)
 	s.mu.Lock()
 	if s.untold == nil {
@@ -431,6 +442,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	}
 	s.mu.Unlock()
 	var n atomic.Int64
+	n.Add(int64(adopted))
 	forEach(tell, func(l store.DeadPollLease) {
 		if !s.replace(ctx, inst, l) {
 			return
@@ -448,7 +460,7 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	n.Add(int64(stuck))
 	s.forget(ctx)
 	balanceErr := s.rebalance(ctx)
-	return int(n.Load()), errors.Join(touchErr, claimErr, err, stuckErr, balanceErr)
+	return int(n.Load()), errors.Join(touchErr, adoptErr, claimErr, err, stuckErr, balanceErr)
 }
 
 // rebalanceEvery is how often a worker compares the bots it polls with its share.

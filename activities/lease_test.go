@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
@@ -19,7 +20,7 @@ func TestARenewalInFlightDoesNotJudgeALeaseTakenAfterItStarted(t *testing.T) {
 		o.config = func(c *Config) { c.LeaseTTL, c.LeaseRenewEvery = time.Hour, 20*time.Minute } // no renewal but the test's
 	})
 	k := h.acts.keeper()
-	old, err := k.take(h.ctx, h.key, 1, 1)
+	old, err := k.take(h.ctx, actapi.PollInput{AccountKey: h.key, LeaseEpoch: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

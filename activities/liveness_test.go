@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
@@ -76,7 +77,7 @@ func TestTheLivenessSessionHoldsItsKeyAndNoSnapshotAndAStoppedWorkerIsMarkedDead
 		t.Fatal(err)
 	}
 	// A lease taken now carries the key.
-	l, err := k.take(h.ctx, h.key, 1, 1)
+	l, err := k.take(h.ctx, actapi.PollInput{AccountKey: h.key, LeaseEpoch: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestAWorkerThatLosesItsLivenessSessionDropsItsLeasesAndOpensANewOne(t *test
 	k.mu.Lock()
 	key := k.livenessKey
 	k.mu.Unlock()
-	l, err := k.take(h.ctx, h.key, 1, 1)
+	l, err := k.take(h.ctx, actapi.PollInput{AccountKey: h.key, LeaseEpoch: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,27 +45,43 @@ type PollProgress struct {
 // attempts never poll the same bot at once.
 func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (actapi.PollResult, error) {
 	defer a.keeper().polling(in.AccountKey)()
-	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 && !in.Probe {
-		// A retry after a crash or a worker stop: tell iLink the account is polled again,
-		// and start the workflow of a window whose page the previous attempt committed.
-		// Beside the poll, not before it: after a worker's death the bot is polled again
-		// at once; the activity returns only once both are done.
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.notify(ctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
-			if a.Temporal != nil {
-				a.syncOpenWindows(ctx, in.AccountKey, activity.GetInfo(ctx).ScheduledTime)
-			}
-		}()
-		defer wg.Wait()
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		defer a.resumed(ctx, in, activity.GetInfo(ctx).ScheduledTime)()
 	}
 	res, err := a.pollAccount(ctx, in)
+	return a.pollEnded(ctx, in, res, err)
+}
+
+// resumed starts what a poll that goes on after a crash or a worker stop (a retry, or a
+// poll adopted from a dead worker) owes beside its poll: it tells iLink the account is
+// polled again (notifystart) and starts the workflow of a window whose page an earlier
+// attempt of the poll activity (first scheduled at scheduled) committed. Beside the poll,
+// not before it: after a worker's death the bot is polled again at once. The returned
+// function waits for both; the poll returns only once they are done.
+func (a *Activities) resumed(ctx context.Context, in actapi.PollInput, scheduled time.Time) (wait func()) {
+	if in.Probe {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.notify(ctx, actapi.AccountRef{AccountKey: in.AccountKey, Generation: in.Generation}, "notifystart", (*ilink.Client).NotifyStart)
+		if a.Temporal != nil {
+			a.syncOpenWindows(ctx, in.AccountKey, scheduled)
+		}
+	}()
+	return wg.Wait
+}
+
+// pollEnded turns the end of a poll session (its result and error) into the poll
+// activity's outcome: a graceful worker stop tells iLink this poller stops and hands the
+// poll over; a lost, held or shed lease becomes a retry after its own delay.
+func (a *Activities) pollEnded(ctx context.Context, in actapi.PollInput, res actapi.PollResult, err error) (actapi.PollResult, error) {
 	if p := a.Config.Poller; p != (wfapi.PollerConfig{}) {
 		res.Config = &p // this worker's settings reach pollers started before its restart
 	}
-	if activity.IsActivity(ctx) && workerStopping(ctx) && res.Stopped == "" && !res.StaleToken {
+	if workerStopping(ctx) && res.Stopped == "" && !res.StaleToken {
 		// A graceful worker stop: tell iLink this poller stops (another worker resumes it
 		// and calls notifystart). Best effort, with its own short deadline.
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -125,17 +141,23 @@ func (a *Activities) syncOpenWindows(ctx context.Context, accountKey string, sch
 	}
 }
 
-// pollAccount is PollAccount's poll session: lease, account, then the fetch-and-commit
-// loop (poller.run); the starts of opened windows are awaited on every return.
+// pollAccount is PollAccount's poll session: it takes the bot's lease, then polls
+// (pollLeased) for one poll session.
 func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res actapi.PollResult, err error) {
-	cfg := a.cfg()
-	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
-
 	faultpoint.Hit(faultpoint.PollPickedUp, in.AccountKey)
 	l, stopped, err := a.takePollLease(ctx, in)
 	if err != nil || stopped.Stopped != "" {
 		return stopped, err
 	}
+	return a.pollLeased(ctx, in, l, a.cfg().PollSession)
+}
+
+// pollLeased polls the bot while l, its lease, is held, for session at most: account,
+// then the fetch-and-commit loop (poller.run); the lease is released and the starts of
+// opened windows are awaited on every return.
+func (a *Activities) pollLeased(ctx context.Context, in actapi.PollInput, l *pollLease, session time.Duration) (res actapi.PollResult, err error) {
+	cfg := a.cfg()
+	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 	defer l.release(ctx)
 	if a.hooks != nil && a.hooks.leased != nil {
 		a.hooks.leased(l.claim)
@@ -174,7 +196,7 @@ func (a *Activities) pollAccount(ctx context.Context, in actapi.PollInput) (res 
 
 	p := poller{a: a, in: in, owner: acct.OwnerPeerID, cursor: acct.Cursor, log: log, windows: ws,
 		deferredBefore: cfg.DeferredBefore, maxSkew: a.Store.Limits().MaxClockSkew}
-	err = p.run(ctx, pollCtx, cl, l, &progress, now().Add(cfg.PollSession))
+	err = p.run(ctx, pollCtx, cl, l, &progress, now().Add(session))
 	return p.res, err
 }
 
@@ -185,7 +207,7 @@ func (a *Activities) takePollLease(ctx context.Context, in actapi.PollInput) (l 
 	if activity.IsActivity(ctx) {
 		attempt = activity.GetInfo(ctx).Attempt
 	}
-	l, err = a.keeper().take(ctx, in.AccountKey, in.LeaseEpoch, attempt)
+	l, err = a.keeper().take(ctx, in, attempt)
 	if err != nil {
 		if code := pollStopCode(err); code != "" {
 			return nil, actapi.PollResult{Stopped: code}, nil
@@ -679,10 +701,18 @@ func (a *Activities) notify(ctx context.Context, in actapi.AccountRef, op string
 	}
 }
 
-// workerStopping reports whether the worker running this activity is stopping gracefully.
+// workerStopping reports whether the worker running this poll (an activity, or a poll
+// adopted from a dead worker) is stopping gracefully.
 func workerStopping(ctx context.Context) bool {
+	var stop <-chan struct{}
+	switch {
+	case activity.IsActivity(ctx):
+		stop = activity.GetWorkerStopChannel(ctx)
+	default:
+		stop, _ = ctx.Value(adoptedStopKey{}).(<-chan struct{})
+	}
 	select {
-	case <-activity.GetWorkerStopChannel(ctx):
+	case <-stop:
 		return true
 	default:
 		return false

@@ -171,16 +171,30 @@ func TestAHandedOnPollPickedUpByAWorkerThatDiedBeforeItsLeaseIsRetriedAtOnce(t *
 // attempt), as a worker's pollers would, without running it.
 func standInPoll(ctx context.Context, t *testing.T, h *harness) (take func(identity string) int32) {
 	t.Helper()
+	takeTask, _ := standInPollRun(ctx, t, h)
+	return func(identity string) int32 {
+		t.Helper()
+		return takeTask(identity).GetAttempt()
+	}
+}
+
+// standInPollRun is standInPoll's stand-in poller: take hands out the poll activity's
+// next task (its attempt and task token) as the named worker; the run's result is the
+// activity's.
+func standInPollRun(ctx context.Context, t *testing.T, h *harness) (take func(identity string) *workflowservice.PollActivityTaskQueueResponse, run client.WorkflowRun) {
+	t.Helper()
 	harnessTemporal(ctx, t, h)
 	tc, ns := h.acts.Temporal, h.acts.Config.Namespace
 	queue := devserver.TaskQueue(t)
 	w := worker.New(tc, queue, worker.Options{LocalActivityWorkerOnly: true})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) (actapi.PollResult, error) {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Hour,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 10 * time.Millisecond, MaximumAttempts: 5},
 		})
-		return workflow.ExecuteActivity(ctx, actapi.PollAccount).Get(ctx, nil)
+		var res actapi.PollResult
+		err := workflow.ExecuteActivity(ctx, actapi.PollAccount).Get(ctx, &res)
+		return res, err
 	}, workflow.RegisterOptions{Name: "poller-stand-in"})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -190,10 +204,11 @@ func standInPoll(ctx context.Context, t *testing.T, h *harness) (take func(ident
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerID(h.key), TaskQueue: queue}, "poller-stand-in"); err != nil {
+	run, err = tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: inst.PollerID(h.key), TaskQueue: queue}, "poller-stand-in")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return func(identity string) int32 {
+	return func(identity string) *workflowservice.PollActivityTaskQueueResponse {
 		t.Helper()
 		resp, err := tc.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
 			Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: queue}, Identity: identity})
@@ -203,8 +218,8 @@ func standInPoll(ctx context.Context, t *testing.T, h *harness) (take func(ident
 		if len(resp.GetTaskToken()) == 0 {
 			t.Fatal("no poll task handed out")
 		}
-		return resp.GetAttempt()
-	}
+		return resp
+	}, run
 }
 
 // harnessTemporal starts a dev server for the test and gives h's activities a client of a

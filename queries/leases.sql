@@ -2,17 +2,21 @@
 
 -- name: TakePollLease :one
 -- Takes the bot's lease for (holder, epoch, attempt) when it is free or expired, stamped
--- with the holder's liveness key (NULL: none, the lease then moves only on expiry) and the
--- poll activity attempt's task token. No row: a live holder has it.
-INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at, holder_key, task_token)
+-- with the holder's liveness key (NULL: none, the lease then moves only on expiry), the
+-- poll activity attempt's task token and what it polls (generation, probe: so that a
+-- survivor can adopt the poll should the holder die). No row: a live holder has it.
+INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at, holder_key, task_token,
+                              generation, probe)
 VALUES (sqlc.arg(account_key), sqlc.arg(holder)::text, sqlc.arg(epoch), sqlc.arg(attempt),
         clock_timestamp() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', clock_timestamp(),
-        sqlc.narg(holder_key)::bigint, sqlc.narg(task_token)::bytea)
+        sqlc.narg(holder_key)::bigint, sqlc.narg(task_token)::bytea,
+        sqlc.narg(generation)::integer, sqlc.arg(probe)::boolean)
 ON CONFLICT (account_key) DO UPDATE
 SET holder = excluded.holder, epoch = excluded.epoch, attempt = excluded.attempt,
     expires_at = excluded.expires_at, taken_at = excluded.taken_at,
     wanted_epoch = NULL, wanted_attempt = NULL,
-    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed_at = NULL, claimed_from = NULL
+    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed_at = NULL, claimed_from = NULL,
+    generation = excluded.generation, probe = excluded.probe
 WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
 RETURNING l.account_key, l.expires_at;
 
@@ -38,6 +42,35 @@ UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL
     holder_key = NULL, task_token = NULL, claimed_at = NULL, claimed_from = NULL
 WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
   AND epoch = sqlc.arg(epoch) AND attempt = sqlc.arg(attempt);
+
+-- name: AdoptDeadPollLeases :many
+-- Adopts (for one worker among those running this at once) the leases of active accounts
+-- whose holder died (no session holds its liveness key) and whose poll can be adopted: the
+-- lease names its activity attempt (task token) and what it polls (generation), no newer
+-- poll asked for it, and the attempt's poll session (session_ms from when the lease was
+-- taken, which is when the attempt started) has not ended. The adopter holds each lease
+-- from now on, under the same activity attempt, with its own liveness key, and goes on
+-- polling the bot; remaining_ms is what is left of the session on the database's clock.
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+UPDATE poll_leases AS l SET holder = sqlc.arg(adopter)::text, holder_key = sqlc.narg(adopter_key)::bigint,
+    expires_at = clock_timestamp() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond',
+    claimed_at = NULL, claimed_from = NULL
+FROM (
+    SELECT pl.account_key, pl.holder AS dead_holder
+    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    WHERE pl.holder IS NOT NULL AND pl.holder <> sqlc.arg(adopter)::text
+      AND a.status = 'active'
+      AND pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)
+      AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
+      AND pl.taken_at + sqlc.arg(session_ms)::bigint * interval '1 millisecond' > clock_timestamp()
+    ORDER BY pl.expires_at
+    LIMIT sqlc.arg(max_leases)
+    FOR UPDATE OF pl SKIP LOCKED
+) AS dead
+WHERE l.account_key = dead.account_key
+RETURNING l.account_key, l.epoch, l.attempt, l.generation::integer AS generation, l.probe, l.task_token,
+    dead.dead_holder::text AS dead_holder,
+    (extract(epoch FROM l.taken_at + sqlc.arg(session_ms)::bigint * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint AS remaining_ms;
 
 -- name: ClaimDeadPollLeases :many
 -- Claims (for one supervisor among the workers) the leases of active accounts whose

@@ -124,6 +124,10 @@ type PollerConfig struct {
 	PollSession Duration `json:",omitempty"`
 }
 
+// PollSlack is what a poll activity may run past its poll session (the window starts and
+// first offers of its last page): its start-to-close is the session plus this.
+const PollSlack = 2 * time.Minute
+
 // PollLostSignal names the poll activity whose lease expired by its place in the order of
 // the bot's poll activities (PollInput.LeaseEpoch and its attempt).
 type PollLostSignal struct {

@@ -28,9 +28,6 @@ var (
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 		},
 	}
-	// pollSlack is what a poll activity may run past its session: the window starts and
-	// first offers of its last page.
-	pollSlack = 2 * time.Minute
 	// sendOptions: reserve → start → transmit → complete; a retry never re-sends (the
 	// activity completes an attempt it finds sending as unknown).
 	sendOptions = workflow.ActivityOptions{
@@ -81,12 +78,12 @@ func sleepOrSignal(ctx workflow.Context, d time.Duration, chans ...workflow.Rece
 }
 
 // pollOptionsFor bounds a poll activity by the workers' poll session (when the poller
-// knows it) plus pollSlack: a poll that was dispatched to a worker that died before it took
+// knows it) plus wfapi.PollSlack: a poll that was dispatched to a worker that died before it took
 // the bot's lease (so no lease expires for the supervisor to see) is retried then.
 func pollOptionsFor(c wfapi.PollerConfig) workflow.ActivityOptions {
 	o := pollOptions
-	if s := c.PollSession.D(); s > 0 && s+pollSlack < o.StartToCloseTimeout {
-		o.StartToCloseTimeout = s + pollSlack
+	if s := c.PollSession.D(); s > 0 && s+wfapi.PollSlack < o.StartToCloseTimeout {
+		o.StartToCloseTimeout = s + wfapi.PollSlack
 	}
 	return o
 }

@@ -11,8 +11,8 @@ import (
 // a worker that died before it took the bot's lease is retried soon; with the session
 // unknown the 20-minute bound stays.
 func TestAPollActivityIsBoundedByThePollSessionPlusItsSlack(t *testing.T) {
-	if got := pollOptionsFor(wfapi.PollerConfig{PollSession: wfapi.Duration(3 * time.Second)}).StartToCloseTimeout; got != 3*time.Second+pollSlack {
-		t.Fatalf("3s session: start-to-close %v, want %v", got, 3*time.Second+pollSlack)
+	if got := pollOptionsFor(wfapi.PollerConfig{PollSession: wfapi.Duration(3 * time.Second)}).StartToCloseTimeout; got != 3*time.Second+wfapi.PollSlack {
+		t.Fatalf("3s session: start-to-close %v, want %v", got, 3*time.Second+wfapi.PollSlack)
 	}
 	if got := pollOptionsFor(wfapi.PollerConfig{}).StartToCloseTimeout; got != pollOptions.StartToCloseTimeout {
 		t.Fatalf("unknown session: start-to-close %v, want %v", got, pollOptions.StartToCloseTimeout)

@@ -10,6 +10,90 @@ import (
 	"time"
 )
 
+const adoptDeadPollLeases = `-- name: AdoptDeadPollLeases :many
+WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+UPDATE poll_leases AS l SET holder = $1::text, holder_key = $2::bigint,
+    expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond',
+    claimed_at = NULL, claimed_from = NULL
+FROM (
+    SELECT pl.account_key, pl.holder AS dead_holder
+    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    WHERE pl.holder IS NOT NULL AND pl.holder <> $1::text
+      AND a.status = 'active'
+      AND pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)
+      AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
+      AND pl.taken_at + $4::bigint * interval '1 millisecond' > clock_timestamp()
+    ORDER BY pl.expires_at
+    LIMIT $5
+    FOR UPDATE OF pl SKIP LOCKED
+) AS dead
+WHERE l.account_key = dead.account_key
+RETURNING l.account_key, l.epoch, l.attempt, l.generation::integer AS generation, l.probe, l.task_token,
+    dead.dead_holder::text AS dead_holder,
+    (extract(epoch FROM l.taken_at + $4::bigint * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint AS remaining_ms
+`
+
+type AdoptDeadPollLeasesParams struct {
+	Adopter    string
+	AdopterKey *int64
+	TtlMs      int64
+	SessionMs  int64
+	MaxLeases  int32
+}
+
+type AdoptDeadPollLeasesRow struct {
+	AccountKey  string
+	Epoch       int64
+	Attempt     int32
+	Generation  int32
+	Probe       bool
+	TaskToken   []byte
+	DeadHolder  string
+	RemainingMs int64
+}
+
+// Adopts (for one worker among those running this at once) the leases of active accounts
+// whose holder died (no session holds its liveness key) and whose poll can be adopted: the
+// lease names its activity attempt (task token) and what it polls (generation), no newer
+// poll asked for it, and the attempt's poll session (session_ms from when the lease was
+// taken, which is when the attempt started) has not ended. The adopter holds each lease
+// from now on, under the same activity attempt, with its own liveness key, and goes on
+// polling the bot; remaining_ms is what is left of the session on the database's clock.
+func (q *Queries) AdoptDeadPollLeases(ctx context.Context, arg AdoptDeadPollLeasesParams) ([]AdoptDeadPollLeasesRow, error) {
+	rows, err := q.db.Query(ctx, adoptDeadPollLeases,
+		arg.Adopter,
+		arg.AdopterKey,
+		arg.TtlMs,
+		arg.SessionMs,
+		arg.MaxLeases,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AdoptDeadPollLeasesRow{}
+	for rows.Next() {
+		var i AdoptDeadPollLeasesRow
+		if err := rows.Scan(
+			&i.AccountKey,
+			&i.Epoch,
+			&i.Attempt,
+			&i.Generation,
+			&i.Probe,
+			&i.TaskToken,
+			&i.DeadHolder,
+			&i.RemainingMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const anyDeadPollWorker = `-- name: AnyDeadPollWorker :one
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 SELECT EXISTS (
@@ -383,15 +467,18 @@ func (q *Queries) RenewPollLeases(ctx context.Context, ttlMs int64, holder strin
 
 const takePollLease = `-- name: TakePollLease :one
 
-INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at, holder_key, task_token)
+INSERT INTO poll_leases AS l (account_key, holder, epoch, attempt, expires_at, taken_at, holder_key, task_token,
+                              generation, probe)
 VALUES ($1, $2::text, $3, $4,
         clock_timestamp() + $5::bigint * interval '1 millisecond', clock_timestamp(),
-        $6::bigint, $7::bytea)
+        $6::bigint, $7::bytea,
+        $8::integer, $9::boolean)
 ON CONFLICT (account_key) DO UPDATE
 SET holder = excluded.holder, epoch = excluded.epoch, attempt = excluded.attempt,
     expires_at = excluded.expires_at, taken_at = excluded.taken_at,
     wanted_epoch = NULL, wanted_attempt = NULL,
-    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed_at = NULL, claimed_from = NULL
+    holder_key = excluded.holder_key, task_token = excluded.task_token, claimed_at = NULL, claimed_from = NULL,
+    generation = excluded.generation, probe = excluded.probe
 WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
 RETURNING l.account_key, l.expires_at
 `
@@ -404,6 +491,8 @@ type TakePollLeaseParams struct {
 	TtlMs      int64
 	HolderKey  *int64
 	TaskToken  []byte
+	Generation *int32
+	Probe      bool
 }
 
 type TakePollLeaseRow struct {
@@ -413,8 +502,9 @@ type TakePollLeaseRow struct {
 
 // Poll leases (db/migrations/00004_poll_leases.sql). Times are the database's clock.
 // Takes the bot's lease for (holder, epoch, attempt) when it is free or expired, stamped
-// with the holder's liveness key (NULL: none, the lease then moves only on expiry) and the
-// poll activity attempt's task token. No row: a live holder has it.
+// with the holder's liveness key (NULL: none, the lease then moves only on expiry), the
+// poll activity attempt's task token and what it polls (generation, probe: so that a
+// survivor can adopt the poll should the holder die). No row: a live holder has it.
 func (q *Queries) TakePollLease(ctx context.Context, arg TakePollLeaseParams) (TakePollLeaseRow, error) {
 	row := q.db.QueryRow(ctx, takePollLease,
 		arg.AccountKey,
@@ -424,6 +514,8 @@ func (q *Queries) TakePollLease(ctx context.Context, arg TakePollLeaseParams) (T
 		arg.TtlMs,
 		arg.HolderKey,
 		arg.TaskToken,
+		arg.Generation,
+		arg.Probe,
 	)
 	var i TakePollLeaseRow
 	err := row.Scan(&i.AccountKey, &i.ExpiresAt)

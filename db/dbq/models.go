@@ -204,6 +204,8 @@ type PollLease struct {
 	TaskToken     []byte
 	ClaimedAt     *time.Time
 	ClaimedFrom   *string
+	Generation    *int32
+	Probe         bool
 }
 
 type PollWorker struct {

@@ -207,8 +207,16 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 					logger.Warn("failing the poll activities dropped at the stop failed; peers fail them once this worker is gone", "error", err)
 				}
 			}()
+			// Polls adopted from dead workers stop as the activities do: each after its long
+			// poll, handing its bot over.
+			adopted := make(chan struct{})
+			go func() {
+				defer close(adopted)
+				activities.StopAdoptedPolls(acts, cfg.ShutdownGrace)
+			}()
 			w.Stop()
 			<-dropped
+			<-adopted
 			// Polls that ended released their leases and their pollers scheduled the
 			// next poll on another worker; a poll still running past the grace hands
 			// its lease over here.

@@ -129,7 +129,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	}
 	p.leases.WithLabelValues("ok")
 	p.leases.WithLabelValues("error")
-	for _, r := range []string{LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased, LeaseMovedStuck, LeaseMovedRebalanced} {
+	for _, r := range []string{LeaseMovedAdopted, LeaseMovedWorkerDied, LeaseMovedExpired, LeaseMovedUnleased, LeaseMovedStuck, LeaseMovedRebalanced} {
 		p.moved.WithLabelValues(r)
 	}
 	for _, o := range []string{SendSent, SendFailed, SendUnknown, SendRefused, SendThrottled, SendHeld} {
@@ -191,6 +191,7 @@ func (p *Product) LeaseRenewal(ok bool) {
 
 // Why a supervisor replaced a poll activity (LeaseMoved), or handed one on.
 const (
+	LeaseMovedAdopted    = "adopted"
 	LeaseMovedWorkerDied = "worker_died"
 	LeaseMovedExpired    = "lease_expired"
 	LeaseMovedUnleased   = "unleased"

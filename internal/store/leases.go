@@ -27,6 +27,10 @@ type PollLease struct {
 	// lease (nil: unknown), so that a peer can fail exactly that attempt when the holder
 	// dies.
 	TaskToken []byte
+	// Generation and Probe are what the poll activity polls (its input): a peer that
+	// adopts the poll of a dead holder goes on with the same (0: unknown, not adoptable).
+	Generation int32
+	Probe      bool
 }
 
 // LeaseRenewal is one lease a renewal kept.
@@ -64,6 +68,14 @@ func keyArg(k int64) *int64 {
 	return &k
 }
 
+// generationArg is a lease's generation as a nullable statement argument (0: unknown).
+func generationArg(g int32) *int32 {
+	if g <= 0 {
+		return nil
+	}
+	return &g
+}
+
 // TakePollLease takes the bot's poll lease for ttl when it is free or expired. When a live holder has it, taken is false and, if the claim is newer
 // than the holder's, the holder is asked to let go (it sees that at its next renewal).
 func (s *Store) TakePollLease(ctx context.Context, l PollLease, ttl time.Duration) (taken bool, expires time.Time, err error) {
@@ -72,7 +84,8 @@ func (s *Store) TakePollLease(ctx context.Context, l PollLease, ttl time.Duratio
 	}
 	err = s.read(ctx, "take poll lease", func(q *dbq.Queries) error {
 		row, err := q.TakePollLease(ctx, dbq.TakePollLeaseParams{AccountKey: l.AccountKey, Holder: l.Holder,
-			Epoch: l.Epoch, Attempt: l.Attempt, TtlMs: ttl.Milliseconds(), HolderKey: keyArg(l.HolderKey), TaskToken: l.TaskToken})
+			Epoch: l.Epoch, Attempt: l.Attempt, TtlMs: ttl.Milliseconds(), HolderKey: keyArg(l.HolderKey), TaskToken: l.TaskToken,
+			Generation: generationArg(l.Generation), Probe: l.Probe})
 		switch {
 		case err == nil:
 			taken, expires = true, row.ExpiresAt
@@ -130,6 +143,43 @@ func (s *Store) HandOnPollLease(ctx context.Context, l PollLease) (bool, error) 
 		return err
 	})
 	return n == 1, err
+}
+
+// AdoptedPollLease is a dead holder's lease AdoptDeadPollLeases gave the adopter: the
+// lease as the adopter now holds it (the dead poll activity's epoch, attempt, task token
+// and input), the dead holder, and what is left of the attempt's poll session.
+type AdoptedPollLease struct {
+	PollLease
+	DeadHolder string
+	Remaining  time.Duration
+}
+
+// AdoptDeadPollLeases gives adopter (with its liveness key) at most max leases of active
+// accounts whose holder died and whose poll it can go on with: the lease names the poll
+// activity attempt and its input, no newer poll asked for it, and less than session has
+// passed since the attempt took it. Among workers running this at once each lease is
+// adopted by one. The adopter polls each bot under the dead attempt and ends that attempt
+// through its task token when the poll ends; the leases it cannot adopt are left to
+// ClaimDeadPollLeases.
+func (s *Store) AdoptDeadPollLeases(ctx context.Context, adopter string, adopterKey int64, ttl, session time.Duration, max int) ([]AdoptedPollLease, error) {
+	if adopter == "" || len(adopter) > 200 || adopterKey < 0 || ttl < time.Second || ttl > time.Hour ||
+		max <= 0 || max > 10000 || session <= 0 {
+		return nil, fail(vocab.CodeInvalidInput,
+			"adoption of dead leases: the adopter named, its key not negative, ttl 1s..1h, max 1..10000 and the session positive")
+	}
+	var out []AdoptedPollLease
+	err := s.read(ctx, "adopt dead poll leases", func(q *dbq.Queries) error {
+		rows, err := q.AdoptDeadPollLeases(ctx, dbq.AdoptDeadPollLeasesParams{Adopter: adopter, AdopterKey: keyArg(adopterKey),
+			TtlMs: ttl.Milliseconds(), SessionMs: session.Milliseconds(), MaxLeases: int32(max)})
+		for _, r := range rows {
+			out = append(out, AdoptedPollLease{PollLease: PollLease{AccountKey: r.AccountKey, Holder: adopter,
+				Epoch: r.Epoch, Attempt: r.Attempt, HolderKey: adopterKey, TaskToken: r.TaskToken,
+				Generation: r.Generation, Probe: r.Probe},
+				DeadHolder: r.DeadHolder, Remaining: time.Duration(r.RemainingMs) * time.Millisecond})
+		}
+		return err
+	})
+	return out, err
 }
 
 // DeadPollLease is a lease ClaimDeadPollLeases freed: the claim of the dead poll activity

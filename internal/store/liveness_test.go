@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
+	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // livenessSession opens a session of its own holding the advisory lock on a random key
@@ -218,5 +221,91 @@ func TestAClaimedLeaseOfADeadWorkerIsRecheckedOnlyAfterTheLongerDelay(t *testing
 	}
 	if due, err := s.RecheckClaimedPollLeases(ctx, time.Hour, 0, 10); err != nil || len(due) != 1 {
 		t.Fatalf("a lease claimed from a dead worker not due after the long delay: %+v %v", due, err)
+	}
+}
+
+// A dead holder's poll is adopted by exactly one worker, under the same attempt (epoch,
+// attempt, task token, generation and probe kept), with the adopter's liveness key and
+// what is left of the attempt's session; a lease that cannot go on under its attempt is
+// left to the claim: one with no task token or generation (an older release's), one a
+// newer poll asked for, one whose session is over, and one whose holder lives.
+func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, acct := leaseStore(t)
+	others := make([]string, 4)
+	for i := range others {
+		a, err := s.RegisterAccount(ctx, time.Now(), RegisterInput{ProviderAccountID: fmt.Sprintf("adopt-%d@im.bot", i),
+			OwnerPeerID: fmt.Sprintf("adopt-owner-%d@im.wechat", i), BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("adopt-token")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		others[i] = a.AccountKey
+	}
+	deadKey, die := livenessSession(t)
+	liveKey, _ := livenessSession(t)
+	token := []byte("task-token-of-attempt-2")
+	take := func(l PollLease) {
+		t.Helper()
+		if ok, _, err := s.TakePollLease(ctx, l, time.Hour); err != nil || !ok {
+			t.Fatalf("take %+v: %v %v", l, ok, err)
+		}
+	}
+	take(PollLease{AccountKey: acct, Holder: "worker-a", Epoch: 5, Attempt: 2, HolderKey: deadKey, TaskToken: token, Generation: 1, Probe: true})
+	take(PollLease{AccountKey: others[0], Holder: "worker-a", Epoch: 5, Attempt: 1, HolderKey: deadKey}) // no token nor generation
+	take(PollLease{AccountKey: others[1], Holder: "worker-a", Epoch: 5, Attempt: 1, HolderKey: deadKey, TaskToken: token, Generation: 1})
+	if ok, _, err := s.TakePollLease(ctx, PollLease{AccountKey: others[1], Holder: "worker-c", Epoch: 6, Attempt: 1}, time.Hour); err != nil || ok {
+		t.Fatalf("a newer poll took a held lease: %v %v", ok, err) // it asks for it instead
+	}
+	take(PollLease{AccountKey: others[2], Holder: "worker-a", Epoch: 5, Attempt: 1, HolderKey: deadKey, TaskToken: token, Generation: 1})
+	if _, err := s.pool.Exec(ctx, "UPDATE poll_leases SET taken_at = clock_timestamp() - interval '11 minutes' WHERE account_key = $1", others[2]); err != nil {
+		t.Fatal(err)
+	}
+	take(PollLease{AccountKey: others[3], Holder: "worker-d", Epoch: 5, Attempt: 1, HolderKey: liveKey, TaskToken: token, Generation: 1})
+
+	if got, err := s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 10); err != nil || len(got) != 0 {
+		t.Fatalf("adopted the polls of a live holder: %+v %v", got, err)
+	}
+	die()
+	var got []AdoptedPollLease
+	testkit.Eventually(t, "the dead holder's poll adopted", 10*time.Second, func() (bool, error) {
+		var err error
+		got, err = s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 10)
+		return len(got) > 0, err
+	})
+	if len(got) != 1 {
+		t.Fatalf("adopted %+v, want only the lease that names its attempt and input", got)
+	}
+	g := got[0]
+	if g.AccountKey != acct || g.Holder != "worker-b" || g.HolderKey != liveKey || g.DeadHolder != "worker-a" || g.Epoch != 5 ||
+		g.Attempt != 2 || string(g.TaskToken) != string(token) || g.Generation != 1 || !g.Probe ||
+		g.Remaining <= 9*time.Minute || g.Remaining > 10*time.Minute {
+		t.Fatalf("adopted %+v", g)
+	}
+	if again, err := s.AdoptDeadPollLeases(ctx, "worker-c", liveKey, time.Minute, 10*time.Minute, 10); err != nil || len(again) != 0 {
+		t.Fatalf("adopted twice: %+v %v", again, err)
+	}
+	// The adopter holds the lease as the attempt did, under its own liveness key: it renews
+	// it, and nobody may take it.
+	if kept, err := s.RenewPollLeases(ctx, "worker-b", []string{acct}, time.Minute); err != nil || len(kept) != 1 || kept[0].Attempt != 2 {
+		t.Fatalf("renewal of the adopted lease: %+v %v", kept, err)
+	}
+	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 0 {
+		t.Fatalf("free leases after the adoption: %v %v", free, err)
+	}
+	// The rest go to the claim, as before.
+	dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := map[string]bool{}
+	for _, d := range dead {
+		claimed[d.AccountKey] = true
+	}
+	if len(dead) != 3 || !claimed[others[0]] || !claimed[others[1]] || !claimed[others[2]] {
+		t.Fatalf("claimed %+v, want the three dead leases that were not adopted", dead)
+	}
+	if _, err := s.AdoptDeadPollLeases(ctx, "", 77, time.Minute, time.Minute, 10); CodeOf(err) != vocab.CodeInvalidInput {
+		t.Fatalf("adoption without an adopter: %v", err)
 	}
 }
