@@ -109,7 +109,7 @@ func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	}
 	cfg := a.cfg()
 	start := time.Now()
-	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, cfg.PollSession, maxClaimsPerScan)
+	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, cfg.PollSession, sessionOverrun, maxClaimsPerScan)
 	for _, d := range got {
 		l := k.hold(d.PollLease, start)
 		d := d

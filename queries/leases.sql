@@ -48,9 +48,11 @@ WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
 -- whose holder died (no session holds its liveness key) and whose poll can be adopted: the
 -- lease names its activity attempt (task token) and what it polls (generation), no newer
 -- poll asked for it, and the attempt's poll session (session_ms from when the lease was
--- taken, which is when the attempt started) has not ended. The adopter holds each lease
--- from now on, under the same activity attempt, with its own liveness key, and goes on
--- polling the bot; remaining_ms is what is left of the session on the database's clock.
+-- taken, which is when the attempt started) has not ended more than overrun_ms ago (the
+-- time a poll may run past its session, well within its start-to-close). The adopter
+-- holds each lease from now on, under the same activity attempt, with its own liveness
+-- key, and goes on polling the bot; remaining_ms is what is left of the session on the
+-- database's clock (negative: the session is over, the poll ends after one long poll).
 WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = sqlc.arg(adopter)::text, holder_key = sqlc.narg(adopter_key)::bigint,
     expires_at = clock_timestamp() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond',
@@ -62,7 +64,7 @@ FROM (
       AND a.status = 'active'
       AND pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)
       AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
-      AND pl.taken_at + sqlc.arg(session_ms)::bigint * interval '1 millisecond' > clock_timestamp()
+      AND pl.taken_at + (sqlc.arg(session_ms)::bigint + sqlc.arg(overrun_ms)::bigint) * interval '1 millisecond' > clock_timestamp()
     ORDER BY pl.expires_at
     LIMIT sqlc.arg(max_leases)
     FOR UPDATE OF pl SKIP LOCKED

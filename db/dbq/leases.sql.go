@@ -22,9 +22,9 @@ FROM (
       AND a.status = 'active'
       AND pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)
       AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
-      AND pl.taken_at + $4::bigint * interval '1 millisecond' > clock_timestamp()
+      AND pl.taken_at + ($4::bigint + $5::bigint) * interval '1 millisecond' > clock_timestamp()
     ORDER BY pl.expires_at
-    LIMIT $5
+    LIMIT $6
     FOR UPDATE OF pl SKIP LOCKED
 ) AS dead
 WHERE l.account_key = dead.account_key
@@ -38,6 +38,7 @@ type AdoptDeadPollLeasesParams struct {
 	AdopterKey *int64
 	TtlMs      int64
 	SessionMs  int64
+	OverrunMs  int64
 	MaxLeases  int32
 }
 
@@ -56,15 +57,18 @@ type AdoptDeadPollLeasesRow struct {
 // whose holder died (no session holds its liveness key) and whose poll can be adopted: the
 // lease names its activity attempt (task token) and what it polls (generation), no newer
 // poll asked for it, and the attempt's poll session (session_ms from when the lease was
-// taken, which is when the attempt started) has not ended. The adopter holds each lease
-// from now on, under the same activity attempt, with its own liveness key, and goes on
-// polling the bot; remaining_ms is what is left of the session on the database's clock.
+// taken, which is when the attempt started) has not ended more than overrun_ms ago (the
+// time a poll may run past its session, well within its start-to-close). The adopter
+// holds each lease from now on, under the same activity attempt, with its own liveness
+// key, and goes on polling the bot; remaining_ms is what is left of the session on the
+// database's clock (negative: the session is over, the poll ends after one long poll).
 func (q *Queries) AdoptDeadPollLeases(ctx context.Context, arg AdoptDeadPollLeasesParams) ([]AdoptDeadPollLeasesRow, error) {
 	rows, err := q.db.Query(ctx, adoptDeadPollLeases,
 		arg.Adopter,
 		arg.AdopterKey,
 		arg.TtlMs,
 		arg.SessionMs,
+		arg.OverrunMs,
 		arg.MaxLeases,
 	)
 	if err != nil {

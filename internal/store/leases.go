@@ -156,21 +156,21 @@ type AdoptedPollLease struct {
 
 // AdoptDeadPollLeases gives adopter (with its liveness key) at most max leases of active
 // accounts whose holder died and whose poll it can go on with: the lease names the poll
-// activity attempt and its input, no newer poll asked for it, and less than session has
-// passed since the attempt took it. Among workers running this at once each lease is
+// activity attempt and its input, no newer poll asked for it, and less than session plus
+// overrun (what a poll may run past its session) has passed since the attempt took it. Among workers running this at once each lease is
 // adopted by one. The adopter polls each bot under the dead attempt and ends that attempt
 // through its task token when the poll ends; the leases it cannot adopt are left to
 // ClaimDeadPollLeases.
-func (s *Store) AdoptDeadPollLeases(ctx context.Context, adopter string, adopterKey int64, ttl, session time.Duration, max int) ([]AdoptedPollLease, error) {
+func (s *Store) AdoptDeadPollLeases(ctx context.Context, adopter string, adopterKey int64, ttl, session, overrun time.Duration, max int) ([]AdoptedPollLease, error) {
 	if adopter == "" || len(adopter) > 200 || adopterKey < 0 || ttl < time.Second || ttl > time.Hour ||
-		max <= 0 || max > 10000 || session <= 0 {
+		max <= 0 || max > 10000 || session <= 0 || overrun < 0 {
 		return nil, fail(vocab.CodeInvalidInput,
-			"adoption of dead leases: the adopter named, its key not negative, ttl 1s..1h, max 1..10000 and the session positive")
+			"adoption of dead leases: the adopter named, its key not negative, ttl 1s..1h, max 1..10000, the session positive and the overrun not negative")
 	}
 	var out []AdoptedPollLease
 	err := s.read(ctx, "adopt dead poll leases", func(q *dbq.Queries) error {
 		rows, err := q.AdoptDeadPollLeases(ctx, dbq.AdoptDeadPollLeasesParams{Adopter: adopter, AdopterKey: keyArg(adopterKey),
-			TtlMs: ttl.Milliseconds(), SessionMs: session.Milliseconds(), MaxLeases: int32(max)})
+			TtlMs: ttl.Milliseconds(), SessionMs: session.Milliseconds(), OverrunMs: overrun.Milliseconds(), MaxLeases: int32(max)})
 		for _, r := range rows {
 			out = append(out, AdoptedPollLease{PollLease: PollLease{AccountKey: r.AccountKey, Holder: adopter,
 				Epoch: r.Epoch, Attempt: r.Attempt, HolderKey: adopterKey, TaskToken: r.TaskToken,

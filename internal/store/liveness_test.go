@@ -228,7 +228,8 @@ func TestAClaimedLeaseOfADeadWorkerIsRecheckedOnlyAfterTheLongerDelay(t *testing
 // attempt, task token, generation and probe kept), with the adopter's liveness key and
 // what is left of the attempt's session; a lease that cannot go on under its attempt is
 // left to the claim: one with no task token or generation (an older release's), one a
-// newer poll asked for, one whose session is over, and one whose holder lives.
+// newer poll asked for, one whose session ended longer than the overrun ago, and one
+// whose holder lives.
 func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -263,14 +264,14 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 	}
 	take(PollLease{AccountKey: others[3], Holder: "worker-d", Epoch: 5, Attempt: 1, HolderKey: liveKey, TaskToken: token, Generation: 1})
 
-	if got, err := s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 10); err != nil || len(got) != 0 {
+	if got, err := s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 30*time.Second, 10); err != nil || len(got) != 0 {
 		t.Fatalf("adopted the polls of a live holder: %+v %v", got, err)
 	}
 	die()
 	var got []AdoptedPollLease
 	testkit.Eventually(t, "the dead holder's poll adopted", 10*time.Second, func() (bool, error) {
 		var err error
-		got, err = s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 10)
+		got, err = s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 30*time.Second, 10)
 		return len(got) > 0, err
 	})
 	if len(got) != 1 {
@@ -282,7 +283,7 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 		g.Remaining <= 9*time.Minute || g.Remaining > 10*time.Minute {
 		t.Fatalf("adopted %+v", g)
 	}
-	if again, err := s.AdoptDeadPollLeases(ctx, "worker-c", liveKey, time.Minute, 10*time.Minute, 10); err != nil || len(again) != 0 {
+	if again, err := s.AdoptDeadPollLeases(ctx, "worker-c", liveKey, time.Minute, 10*time.Minute, 30*time.Second, 10); err != nil || len(again) != 0 {
 		t.Fatalf("adopted twice: %+v %v", again, err)
 	}
 	// The adopter holds the lease as the attempt did, under its own liveness key: it renews
@@ -305,7 +306,7 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 	if len(dead) != 3 || !claimed[others[0]] || !claimed[others[1]] || !claimed[others[2]] {
 		t.Fatalf("claimed %+v, want the three dead leases that were not adopted", dead)
 	}
-	if _, err := s.AdoptDeadPollLeases(ctx, "", 77, time.Minute, time.Minute, 10); CodeOf(err) != vocab.CodeInvalidInput {
+	if _, err := s.AdoptDeadPollLeases(ctx, "", 77, time.Minute, time.Minute, 0, 10); CodeOf(err) != vocab.CodeInvalidInput {
 		t.Fatalf("adoption without an adopter: %v", err)
 	}
 }
