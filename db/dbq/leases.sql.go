@@ -11,16 +11,16 @@ import (
 )
 
 const adoptDeadPollLeases = `-- name: AdoptDeadPollLeases :many
-WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+WITH live AS MATERIALIZED (SELECT coalesce(array_agg(k::bigint), '{}')::bigint[] AS keys FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = $1::text, holder_key = $2::bigint,
     expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond',
     claimed_at = NULL, claimed_from = NULL
 FROM (
     SELECT pl.account_key, pl.holder AS dead_holder
-    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key CROSS JOIN live
     WHERE pl.holder IS NOT NULL AND pl.holder <> $1::text
       AND a.status = 'active'
-      AND pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)
+      AND pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys))
       AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
       AND pl.taken_at + ($4::bigint + $5::bigint) * interval '1 millisecond' > clock_timestamp()
     ORDER BY pl.expires_at
@@ -62,6 +62,10 @@ type AdoptDeadPollLeasesRow struct {
 // holds each lease from now on, under the same activity attempt, with its own liveness
 // key, and goes on polling the bot; remaining_ms is what is left of the session on the
 // database's clock (negative: the session is over, the poll ends after one long poll).
+// The live keys are one array tested against the row itself: a row another worker adopted
+// or claimed after this statement began is locked in its new version and its conditions
+// evaluated again on it (READ COMMITTED), which a NOT EXISTS anti-join is not (its new
+// holder's key would pass as dead: two workers adopted the same bots in a chaos run).
 func (q *Queries) AdoptDeadPollLeases(ctx context.Context, arg AdoptDeadPollLeasesParams) ([]AdoptDeadPollLeasesRow, error) {
 	rows, err := q.db.Query(ctx, adoptDeadPollLeases,
 		arg.Adopter,
@@ -116,17 +120,17 @@ func (q *Queries) AnyDeadPollWorker(ctx context.Context, asker string) (bool, er
 }
 
 const claimDeadPollLeases = `-- name: ClaimDeadPollLeases :many
-WITH live AS MATERIALIZED (SELECT k::bigint AS key FROM ilk_live_keys() AS k)
+WITH live AS MATERIALIZED (SELECT coalesce(array_agg(k::bigint), '{}')::bigint[] AS keys FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,
     holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = dead.dead_holder
 FROM (
     SELECT pl.account_key, pl.holder AS dead_holder, pl.task_token AS dead_token,
-        (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key))::boolean AS holder_died
-    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key
+        (pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys)))::boolean AS holder_died
+    FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key CROSS JOIN live
     WHERE pl.holder IS NOT NULL AND pl.holder <> $1::text
       AND a.status = 'active'
       AND (pl.expires_at < clock_timestamp() - $2::bigint * interval '1 millisecond'
-           OR (pl.holder_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = pl.holder_key)))
+           OR (pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys))))
     ORDER BY pl.expires_at
     LIMIT $3
     FOR UPDATE OF pl SKIP LOCKED
@@ -151,7 +155,8 @@ type ClaimDeadPollLeasesRow struct {
 // claimed leases are freed, and the caller has each dead poll activity replaced. A
 // supervisor never claims a lease of its own worker (claimer): that poll activity is
 // alive, and may hold a page it fetched before an outage and has not committed yet; a
-// replacement would fetch past that page.
+// replacement would fetch past that page. The live keys are an array, as for
+// AdoptDeadPollLeases.
 func (q *Queries) ClaimDeadPollLeases(ctx context.Context, claimer string, graceMs int64, maxLeases int32) ([]ClaimDeadPollLeasesRow, error) {
 	rows, err := q.db.Query(ctx, claimDeadPollLeases, claimer, graceMs, maxLeases)
 	if err != nil {

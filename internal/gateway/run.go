@@ -324,9 +324,9 @@ func startTracing(ctx context.Context, cfg Config, opts Options) (trace.TracerPr
 // handOverWithin bounds the hand-over of the poll leases left at the end of a stop.
 const handOverWithin = 10 * time.Second
 
-// taskPollers is the worker's requests for activity tasks, and for workflow tasks, open at
+// TaskPollers is the worker's requests for activity tasks, and for workflow tasks, open at
 // Temporal: the default partition count of a task queue.
-const taskPollers = 4
+const TaskPollers = 4
 
 // droppedPollsAfter is how long after a stop began its worker looks for the poll tasks its
 // pollers received and dropped as they stopped: they stop within milliseconds.
@@ -540,8 +540,8 @@ func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal 
 		// with the SDK's two, a task on a partition no poller waits on waited up to 2 s
 		// for matching to forward it (docs/scale-test.md). Not more: a frozen worker's
 		// open requests are handed retries it never runs (docs/poll-leases.md).
-		MaxConcurrentActivityTaskPollers: taskPollers,
-		MaxConcurrentWorkflowTaskPollers: taskPollers,
+		MaxConcurrentActivityTaskPollers: TaskPollers,
+		MaxConcurrentWorkflowTaskPollers: TaskPollers,
 		// Stop waits this long for in-flight activities, so a send in progress completes
 		// (or records its outcome) instead of being abandoned mid-transmit.
 		WorkerStopTimeout: cfg.ShutdownGrace,

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -78,7 +79,12 @@ type engineSystem struct {
 func (r *run) newEngineSystem(ctx context.Context) (satSystem, func(), error) {
 	e := &engineSystem{tc: r.tc, tq: "ceiling-" + r.suffix, pfx: "ceiling-" + r.suffix + "-",
 		wait: map[string]chan time.Time{}, sent: map[string]int{}, prev: map[int]string{}}
-	w := worker.New(r.tc, e.tq, worker.Options{})
+	// The worker's own Temporal settings: as many pollers of each kind (one per default
+	// partition of a task queue) and, below, windows started eagerly.
+	w := worker.New(r.tc, e.tq, worker.Options{
+		MaxConcurrentActivityTaskPollers: gateway.TaskPollers,
+		MaxConcurrentWorkflowTaskPollers: gateway.TaskPollers,
+	})
 	w.RegisterWorkflowWithOptions(ceilingWindow, workflow.RegisterOptions{Name: engineWorkflow})
 	w.RegisterActivityWithOptions(e.send, activity.RegisterOptions{Name: engineSend})
 	w.RegisterActivityWithOptions(func(context.Context, engineInput) error { return nil }, activity.RegisterOptions{Name: engineFinish})
@@ -125,6 +131,7 @@ func (e *engineSystem) exchangeTimed(ctx context.Context, b, n int) (time.Durati
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		EnableEagerStart:                         true, // as wfclient.StartWindow
 	}, "ilk_ceiling_"+strconv.Itoa(b), "peer"), engineWorkflow, engineInput{ID: id})
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", id, err)

@@ -88,10 +88,10 @@ type Config struct {
 	// pgtemporal: four shards, the default task-queue partitions).
 	Engine string
 	// Partitions is the number of partitions of each task queue on a dev server the run
-	// starts (0: the server's default, four). One, the default here, suits a single-node
-	// server: with four, a task that lands on a partition no poller waits on waits for
-	// one, and both the worker and the engine ceiling showed a p99 near 2 s from four
-	// conversations on.
+	// starts (0, the default: the server's own, four, as every cluster runs). The worker
+	// and the engine ceiling keep one request for tasks open per default partition and
+	// start windows eagerly, so that no task waits on a partition nobody polls
+	// (docs/scale-test.md); 1 measures a single-partition queue.
 	Partitions int
 	// TemporalNamespace, when set, is used as it is; empty registers a fresh namespace
 	// (workflow ids of windows restart at 1 in every fresh schema, so a namespace must not
@@ -159,7 +159,7 @@ func DefaultConfig() Config {
 		LongPollHold:    ProtocolLongPollHold,
 		DatabaseURL:     url,
 		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
-		Partitions:      1,
+		Partitions:      0,
 		Engine:          EngineDev,
 		ReadyWithin:     5 * time.Minute,
 		AnswerWithin:    2 * time.Minute,

@@ -310,3 +310,78 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 		t.Fatalf("adoption without an adopter: %v", err)
 	}
 }
+
+// A lease another worker adopted after an adoption statement began is not adopted again
+// by that statement: READ COMMITTED locks the row's new version and evaluates the
+// conditions again on it, so the liveness test must be one on the row (its new holder's key
+// is live). With a NOT EXISTS anti-join the new holder's key passed as dead and two
+// workers polled the same bots (a chaos run). The statement is held, after its snapshot,
+// inside ilk_live_keys (replaced here to wait on an advisory lock the test holds) while the
+// other adoption commits.
+func TestALeaseAdoptedWhileAnotherAdoptionRunsIsNotAdoptedTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, acct := leaseStore(t)
+	deadKey, die := livenessSession(t)
+	keyB, _ := livenessSession(t)
+	keyC, _ := livenessSession(t)
+	dead := PollLease{AccountKey: acct, Holder: "worker-a", Epoch: 5, Attempt: 1, HolderKey: deadKey, TaskToken: []byte("t"), Generation: 1}
+	if ok, _, err := s.TakePollLease(ctx, dead, time.Hour); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	die()
+	testkit.Eventually(t, "the holder's key gone", 10*time.Second, func() (bool, error) {
+		var live bool
+		err := s.pool.QueryRow(ctx, "SELECT $1::bigint IN (SELECT ilk_live_keys())", deadKey).Scan(&live)
+		return !live, err
+	})
+
+	gate := rand.Int64N(1<<62) + 1
+	if _, err := s.pool.Exec(ctx, `CREATE OR REPLACE FUNCTION ilk_live_keys() RETURNS SETOF bigint LANGUAGE plpgsql VOLATILE AS $f$
+BEGIN
+    PERFORM pg_advisory_xact_lock(`+fmt.Sprint(gate)+`);
+    RETURN QUERY SELECT ((k.classid::bigint << 32) | k.objid::bigint) FROM pg_locks k
+        WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+          AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+END $f$`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", gate); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		got []AdoptedPollLease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := s.AdoptDeadPollLeases(ctx, "worker-c", keyC, time.Minute, 10*time.Minute, 0, 10)
+		done <- result{got, err}
+	}()
+	testkit.Eventually(t, "worker-c's adoption waiting inside its statement", 10*time.Second, func() (bool, error) {
+		var waiting bool
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND ((classid::bigint << 32) | objid::bigint) = $1)`, gate).Scan(&waiting)
+		return waiting, err
+	})
+	// Meanwhile worker-b adopts the lease and commits.
+	if n, err := s.pool.Exec(ctx, "UPDATE poll_leases SET holder = 'worker-b', holder_key = $1 WHERE account_key = $2", keyB, acct); err != nil || n.RowsAffected() != 1 {
+		t.Fatalf("worker-b's adoption: %v %v", n, err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", gate); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || len(r.got) != 0 {
+		t.Fatalf("worker-c adopted %+v (%v) a lease worker-b had adopted", r.got, r.err)
+	}
+	var h string
+	if err := s.pool.QueryRow(ctx, "SELECT holder FROM poll_leases WHERE account_key = $1", acct).Scan(&h); err != nil || h != "worker-b" {
+		t.Fatalf("holder %q (%v), want worker-b", h, err)
+	}
+}
