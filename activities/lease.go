@@ -321,12 +321,14 @@ func (k *leaseKeeper) kept() int {
 }
 
 // release frees the lease row if this poll still holds it (best effort: an unreleased
-// lease expires). A lease handed on is freed as one that a recheck finds should its retry
-// not be taken up.
+// lease expires). A lease handed on, or handed over as its worker stops, is freed as one
+// that a recheck finds should its retry not be taken up: a stopping worker's open
+// requests for work may be handed that retry after it failed the polls it dropped, and
+// drop it too.
 func (l *pollLease) release(ctx context.Context) {
 	l.k.mu.Lock()
 	l.loseLocked("released")
-	shed := l.shed
+	shed := l.shed || workerStopping(ctx)
 	l.k.mu.Unlock()
 	rctx, cancel := detached(ctx, 5*time.Second)
 	defer cancel()

@@ -139,6 +139,11 @@ func TestTwoPollAccountCallsForOneAccountNeverPollAtOnce(t *testing.T) {
 	if got := h.requests("getupdates"); got < before {
 		t.Fatalf("request log went backwards")
 	}
+	// Freed as a hand-on: should the retry be dropped by a stopping worker, the
+	// supervisors' recheck of claimed leases finds the lease still free.
+	if stuck, err := h.store.RecheckClaimedPollLeases(h.ctx, 0, 0, 10); err != nil || len(stuck) != 1 || stuck[0].AccountKey != h.key {
+		t.Fatalf("recheck after a stop's hand-over: %+v %v, want the bot's lease", stuck, err)
+	}
 	if _, err := h.poll(true); err != nil {
 		t.Fatalf("lease not released after the first poller ended: %v", err)
 	}

@@ -308,7 +308,7 @@ func (c *chaosRun) analyze() {
 			g := c.watch.longestGap(i, rolling.from, rolling.to)
 			gaps = append(gaps, g)
 			if g > worst || rr.WorstBot == "" {
-				worst, rr.WorstBot = g, c.bots[i].id
+				worst, rr.WorstBot = g, c.bots[i].id+" ("+c.bots[i].accountKey+")"
 			}
 		}
 		sortDurations(gaps)
