@@ -187,7 +187,7 @@ func runDev(ctx context.Context, c *conn, set devSettings, stdin io.Reader, stdo
 	// flight ends by itself and its notifystop reaches the simulator before it closes (a
 	// 35 s hold was cut at the grace, and the notifystop found the simulator gone).
 	simCfg.LongPollHold = devLongPollHold
-	simSrv := &http.Server{Handler: ilinksim.New(simCfg).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	simSrv := &http.Server{Handler: ilinksim.New(simCfg).Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: ilinksim.ConnContext}
 	go func() { _ = simSrv.Serve(simLn) }()
 	defer simSrv.Close()
 

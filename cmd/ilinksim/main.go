@@ -90,6 +90,8 @@ func run(args []string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		// Held long polls end (without an answer) when shutdown starts.
 		BaseContext: func(net.Listener) context.Context { return ctx },
+		// A poll whose client is gone does not count as outstanding (overlaps).
+		ConnContext: ilinksim.ConnContext,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -19,9 +19,9 @@ type bot struct {
 	attempts      []time.Time // send attempt times (sim) for the burst detector
 	penaltyUntil  time.Time   // sim; zero = none
 	wake          chan struct{}
-	pollers       int // getupdates calls currently held
-	outstanding   int // getupdates calls received and not answered (their client not gone)
-	overlaps      int // getupdates that arrived while another was outstanding
+	pollers       int         // getupdates calls currently held
+	outstanding   []*heldPoll // getupdates calls received and not answered (their client not gone)
+	overlaps      int         // getupdates that arrived while another was outstanding
 	overlapsAt    []time.Time
 	online        bool
 	notifyStarted bool
@@ -99,7 +99,7 @@ func (s *Server) botStateLocked(b *bot) BotState {
 		NotifyStarted: b.notifyStarted,
 		Queued:        len(b.queue),
 		Pollers:       b.pollers,
-		Outstanding:   b.outstanding,
+		Outstanding:   len(b.outstanding),
 		Overlaps:      b.overlaps,
 		OverlapsAt:    slices.Clone(b.overlapsAt),
 		Peers:         []PeerState{},

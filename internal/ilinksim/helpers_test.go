@@ -35,7 +35,9 @@ func newEnv(t *testing.T, mut func(*Config)) *env {
 		t.Fatal(err)
 	}
 	sim := New(cfg)
-	srv := httptest.NewServer(sim.Handler())
+	srv := httptest.NewUnstartedServer(sim.Handler())
+	srv.Config.ConnContext = ConnContext
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &env{t: t, ctx: t.Context(), sim: sim, srv: srv, ctl: NewControl(srv.URL, srv.Client())}
 }

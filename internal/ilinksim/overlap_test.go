@@ -2,6 +2,8 @@ package ilinksim
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -136,5 +138,71 @@ func TestAGetUpdatesArrivingWhileAnotherOfItsBotIsOutstandingIsAnOverlap(t *test
 	}
 	if s := e.sim.Stats(); s.GetUpdatesOverlaps != 1 {
 		t.Fatalf("stats after sequential polls: %+v, want still 1 overlap", s)
+	}
+}
+
+// A getupdates whose client closed its connection is not outstanding any more, even
+// before the server noticed the close: a poll of its bot arriving then (a killed
+// process's successor) is no overlap. The peek tells a closed peer from an open one
+// without consuming data.
+func TestAHeldPollWhoseClientClosedItsConnectionIsNoLongerOutstanding(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	held := &heldPoll{conn: server}
+	if _, err := client.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if held.clientGone() {
+		t.Fatal("an open client with unread data counted as gone")
+	}
+	// The server reads the request (a handler reads its body) before it holds the poll.
+	if _, err := io.ReadFull(server, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if held.clientGone() {
+		t.Fatal("an open client counted as gone")
+	}
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The close reaches the socket in the kernel's time, not ours: look until it shows.
+	gone := false
+	for range 100000 {
+		if gone = held.clientGone(); gone {
+			break
+		}
+	}
+	if !gone {
+		t.Fatal("a closed client still counts as outstanding")
+	}
+	if (&heldPoll{}).clientGone() {
+		t.Fatal("a poll without a known connection counted as gone")
+	}
+
+	// In the server: a bot whose only outstanding poll's client is gone takes a new poll
+	// without an overlap; one whose client lives does not.
+	s := New(DefaultConfig())
+	b := &bot{}
+	s.tokens = map[string]*bot{"tok": b}
+	r, _ := http.NewRequest(http.MethodPost, "/ilink/bot/getupdates", nil)
+	r.Header.Set("Authorization", "Bearer tok")
+	b.outstanding = []*heldPoll{held}
+	if _, _, problem := s.trackPollLocked(r, time.Now()); problem != "" || b.overlaps != 0 {
+		t.Fatalf("a poll after a gone client's: %q, %d overlaps", problem, b.overlaps)
+	}
+	if _, _, problem := s.trackPollLocked(r, time.Now()); problem == "" || b.overlaps != 1 {
+		t.Fatalf("a poll beside one of unknown connection: %q, %d overlaps; want one", problem, b.overlaps)
 	}
 }

@@ -161,9 +161,9 @@ func (s *Server) api(h apiHandler, authenticated bool) http.HandlerFunc {
 		}
 		body, n, tooLarge, readErr := readBody(r.Body, limit)
 		problems := checkRequest(r, endpoint, body, authenticated)
-		seq, fault, polled := s.record(r, endpoint, body, n, problems)
+		seq, fault, polled, held := s.record(r, endpoint, body, n, problems)
 		if polled != nil {
-			defer s.pollEnded(polled)
+			defer s.pollEnded(polled, held)
 		}
 		s.log.Debug("ilinksim request", "method", r.Method, "path", r.URL.Path, "seq", seq, "bytes", n, "problems", problems)
 		if readErr != nil {
@@ -218,7 +218,7 @@ func readBody(rc io.Reader, limit int64) (body []byte, n int64, tooLarge bool, e
 // known bot is counted as outstanding until its handler returns (the caller calls
 // pollEnded with the bot returned); one that arrives while another is outstanding is an
 // overlap (see trackPollLocked).
-func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, problems []string) (int, *Fault, *bot) {
+func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, problems []string) (int, *Fault, *bot, *heldPoll) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqSeq++
@@ -238,9 +238,10 @@ func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, 
 		Problems:   problems,
 	}
 	var polled *bot
+	var held *heldPoll
 	if endpoint == "getupdates" {
 		var overlap string
-		polled, overlap = s.trackPollLocked(r, rr.Received)
+		polled, held, overlap = s.trackPollLocked(r, rr.Received)
 		if overlap != "" {
 			// Recorded only: the strict-client check (on the caller's list) does not
 			// refuse an overlapping poll.
@@ -255,7 +256,7 @@ func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, 
 	if over := len(s.requests) - s.cfg.MaxRecordedRequests; over > 0 {
 		s.requests = append([]RecordedRequest(nil), s.requests[over:]...)
 	}
-	return s.reqSeq, f, polled
+	return s.reqSeq, f, polled, held
 }
 
 // maxOverlapTimes bounds the overlap instants a bot keeps (the newest are kept).
@@ -264,19 +265,26 @@ const maxOverlapTimes = 100
 // trackPollLocked counts a getupdates arriving at at as outstanding for its bot (by
 // bearer token, live or dead; nil for an unknown token). iLink expects one outstanding
 // getupdates per bot (protocol notes §4.1): one that arrives while another of the same bot
-// is outstanding (received and not answered, its client not gone) is an overlap,
-// counted per bot and in total with its instant, and described in the returned problem.
-func (s *Server) trackPollLocked(r *http.Request, at time.Time) (*bot, string) {
+// is outstanding (received and not answered, its client not gone: see ConnContext) is an
+// overlap, counted per bot and in total with its instant, and described in the returned
+// problem.
+func (s *Server) trackPollLocked(r *http.Request, at time.Time) (*bot, *heldPoll, string) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok == "" {
-		return nil, ""
+		return nil, nil, ""
 	}
 	b := s.tokens[tok]
 	if b == nil {
-		return nil, ""
+		return nil, nil, ""
 	}
 	var problem string
-	if b.outstanding > 0 {
+	live := 0
+	for _, h := range b.outstanding {
+		if !h.clientGone() {
+			live++
+		}
+	}
+	if live > 0 {
 		b.overlaps++
 		b.overlapsAt = append(b.overlapsAt, at)
 		if over := len(b.overlapsAt) - maxOverlapTimes; over > 0 {
@@ -284,16 +292,17 @@ func (s *Server) trackPollLocked(r *http.Request, at time.Time) (*bot, string) {
 		}
 		s.overlaps++
 		s.lastOverlap = at
-		problem = fmt.Sprintf("getupdates while %d other getupdates of this bot is outstanding (iLink expects one per bot)", b.outstanding)
+		problem = fmt.Sprintf("getupdates while %d other getupdates of this bot is outstanding (iLink expects one per bot)", live)
 	}
-	b.outstanding++
-	return b, problem
+	h := &heldPoll{conn: requestConn(r)}
+	b.outstanding = append(b.outstanding, h)
+	return b, h, problem
 }
 
 // pollEnded ends an outstanding getupdates counted by trackPollLocked.
-func (s *Server) pollEnded(b *bot) {
+func (s *Server) pollEnded(b *bot, h *heldPoll) {
 	s.mu.Lock()
-	b.outstanding--
+	b.outstanding = slices.DeleteFunc(b.outstanding, func(x *heldPoll) bool { return x == h })
 	s.mu.Unlock()
 }
 

@@ -439,7 +439,8 @@ func (c *chaosRun) setupChaosSimulator(seed uint64) {
 	}
 	c.watch.pids = newPIDResolver(c.livePIDs)
 	c.watch.pids.simPort = ln.Addr().(*net.TCPAddr).Port
-	srv := &http.Server{Handler: c.watch, ReadHeaderTimeout: 10 * time.Second, ConnState: c.watch.pids.connState}
+	srv := &http.Server{Handler: c.watch, ReadHeaderTimeout: 10 * time.Second, ConnState: c.watch.pids.connState,
+		ConnContext: ilinksim.ConnContext}
 	go func() { _ = srv.Serve(ln) }()
 	c.onCleanup(func() { _ = srv.Close() })
 	c.simURL = "http://" + ln.Addr().String()

@@ -539,7 +539,7 @@ func (r *run) setupSimulator() {
 	// one instant; the worker's own pacing (--send-gap) is what is measured.
 	cfg.ThrottleBurst = 0
 	sim := ilinksim.New(cfg)
-	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: ilinksim.ConnContext}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(fmt.Sprintf("loadtest: listen on loopback: %v", err)) // no loopback: nothing can run
