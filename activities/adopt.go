@@ -45,6 +45,13 @@ func newAdoptions() *adoptions {
 	return ad
 }
 
+// stopping reports whether the worker began to stop (no poll is adopted then).
+func (ad *adoptions) stopping() bool {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	return ad.stopped
+}
+
 // start runs poll on its own goroutine unless the worker stops (false).
 func (ad *adoptions) start(poll func(ctx context.Context)) bool {
 	ad.mu.Lock()
@@ -101,10 +108,7 @@ func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	if a.Temporal == nil || key == 0 {
 		return 0, nil
 	}
-	k.adopted.mu.Lock()
-	stopped := k.adopted.stopped
-	k.adopted.mu.Unlock()
-	if stopped {
+	if k.adopted.stopping() {
 		return 0, nil
 	}
 	cfg := a.cfg()
@@ -112,7 +116,6 @@ func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, cfg.PollSession, sessionOverrun, maxClaimsPerScan)
 	for _, d := range got {
 		l := k.hold(d.PollLease, start)
-		d := d
 		if !k.adopted.start(func(ctx context.Context) { a.pollAdopted(ctx, l, d) }) {
 			// The worker began to stop meanwhile: the poll is handed over at once.
 			l.release(ctx)

@@ -328,12 +328,12 @@ func (k *leaseKeeper) kept() int {
 func (l *pollLease) release(ctx context.Context) {
 	l.k.mu.Lock()
 	l.loseLocked("released")
-	shed := l.shed || workerStopping(ctx)
+	handedOn := l.shed || workerStopping(ctx)
 	l.k.mu.Unlock()
 	rctx, cancel := detached(ctx, 5*time.Second)
 	defer cancel()
 	free := l.k.a.Store.ReleasePollLease
-	if shed {
+	if handedOn {
 		free = l.k.a.Store.HandOnPollLease
 	}
 	if _, err := free(rctx, l.claim); err != nil {
