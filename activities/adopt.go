@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // would have returned. The bot is polled again as soon as the death is seen, without the
 // failure, the retry timer (the server fires those a second late) and the dispatch of a
 // new attempt that a retry costs per bot, which beside a burst of hundreds of bots took
-// seconds (docs/poll-leases.md).
+// seconds (docs/poll-leases.md). A frozen or cut-off holder's poll is adopted the same way
+// once its lease expired; the holder, should it thaw, leaves the attempt to the adopter
+// (errAttemptAdopted).
 
 // adoptedStopKey is the context key under which an adopted poll finds the channel closed
 // when its worker begins to stop (an activity's is its worker stop channel).
@@ -96,9 +99,10 @@ func StopAdoptedPolls(a *Activities, grace time.Duration) {
 	}
 }
 
-// adopt adopts the polls of dead workers' bots that can go on here (AdoptDeadPollLeases)
-// and starts each; it returns how many. A worker without a liveness session adopts none:
-// should it die too, what it adopted would move only after the ttl.
+// adopt adopts the polls of dead workers' bots (or frozen ones', once their leases expired)
+// that can go on here (AdoptDeadPollLeases) and starts each; it returns how many. A worker
+// without a liveness session adopts none: should it die too, what it adopted would move
+// only after the ttl.
 func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	a := s.a
 	k := a.keeper()
@@ -113,7 +117,7 @@ func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	}
 	cfg := a.cfg()
 	start := time.Now()
-	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, cfg.PollSession, sessionOverrun, maxClaimsPerScan)
+	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, s.Grace, cfg.PollSession, sessionOverrun, maxClaimsPerScan)
 	for _, d := range got {
 		l := k.hold(d.PollLease, start)
 		if !k.adopted.start(func(ctx context.Context) { a.pollAdopted(ctx, l, d) }) {
@@ -133,12 +137,15 @@ func (a *Activities) pollAdopted(ctx context.Context, l *pollLease, d store.Adop
 	in := actapi.PollInput{AccountKey: d.AccountKey, Generation: d.Generation, Probe: d.Probe, LeaseEpoch: d.Epoch}
 	defer a.keeper().polling(in.AccountKey)()
 	a.Metrics.LeaseMoved(metrics.LeaseMovedAdopted)
-	a.log().Info("poll lease holder dead: its poll is adopted and goes on on this worker",
+	a.log().Info("poll lease holder dead or frozen: its poll is adopted and goes on on this worker",
 		"account", d.AccountKey, "holder", d.DeadHolder, "session_left", d.Remaining.Round(time.Second))
 	// The epoch is the poll activity's scheduling time on the poller workflow's clock.
 	wait := a.resumed(ctx, in, time.Unix(0, d.Epoch))
 	res, err := a.pollLeased(ctx, in, l, d.Remaining)
 	wait()
+	if errors.Is(err, errAttemptAdopted) {
+		return // adopted again (this worker froze meanwhile): the new adopter ends it
+	}
 	res, err = a.pollEnded(ctx, in, res, err)
 	a.endAdopted(ctx, d, res, err)
 }

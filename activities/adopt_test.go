@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
 // deadWorkersPoll has the stand-in poll's first attempt picked up by a worker that then
@@ -100,5 +102,73 @@ func TestAnAdoptedPollHandsItsBotOverWhenItsWorkerStops(t *testing.T) {
 	// A stopped worker adopts nothing more.
 	if n, err := NewLeaseSupervisor(h.acts).adopt(ctx); err != nil || n != 0 {
 		t.Fatalf("a stopped worker adopted %d polls (%v)", n, err)
+	}
+}
+
+// A frozen worker keeps its liveness session, so its poll is adopted only once its lease
+// expired: the adopter polls the bot under the frozen worker's attempt and ends that
+// attempt. The frozen worker, thawed, finds its lease lost before its next getupdates and
+// leaves the attempt to the adopter (it sends Temporal no result of its own, which would
+// end the attempt under the adopter's poll and have it retried).
+func TestAFrozenWorkersExpiredPollIsAdoptedAndTheThawedWorkerLeavesItsAttemptToTheAdopter(t *testing.T) {
+	h := newHarness(t, func(o *options) { o.config = func(c *Config) { c.PollSession = 10 * time.Second } })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	take, run := standInPollRun(ctx, t, h)
+	task := take("frozen-worker")
+
+	// The frozen worker: its own process state (keeper and liveness session), the same
+	// database, Temporal and iLink.
+	frozen := &Activities{Store: h.store, Pool: h.pool, Config: h.acts.Config, Logger: h.acts.Logger, Temporal: h.acts.Temporal}
+	frozenLive := StartLiveness(frozen)
+	t.Cleanup(frozenLive.Stop)
+	<-frozenLive.Ready()
+	fk := frozen.keeper()
+	fk.mu.Lock()
+	frozenKey := fk.livenessKey
+	fk.mu.Unlock()
+	in := actapi.PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: time.Now().UnixNano()}
+	claim := store.PollLease{AccountKey: h.key, Holder: fk.holder, Epoch: in.LeaseEpoch, Attempt: task.GetAttempt(),
+		HolderKey: frozenKey, TaskToken: task.GetTaskToken(), Generation: in.Generation}
+	if ok, _, err := h.store.TakePollLease(ctx, claim, time.Second); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	adopter := StartLiveness(h.acts)
+	t.Cleanup(adopter.Stop)
+	<-adopter.Ready()
+	sup := NewLeaseSupervisor(h.acts)
+	if n, err := sup.adopt(ctx); err != nil || n != 0 {
+		t.Fatalf("adopted %d polls (%v) of a live worker whose lease has not expired", n, err)
+	}
+	// Frozen: nothing renews the lease.
+	testkit.Eventually(t, "the frozen worker's poll adopted once its lease expired", 30*time.Second, func() (bool, error) {
+		n, err := sup.Once(ctx)
+		return n == 1, err
+	})
+	h.inject(ilinksim.InjectRequest{Text: "written while the worker was frozen"})
+
+	// Thawed: its poll's lease is past its local validity (it was not renewed for the
+	// freeze), so the poll stops before its next getupdates and finds its attempt adopted.
+	l := fk.hold(claim, time.Now().Add(-time.Minute))
+	res, err := frozen.pollLeased(ctx, in, l, time.Minute)
+	if !errors.Is(err, errAttemptAdopted) || res.Pages != 0 {
+		t.Fatalf("the thawed worker's poll ended with %+v, %v; want it to leave its adopted attempt", res, err)
+	}
+	var got actapi.PollResult
+	if err := run.Get(ctx, &got); err != nil {
+		t.Fatalf("the adopted attempt ended with %v", err)
+	}
+	if got.Messages != 1 {
+		t.Fatalf("the adopted attempt's result %+v, want the message written during the freeze", got)
+	}
+	iter := h.acts.Temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() != task.GetAttempt() {
+			t.Fatalf("the poll ended on attempt %d, want the frozen worker's attempt %d going on", a.GetAttempt(), task.GetAttempt())
+		}
 	}
 }

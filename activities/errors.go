@@ -40,6 +40,11 @@ var errHandedOver = errors.New("activities: the worker stops; the poll goes on o
 // newer poll, or not renewed in time: the poll stopped fetching.
 var errLeaseLost = errors.New("activities: poll lease lost")
 
+// errAttemptAdopted ends, on this worker, a poll whose lease expired while its worker was
+// frozen or cut off and whose attempt another worker adopted: that worker polls the bot
+// under the attempt and ends it, so this one sends Temporal no result.
+var errAttemptAdopted = errors.New("activities: this poll's attempt was adopted by another worker")
+
 // errLeaseShed ends a poll whose worker holds more than its share of the bots, once its
 // long poll ended: Temporal retries it at once, on any worker (docs/poll-leases.md).
 var errLeaseShed = errors.New("activities: this worker polls more than its share of the bots; the poll goes on elsewhere")

@@ -283,6 +283,20 @@ func (l *pollLease) check() error {
 	}
 }
 
+// adoptedElsewhere reports whether the lease was lost to a worker that adopted its poll
+// activity attempt (it holds the lease under the same epoch and attempt): the lease expired
+// while this worker was frozen or cut off. False when it was not lost, or when the store
+// cannot tell (the attempt then ends here as any poll that lost its lease does).
+func (l *pollLease) adoptedElsewhere(ctx context.Context) bool {
+	if l.check() == nil {
+		return false
+	}
+	rctx, cancel := detached(ctx, 5*time.Second)
+	defer cancel()
+	adopted, err := l.k.a.Store.PollAttemptAdopted(rctx, l.claim)
+	return err == nil && adopted
+}
+
 // handOn reports errLeaseShed when the lease is marked to be handed on (shed), and gives it
 // up. It is asked between two long polls only: a long poll in flight is never cut for it.
 func (l *pollLease) handOn() error {

@@ -49,6 +49,10 @@ func (a *Activities) PollAccount(ctx context.Context, in actapi.PollInput) (acta
 		defer a.resumed(ctx, in, activity.GetInfo(ctx).ScheduledTime)()
 	}
 	res, err := a.pollAccount(ctx, in)
+	if errors.Is(err, errAttemptAdopted) {
+		// The adopter ends the attempt; the SDK sends Temporal nothing for it.
+		return actapi.PollResult{}, activity.ErrResultPending
+	}
 	return a.pollEnded(ctx, in, res, err)
 }
 
@@ -159,6 +163,15 @@ func (a *Activities) pollLeased(ctx context.Context, in actapi.PollInput, l *pol
 	cfg := a.cfg()
 	log := a.log().With("account", in.AccountKey, "generation", in.Generation)
 	defer l.release(ctx)
+	defer func() {
+		// Run before the release, after the windows' starts were awaited: a poll that lost
+		// its lease to the adoption of its attempt leaves the attempt to the adopter,
+		// unless it has window starts of its own left for the poller.
+		if len(res.Opened) == 0 && len(res.Retired) == 0 && l.adoptedElsewhere(ctx) {
+			log.Info("this poll's lease expired (its worker was frozen or cut off) and another worker adopted its attempt: that worker ends it")
+			res, err = actapi.PollResult{}, errAttemptAdopted
+		}
+	}()
 	if a.hooks != nil && a.hooks.leased != nil {
 		a.hooks.leased(l.claim)
 	}

@@ -45,7 +45,9 @@ WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
 
 -- name: AdoptDeadPollLeases :many
 -- Adopts (for one worker among those running this at once) the leases of active accounts
--- whose holder died (no session holds its liveness key) and whose poll can be adopted: the
+-- whose holder died (no session holds its liveness key) or that expired more than grace_ms
+-- ago (the holder is frozen or cut off: its process, should it come back, finds its lease
+-- gone and leaves its attempt to the adopter), and whose poll can be adopted: the
 -- lease names its activity attempt (task token) and what it polls (generation), no newer
 -- poll asked for it, and the attempt's poll session (session_ms from when the lease was
 -- taken, which is when the attempt started) has not ended more than overrun_ms ago (the
@@ -66,7 +68,8 @@ FROM (
     FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key CROSS JOIN live
     WHERE pl.holder IS NOT NULL AND pl.holder <> sqlc.arg(adopter)::text
       AND a.status = 'active'
-      AND pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys))
+      AND ((pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys)))
+           OR pl.expires_at < clock_timestamp() - sqlc.arg(grace_ms)::bigint * interval '1 millisecond')
       AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
       AND pl.taken_at + (sqlc.arg(session_ms)::bigint + sqlc.arg(overrun_ms)::bigint) * interval '1 millisecond' > clock_timestamp()
     ORDER BY pl.expires_at
@@ -209,3 +212,11 @@ SELECT EXISTS (
     SELECT 1 FROM poll_workers AS w
     WHERE w.dead_at IS NULL AND w.holder <> sqlc.arg(asker)::text
       AND NOT EXISTS (SELECT 1 FROM live WHERE live.key = w.liveness_key))::boolean AS dead;
+
+-- name: PollAttemptAdopted :one
+-- Whether another worker than asker holds the bot's lease under the poll activity attempt
+-- (epoch, attempt): it adopted the attempt, and ends it when its poll ends.
+SELECT EXISTS (
+    SELECT 1 FROM poll_leases
+    WHERE account_key = sqlc.arg(account_key) AND holder IS NOT NULL AND holder <> sqlc.arg(asker)::text
+      AND epoch = sqlc.arg(epoch) AND attempt = sqlc.arg(attempt) AND task_token IS NOT NULL)::boolean AS adopted;

@@ -20,23 +20,25 @@ FROM (
     FROM poll_leases pl JOIN accounts a ON a.account_key = pl.account_key CROSS JOIN live
     WHERE pl.holder IS NOT NULL AND pl.holder <> $1::text
       AND a.status = 'active'
-      AND pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys))
+      AND ((pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys)))
+           OR pl.expires_at < clock_timestamp() - $4::bigint * interval '1 millisecond')
       AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
-      AND pl.taken_at + ($4::bigint + $5::bigint) * interval '1 millisecond' > clock_timestamp()
+      AND pl.taken_at + ($5::bigint + $6::bigint) * interval '1 millisecond' > clock_timestamp()
     ORDER BY pl.expires_at
-    LIMIT $6
+    LIMIT $7
     FOR UPDATE OF pl SKIP LOCKED
 ) AS dead
 WHERE l.account_key = dead.account_key
 RETURNING l.account_key, l.epoch, l.attempt, l.generation::integer AS generation, l.probe, l.task_token,
     dead.dead_holder::text AS dead_holder,
-    (extract(epoch FROM l.taken_at + $4::bigint * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint AS remaining_ms
+    (extract(epoch FROM l.taken_at + $5::bigint * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint AS remaining_ms
 `
 
 type AdoptDeadPollLeasesParams struct {
 	Adopter    string
 	AdopterKey *int64
 	TtlMs      int64
+	GraceMs    int64
 	SessionMs  int64
 	OverrunMs  int64
 	MaxLeases  int32
@@ -54,7 +56,9 @@ type AdoptDeadPollLeasesRow struct {
 }
 
 // Adopts (for one worker among those running this at once) the leases of active accounts
-// whose holder died (no session holds its liveness key) and whose poll can be adopted: the
+// whose holder died (no session holds its liveness key) or that expired more than grace_ms
+// ago (the holder is frozen or cut off: its process, should it come back, finds its lease
+// gone and leaves its attempt to the adopter), and whose poll can be adopted: the
 // lease names its activity attempt (task token) and what it polls (generation), no newer
 // poll asked for it, and the attempt's poll session (session_ms from when the lease was
 // taken, which is when the attempt started) has not ended more than overrun_ms ago (the
@@ -71,6 +75,7 @@ func (q *Queries) AdoptDeadPollLeases(ctx context.Context, arg AdoptDeadPollLeas
 		arg.Adopter,
 		arg.AdopterKey,
 		arg.TtlMs,
+		arg.GraceMs,
 		arg.SessionMs,
 		arg.OverrunMs,
 		arg.MaxLeases,
@@ -309,6 +314,34 @@ func (q *Queries) MarkDeadPollWorkers(ctx context.Context, claimer string) ([]Ma
 		return nil, err
 	}
 	return items, nil
+}
+
+const pollAttemptAdopted = `-- name: PollAttemptAdopted :one
+SELECT EXISTS (
+    SELECT 1 FROM poll_leases
+    WHERE account_key = $1 AND holder IS NOT NULL AND holder <> $2::text
+      AND epoch = $3 AND attempt = $4 AND task_token IS NOT NULL)::boolean AS adopted
+`
+
+type PollAttemptAdoptedParams struct {
+	AccountKey string
+	Asker      string
+	Epoch      int64
+	Attempt    int32
+}
+
+// Whether another worker than asker holds the bot's lease under the poll activity attempt
+// (epoch, attempt): it adopted the attempt, and ends it when its poll ends.
+func (q *Queries) PollAttemptAdopted(ctx context.Context, arg PollAttemptAdoptedParams) (bool, error) {
+	row := q.db.QueryRow(ctx, pollAttemptAdopted,
+		arg.AccountKey,
+		arg.Asker,
+		arg.Epoch,
+		arg.Attempt,
+	)
+	var adopted bool
+	err := row.Scan(&adopted)
+	return adopted, err
 }
 
 const pollLoad = `-- name: PollLoad :one

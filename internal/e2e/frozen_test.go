@@ -23,15 +23,16 @@ const frozenLeaseTTL = 6 * time.Second
 
 // frozenMoveSlack is how long after the ttl a frozen worker's bots may take to be polled
 // by another worker: the holder's last renewal came up to ttl/3 before the freeze (so
-// the leases expire by ttl after it), then the peer's scan (every second), the failed
-// attempt's retry, its dispatch, the lease and the getupdates.
+// the leases expire by ttl after it), then the peer's scan (every second), its adoption of
+// the poll and the getupdates.
 const frozenMoveSlack = 5 * time.Second
 
 // endedPollRE matches what a thawed worker logs as each of its polls ends: the poll finds
 // its lease lost (before a getupdates, or as its long poll in flight is cut) or the page it
-// brought refused (the cursor moved on under the survivor), and the SDK logs the activity's
-// error under the poller's workflow id; in the workers' text log format.
-var endedPollRE = regexp.MustCompile(`(?:msg="poll lease lost[^"]*".* account=|ActivityType=PollAccount.*|WorkflowID=ilink-account/[^/ ]+/)(ilk_[0-9a-f]+)`)
+// brought refused (the cursor moved on under the survivor); it then leaves its attempt to
+// the survivor that adopted it, or the SDK logs the activity's error under the poller's
+// workflow id; in the workers' text log format.
+var endedPollRE = regexp.MustCompile(`(?:msg="(?:poll lease lost|this poll's lease expired)[^"]*".* account=|ActivityType=PollAccount.*|WorkflowID=ilink-account/[^/ ]+/)(ilk_[0-9a-f]+)`)
 
 // A worker process that is alive but frozen (SIGSTOP) keeps its PostgreSQL sessions, so
 // its liveness session says nothing: its bots move only when their leases expire. With a

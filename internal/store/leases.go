@@ -145,6 +145,22 @@ func (s *Store) HandOnPollLease(ctx context.Context, l PollLease) (bool, error) 
 	return n == 1, err
 }
 
+// PollAttemptAdopted reports whether a worker other than l.Holder holds the bot's lease under
+// l's poll activity attempt (epoch and attempt): it adopted the attempt from l's holder
+// (frozen or cut off until its lease expired) and ends the attempt itself.
+func (s *Store) PollAttemptAdopted(ctx context.Context, l PollLease) (bool, error) {
+	if l.AccountKey == "" || l.Holder == "" {
+		return false, fail(vocab.CodeInvalidInput, "adopted poll attempt: the account and the holder named")
+	}
+	var adopted bool
+	err := s.read(ctx, "poll attempt adopted", func(q *dbq.Queries) (err error) {
+		adopted, err = q.PollAttemptAdopted(ctx, dbq.PollAttemptAdoptedParams{AccountKey: l.AccountKey, Asker: l.Holder,
+			Epoch: l.Epoch, Attempt: l.Attempt})
+		return err
+	})
+	return adopted, err
+}
+
 // AdoptedPollLease is a dead holder's lease AdoptDeadPollLeases gave the adopter: the
 // lease as the adopter now holds it (the dead poll activity's epoch, attempt, task token
 // and input), the dead holder, and what is left of the attempt's poll session.
@@ -155,22 +171,23 @@ type AdoptedPollLease struct {
 }
 
 // AdoptDeadPollLeases gives adopter (with its liveness key) at most max leases of active
-// accounts whose holder died and whose poll it can go on with: the lease names the poll
+// accounts whose holder died, or that expired more than grace ago (a holder frozen or cut
+// off), and whose poll it can go on with: the lease names the poll
 // activity attempt and its input, no newer poll asked for it, and less than session plus
 // overrun (what a poll may run past its session) has passed since the attempt took it. Among workers running this at once each lease is
 // adopted by one. The adopter polls each bot under the dead attempt and ends that attempt
 // through its task token when the poll ends; the leases it cannot adopt are left to
 // ClaimDeadPollLeases.
-func (s *Store) AdoptDeadPollLeases(ctx context.Context, adopter string, adopterKey int64, ttl, session, overrun time.Duration, max int) ([]AdoptedPollLease, error) {
+func (s *Store) AdoptDeadPollLeases(ctx context.Context, adopter string, adopterKey int64, ttl, grace, session, overrun time.Duration, max int) ([]AdoptedPollLease, error) {
 	if adopter == "" || len(adopter) > 200 || adopterKey < 0 || ttl < time.Second || ttl > time.Hour ||
-		max <= 0 || max > 10000 || session <= 0 || overrun < 0 {
+		max <= 0 || max > 10000 || session <= 0 || overrun < 0 || grace < 0 {
 		return nil, fail(vocab.CodeInvalidInput,
-			"adoption of dead leases: the adopter named, its key not negative, ttl 1s..1h, max 1..10000, the session positive and the overrun not negative")
+			"adoption of dead leases: the adopter named, its key not negative, ttl 1s..1h, max 1..10000, the session positive and the overrun and grace not negative")
 	}
 	var out []AdoptedPollLease
 	err := s.read(ctx, "adopt dead poll leases", func(q *dbq.Queries) error {
 		rows, err := q.AdoptDeadPollLeases(ctx, dbq.AdoptDeadPollLeasesParams{Adopter: adopter, AdopterKey: keyArg(adopterKey),
-			TtlMs: ttl.Milliseconds(), SessionMs: session.Milliseconds(), OverrunMs: overrun.Milliseconds(), MaxLeases: int32(max)})
+			TtlMs: ttl.Milliseconds(), GraceMs: grace.Milliseconds(), SessionMs: session.Milliseconds(), OverrunMs: overrun.Milliseconds(), MaxLeases: int32(max)})
 		for _, r := range rows {
 			out = append(out, AdoptedPollLease{PollLease: PollLease{AccountKey: r.AccountKey, Holder: adopter,
 				Epoch: r.Epoch, Attempt: r.Attempt, HolderKey: adopterKey, TaskToken: r.TaskToken,

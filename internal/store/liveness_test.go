@@ -40,6 +40,78 @@ func livenessSession(t *testing.T) (key int64, end func()) {
 	return key, end
 }
 
+// A frozen or cut-off holder keeps its liveness session, so nothing shows it dead: its
+// lease is adopted once it expired more than the grace ago, under its attempt, and only
+// then; the store then tells the holder (should it thaw) that another worker holds its
+// attempt, and tells no one else so.
+func TestAnExpiredLeaseOfAHolderStillLiveIsAdoptedAfterTheGraceAndItsAttemptShowsAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, acct := leaseStore(t)
+	frozenKey, _ := livenessSession(t)
+	adopterKey, _ := livenessSession(t)
+	frozen := PollLease{AccountKey: acct, Holder: "worker-frozen", Epoch: 7, Attempt: 3, HolderKey: frozenKey,
+		TaskToken: []byte("frozen-attempt-3"), Generation: 1}
+	if ok, _, err := s.TakePollLease(ctx, frozen, time.Hour); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	adopt := func(grace time.Duration) []AdoptedPollLease {
+		t.Helper()
+		got, err := s.AdoptDeadPollLeases(ctx, "worker-b", adopterKey, time.Minute, grace, 10*time.Minute, 30*time.Second, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := adopt(0); len(got) != 0 {
+		t.Fatalf("adopted the live lease of a live holder: %+v", got)
+	}
+	if _, err := s.pool.Exec(ctx, "UPDATE poll_leases SET expires_at = clock_timestamp() - interval '5 seconds' WHERE account_key = $1", acct); err != nil {
+		t.Fatal(err)
+	}
+	if got := adopt(time.Minute); len(got) != 0 {
+		t.Fatalf("adopted a lease expired for less than the grace: %+v", got)
+	}
+	if adopted, err := s.PollAttemptAdopted(ctx, frozen); err != nil || adopted {
+		t.Fatalf("the frozen holder's attempt shows adopted before any adoption: %v %v", adopted, err)
+	}
+	got := adopt(time.Second)
+	if len(got) != 1 || got[0].DeadHolder != "worker-frozen" || got[0].Attempt != 3 || got[0].Epoch != 7 ||
+		string(got[0].TaskToken) != "frozen-attempt-3" || got[0].HolderKey != adopterKey {
+		t.Fatalf("adopted %+v, want the frozen holder's attempt under the adopter's key", got)
+	}
+	if adopted, err := s.PollAttemptAdopted(ctx, frozen); err != nil || !adopted {
+		t.Fatalf("the thawed holder is not told its attempt was adopted: %v %v", adopted, err)
+	}
+	// The adopter itself, and another attempt of the same bot, are not told so.
+	mine := got[0].PollLease
+	if adopted, err := s.PollAttemptAdopted(ctx, mine); err != nil || adopted {
+		t.Fatalf("the adopter is told its own attempt was adopted: %v %v", adopted, err)
+	}
+	older := frozen
+	older.Attempt = 2
+	if adopted, err := s.PollAttemptAdopted(ctx, older); err != nil || adopted {
+		t.Fatalf("an earlier attempt shows adopted: %v %v", adopted, err)
+	}
+	// The adopted lease is live under a live key: nobody adopts or claims it.
+	if again := adopt(0); len(again) != 0 {
+		t.Fatalf("adopted twice: %+v", again)
+	}
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-c", 0, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("the adopted lease was claimed: %+v %v", dead, err)
+	}
+	// Once the adopter released it, the thawed holder is no longer told so.
+	if ok, err := s.ReleasePollLease(ctx, mine); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if adopted, err := s.PollAttemptAdopted(ctx, frozen); err != nil || adopted {
+		t.Fatalf("the attempt shows adopted after the adopter let go: %v %v", adopted, err)
+	}
+	if _, err := s.PollAttemptAdopted(ctx, PollLease{AccountKey: acct}); CodeOf(err) != vocab.CodeInvalidInput {
+		t.Fatalf("an adoption asked of no holder: %v", err)
+	}
+}
+
 // A lease taken under a liveness key is claimed as soon as no session holds that key
 // (its worker died), long before it expires, exactly once, with the task token of the
 // attempt that held it; while the session lives it is never claimed. A claimed lease is
@@ -264,14 +336,14 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 	}
 	take(PollLease{AccountKey: others[3], Holder: "worker-d", Epoch: 5, Attempt: 1, HolderKey: liveKey, TaskToken: token, Generation: 1})
 
-	if got, err := s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 30*time.Second, 10); err != nil || len(got) != 0 {
+	if got, err := s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 0, 10*time.Minute, 30*time.Second, 10); err != nil || len(got) != 0 {
 		t.Fatalf("adopted the polls of a live holder: %+v %v", got, err)
 	}
 	die()
 	var got []AdoptedPollLease
 	testkit.Eventually(t, "the dead holder's poll adopted", 10*time.Second, func() (bool, error) {
 		var err error
-		got, err = s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 10*time.Minute, 30*time.Second, 10)
+		got, err = s.AdoptDeadPollLeases(ctx, "worker-b", liveKey, time.Minute, 0, 10*time.Minute, 30*time.Second, 10)
 		return len(got) > 0, err
 	})
 	if len(got) != 1 {
@@ -283,7 +355,7 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 		g.Remaining <= 9*time.Minute || g.Remaining > 10*time.Minute {
 		t.Fatalf("adopted %+v", g)
 	}
-	if again, err := s.AdoptDeadPollLeases(ctx, "worker-c", liveKey, time.Minute, 10*time.Minute, 30*time.Second, 10); err != nil || len(again) != 0 {
+	if again, err := s.AdoptDeadPollLeases(ctx, "worker-c", liveKey, time.Minute, 0, 10*time.Minute, 30*time.Second, 10); err != nil || len(again) != 0 {
 		t.Fatalf("adopted twice: %+v %v", again, err)
 	}
 	// The adopter holds the lease as the attempt did, under its own liveness key: it renews
@@ -306,7 +378,7 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 	if len(dead) != 3 || !claimed[others[0]] || !claimed[others[1]] || !claimed[others[2]] {
 		t.Fatalf("claimed %+v, want the three dead leases that were not adopted", dead)
 	}
-	if _, err := s.AdoptDeadPollLeases(ctx, "", 77, time.Minute, time.Minute, 0, 10); CodeOf(err) != vocab.CodeInvalidInput {
+	if _, err := s.AdoptDeadPollLeases(ctx, "", 77, time.Minute, 0, time.Minute, 0, 10); CodeOf(err) != vocab.CodeInvalidInput {
 		t.Fatalf("adoption without an adopter: %v", err)
 	}
 }
@@ -360,7 +432,7 @@ END $f$`); err != nil {
 	}
 	done := make(chan result, 1)
 	go func() {
-		got, err := s.AdoptDeadPollLeases(ctx, "worker-c", keyC, time.Minute, 10*time.Minute, 0, 10)
+		got, err := s.AdoptDeadPollLeases(ctx, "worker-c", keyC, time.Minute, 0, 10*time.Minute, 0, 10)
 		done <- result{got, err}
 	}()
 	testkit.Eventually(t, "worker-c's adoption waiting inside its statement", 10*time.Second, func() (bool, error) {

@@ -2,6 +2,7 @@ package webui_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -112,12 +113,19 @@ func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // predicate is then polled on the next page.
 func (tb *tab) waitFor(what, predicate string) {
 	tb.t.Helper()
+	pollPage[chromedp.Void](tb, what, predicate)
+}
+
+// pollPage evaluates expression in the page until it is truthy and returns its value; an
+// evaluation cut by a navigation (the page's context destroyed) is tried again.
+func pollPage[T any](tb *tab, what, expression string) T {
+	tb.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		err := chromedp.Do(tb.ctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(time.Until(deadline)),
+		v, err := chromedp.Run(tb.ctx, chromedp.Poll[T](expression, chromedp.WithPollingTimeout(time.Until(deadline)),
 			chromedp.WithPollingInterval(50*time.Millisecond)))
 		if err == nil {
-			return
+			return v
 		}
 		if !strings.Contains(err.Error(), "(-32000)") || time.Now().After(deadline) {
 			url, _ := chromedp.Run(tb.ctx, chromedp.Location())
@@ -126,13 +134,25 @@ func (tb *tab) waitFor(what, predicate string) {
 	}
 }
 
+// text returns the text of the first node sel matches once there is one, read in the same
+// evaluation that finds the node: a node found first and read after could be gone by
+// then, replaced by the page's re-render.
 func (tb *tab) text(sel string) string {
 	tb.t.Helper()
-	s, err := chromedp.Run(tb.ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		tb.t.Fatalf("text of %s: %v", sel, err)
+	// A one-element array, truthy even when the text is empty; a node not laid out (hidden)
+	// reads as empty, as chromedp.Text reads it.
+	js := fmt.Sprintf(`(n => n ? [n.offsetWidth || n.offsetHeight || n.getClientRects().length ? n.innerText : ""] : null)(document.querySelector(%s))`, jsString(sel))
+	got := pollPage[[]string](tb, "text of "+sel, js)
+	if len(got) != 1 {
+		tb.t.Fatalf("text of %s: %v", sel, got)
 	}
-	return strings.TrimSpace(s)
+	return strings.TrimSpace(got[0])
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // login opens the UI (which sends it to the login form) and logs in.
