@@ -8,6 +8,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
@@ -58,16 +59,7 @@ func TestADeadWorkersPollIsAdoptedUnderItsAttemptAndEndsItWithThePollsResult(t *
 	if res.Messages != 1 || res.Pages < 1 {
 		t.Fatalf("the adopted attempt's result %+v, want the message written as the worker died", res)
 	}
-	iter := h.acts.Temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() != task.GetAttempt() {
-			t.Fatalf("the poll ended on attempt %d, want the dead worker's attempt %d going on", a.GetAttempt(), task.GetAttempt())
-		}
-	}
+	assertEndedOnAttempt(ctx, t, h, run, task.GetAttempt())
 	if c, err := h.store.CountPollLeases(ctx); err != nil || c.Live != 0 {
 		t.Fatalf("leases after the adopted poll ended: %+v %v", c, err)
 	}
@@ -161,14 +153,78 @@ func TestAFrozenWorkersExpiredPollIsAdoptedAndTheThawedWorkerLeavesItsAttemptToT
 	if got.Messages != 1 {
 		t.Fatalf("the adopted attempt's result %+v, want the message written during the freeze", got)
 	}
+	assertEndedOnAttempt(ctx, t, h, run, task.GetAttempt())
+}
+
+// backdateLease moves the lease's taking (its attempt's start) back by d.
+func backdateLease(ctx context.Context, t *testing.T, h *harness, d time.Duration) {
+	t.Helper()
+	if _, err := h.pool.Exec(ctx, "UPDATE poll_leases SET taken_at = taken_at - $2::bigint * interval '1 millisecond' WHERE account_key = $1",
+		h.key, d.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A dead worker's poll whose session is over (it was in its last long poll) is adopted
+// while the attempt's overrun lasts: the adopter polls once more, commits what that long
+// poll brings, and ends the attempt.
+func TestADeadWorkersPollPastItsSessionIsAdoptedForOneLongPoll(t *testing.T) {
+	h := newHarness(t, func(o *options) { o.config = func(c *Config) { c.PollSession = 2 * time.Second } })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	take, run := standInPollRun(ctx, t, h)
+	task := take("dead-worker")
+	deadWorkersPoll(ctx, t, h, task)
+	backdateLease(ctx, t, h, 2*time.Second+sessionOverrun/2)
+	h.inject(ilinksim.InjectRequest{Text: "written in the dead poll's last long poll"})
+
+	if n, err := NewLeaseSupervisor(h.acts).Once(ctx); err != nil || n != 1 {
+		t.Fatalf("the supervisor replaced %d polls (%v), want the dead worker's one adopted", n, err)
+	}
+	var res actapi.PollResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("the adopted attempt ended with %v", err)
+	}
+	if res.Messages != 1 {
+		t.Fatalf("the adopted attempt's result %+v, want the message its one long poll brought", res)
+	}
+	assertEndedOnAttempt(ctx, t, h, run, task.GetAttempt())
+}
+
+// Past its session and the overrun, a dead worker's poll attempt is too near its
+// start-to-close to go on: it is not adopted but failed, and Temporal retries it.
+func TestADeadWorkersPollPastItsSessionAndOverrunIsRetriedNotAdopted(t *testing.T) {
+	h := newHarness(t, func(o *options) { o.config = func(c *Config) { c.PollSession = 2 * time.Second } })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	take, _ := standInPollRun(ctx, t, h)
+	task := take("dead-worker")
+	deadWorkersPoll(ctx, t, h, task)
+	backdateLease(ctx, t, h, 2*time.Second+sessionOverrun+time.Second)
+
+	if n, err := NewLeaseSupervisor(h.acts).Once(ctx); err != nil || n != 1 {
+		t.Fatalf("the supervisor replaced %d polls (%v), want the dead worker's one retried", n, err)
+	}
+	if h.acts.keeper().pollsRunning(h.key) {
+		t.Fatal("the poll past its session and overrun was adopted")
+	}
+	if got := take("live-worker").GetAttempt(); got != task.GetAttempt()+1 {
+		t.Fatalf("attempt %d handed out, want the retry %d", got, task.GetAttempt()+1)
+	}
+}
+
+// assertEndedOnAttempt fails the test unless the stand-in poll's activity started only as
+// attempt (it went on under that attempt to its end, never retried).
+func assertEndedOnAttempt(ctx context.Context, t *testing.T, h *harness, run client.WorkflowRun, attempt int32) {
+	t.Helper()
 	iter := h.acts.Temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		ev, err := iter.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() != task.GetAttempt() {
-			t.Fatalf("the poll ended on attempt %d, want the frozen worker's attempt %d going on", a.GetAttempt(), task.GetAttempt())
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() != attempt {
+			t.Fatalf("the poll ended on attempt %d, want attempt %d going on", a.GetAttempt(), attempt)
 		}
 	}
 }

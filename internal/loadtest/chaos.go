@@ -32,6 +32,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/faultpoint"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // Kinds of kill in a chaos run.
@@ -965,6 +966,11 @@ func (c *chaosRun) rollingRestart(ctx context.Context) error {
 	c.rolling = rec
 	c.mu.Unlock()
 	c.log.Info("rolling restart", "workers", len(c.slots))
+	sctx, stopStalls := context.WithTimeout(ctx, stallWatchFor)
+	go func() {
+		defer stopStalls()
+		c.describeStalls(sctx, rec.from)
+	}()
 	for i := range c.slots {
 		c.mu.Lock()
 		old := c.slots[i]
@@ -1003,6 +1009,80 @@ func (c *chaosRun) rollingRestart(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// A bot without a getupdates in flight for stallAfter from the rolling restart on (for
+// stallWatchFor) has where its poll is noted once: its poller's pending poll activity at
+// Temporal and its lease row, so that a missed bound says where the poll went.
+const (
+	stallAfter    = 15 * time.Second
+	stallWatchFor = 6 * time.Minute
+)
+
+// describeStalls notes, once per bot, where the poll of each bot that goes unpolled for
+// stallAfter (since from at the earliest) is, until ctx is done.
+func (c *chaosRun) describeStalls(ctx context.Context, from time.Time) {
+	noted := map[int]bool{}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for bot := range c.bots {
+			if d := c.watch.unpolledFor(bot, from, time.Now()); !noted[bot] && d > stallAfter {
+				noted[bot] = true
+				c.note("stalled: the bot of %s unpolled for %v: %s", c.bots[bot].accountKey, d.Round(time.Second), c.describePoll(ctx, c.bots[bot].accountKey))
+			}
+		}
+	}
+}
+
+// describePoll says where the bot's poll is: its lease row and its poller's pending
+// PollAccount activity (state, attempt, last worker, last started, last failure).
+func (c *chaosRun) describePoll(ctx context.Context, accountKey string) string {
+	var b strings.Builder
+	var holder, claimedFrom *string
+	var epoch, claimedAt *int64
+	var attempt *int32
+	err := c.pool.QueryRow(ctx, `SELECT holder, epoch, attempt, claimed_from,
+		(extract(epoch FROM claimed_at) * 1000)::bigint FROM poll_leases WHERE account_key = $1`, accountKey).
+		Scan(&holder, &epoch, &attempt, &claimedFrom, &claimedAt)
+	switch {
+	case err != nil:
+		fmt.Fprintf(&b, "lease: %v", err)
+	default:
+		fmt.Fprintf(&b, "lease holder %s epoch %s attempt %s claimed from %s at %s", deref(holder), deref(epoch), deref(attempt),
+			deref(claimedFrom), deref(claimedAt))
+	}
+	var id string
+	if err := c.pool.QueryRow(ctx, "SELECT installation_id FROM installation").Scan(&id); err != nil {
+		fmt.Fprintf(&b, "; installation: %v", err)
+		return b.String()
+	}
+	desc, err := c.tc.DescribeWorkflow(ctx, wfapi.AccountPollerID(id, accountKey), "")
+	if err != nil {
+		fmt.Fprintf(&b, "; poller: %v", err)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "; poller %v", desc.RawResponse.GetWorkflowExecutionInfo().GetStatus())
+	for _, pa := range desc.RawResponse.GetPendingActivities() {
+		fmt.Fprintf(&b, "; activity %s %v attempt %d last worker %q started %v scheduled %v failure %q",
+			pa.GetActivityType().GetName(), pa.GetState(), pa.GetAttempt(), pa.GetLastWorkerIdentity(),
+			pa.GetLastStartedTime().AsTime().Format(time.RFC3339Nano), pa.GetScheduledTime().AsTime().Format(time.RFC3339Nano),
+			pa.GetLastFailure().GetMessage())
+	}
+	return b.String()
+}
+
+// deref is *p as text ("-" for nil).
+func deref[T any](p *T) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
 }
 
 // statusUnknownSend stands for the status of a stored message with a send attempt of

@@ -440,3 +440,23 @@ func socketInodes(pid int) []uint64 {
 	}
 	return out
 }
+
+// unpolledFor is how long bot has had no getupdates in flight at now, counted from
+// since at the earliest (0: one is in flight).
+func (w *simWatch) unpolledFor(bot int, since, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last := since
+	for _, s := range w.spans[bot] {
+		if s.stray {
+			continue
+		}
+		if s.end.IsZero() {
+			return 0
+		}
+		if s.end.After(last) {
+			last = s.end
+		}
+	}
+	return now.Sub(last)
+}
