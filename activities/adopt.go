@@ -117,7 +117,7 @@ func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	}
 	cfg := a.cfg()
 	start := time.Now()
-	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, s.Grace, cfg.PollSession, sessionOverrun, maxClaimsPerScan)
+	got, err := a.Store.AdoptDeadPollLeases(ctx, k.holder, key, cfg.LeaseTTL, s.Grace, cfg.PollSession, adoptOverrun, maxClaimsPerScan)
 	for _, d := range got {
 		l := k.hold(d.PollLease, start)
 		if !k.adopted.start(func(ctx context.Context) { a.pollAdopted(ctx, l, d) }) {

@@ -175,7 +175,7 @@ func TestADeadWorkersPollPastItsSessionIsAdoptedForOneLongPoll(t *testing.T) {
 	take, run := standInPollRun(ctx, t, h)
 	task := take("dead-worker")
 	deadWorkersPoll(ctx, t, h, task)
-	backdateLease(ctx, t, h, 2*time.Second+sessionOverrun/2)
+	backdateLease(ctx, t, h, 2*time.Second+adoptOverrun/2)
 	h.inject(ilinksim.InjectRequest{Text: "written in the dead poll's last long poll"})
 
 	if n, err := NewLeaseSupervisor(h.acts).Once(ctx); err != nil || n != 1 {
@@ -200,7 +200,7 @@ func TestADeadWorkersPollPastItsSessionAndOverrunIsRetriedNotAdopted(t *testing.
 	take, _ := standInPollRun(ctx, t, h)
 	task := take("dead-worker")
 	deadWorkersPoll(ctx, t, h, task)
-	backdateLease(ctx, t, h, 2*time.Second+sessionOverrun+time.Second)
+	backdateLease(ctx, t, h, 2*time.Second+adoptOverrun+time.Second)
 
 	if n, err := NewLeaseSupervisor(h.acts).Once(ctx); err != nil || n != 1 {
 		t.Fatalf("the supervisor replaced %d polls (%v), want the dead worker's one retried", n, err)

@@ -490,8 +490,18 @@ func (p *poller) commit(ctx context.Context, page *ilink.UpdatesPage) (done bool
 }
 
 // sessionOverrun is how long a poll session may run past its end while a first offer is
-// under way: well within the poll activity's slack past the session (2 minutes).
+// under way: well within the poll activity's slack past the session (wfapi.PollSlack).
 const sessionOverrun = time.Minute
+
+// adoptOverrun is how long past its session a dead worker's poll attempt may still be
+// adopted (for one more long poll): what is left of the attempt's start-to-close then,
+// adoptEndMargin, covers that long poll (iLink holds one up to 35 s) and the end of the
+// attempt. A poll in its last long poll as its worker dies is adopted again by each
+// worker of a crash loop until this runs out, and then retried through Temporal.
+const (
+	adoptEndMargin = time.Minute
+	adoptOverrun   = wfapi.PollSlack - adoptEndMargin
+)
 
 // Back-off of a page commit that PostgreSQL did not take.
 const (

@@ -38,8 +38,11 @@ RETURNING account_key, epoch, attempt, expires_at,
     (wanted_epoch IS NOT NULL AND (wanted_epoch, wanted_attempt) > (epoch, attempt))::boolean AS wanted;
 
 -- name: ReleasePollLease :execrows
+-- Frees the lease, free since now (claimed_at) with no worker to blame (claimed_from NULL):
+-- should the bot's next poll go to a worker that does not take it up (a frozen one still
+-- holds requests for work open at Temporal), RecheckClaimedPollLeases finds it.
 UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
-    holder_key = NULL, task_token = NULL, claimed_at = NULL, claimed_from = NULL
+    holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = NULL
 WHERE account_key = sqlc.arg(account_key) AND holder = sqlc.arg(holder)::text
   AND epoch = sqlc.arg(epoch) AND attempt = sqlc.arg(attempt);
 
@@ -110,8 +113,9 @@ RETURNING l.account_key, l.epoch, l.attempt, dead.dead_holder::text AS holder, d
     dead.holder_died::boolean AS holder_died;
 
 -- name: RecheckClaimedPollLeases :many
--- Claimed leases of active accounts still free a while after their claim (or their last
--- recheck): the retried poll went to a worker that did not take the lease. A lease
+-- Leases of active accounts still free a while after their claim, hand-on or release (or
+-- their last recheck): the retried or next poll went to a worker that did not take the
+-- lease. A lease
 -- claimed from a worker that still lives (a frozen one, which may be handed the retry of
 -- its own poll) is due after after_ms; one claimed from a dead worker only after
 -- after_dead_ms, since no dead worker is handed a retry and only a second death (of the

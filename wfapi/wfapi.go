@@ -124,9 +124,11 @@ type PollerConfig struct {
 	PollSession Duration `json:",omitempty"`
 }
 
-// PollSlack is what a poll activity may run past its poll session (the window starts and
-// first offers of its last page): its start-to-close is the session plus this.
-const PollSlack = 2 * time.Minute
+// PollSlack is what a poll activity may run past its poll session: the window starts and
+// first offers of its last page, and, for a poll adopted from a dead worker in its last
+// long poll, one more long poll by each adopter while workers crash one after another
+// (activities.adoptOverrun): its start-to-close is the session plus this.
+const PollSlack = 4 * time.Minute
 
 // PollLostSignal names the poll activity whose lease expired by its place in the order of
 // the bot's poll activities (PollInput.LeaseEpoch and its attempt).

@@ -394,8 +394,9 @@ type RecheckClaimedPollLeasesRow struct {
 	ClaimedFrom *string
 }
 
-// Claimed leases of active accounts still free a while after their claim (or their last
-// recheck): the retried poll went to a worker that did not take the lease. A lease
+// Leases of active accounts still free a while after their claim, hand-on or release (or
+// their last recheck): the retried or next poll went to a worker that did not take the
+// lease. A lease
 // claimed from a worker that still lives (a frozen one, which may be handed the retry of
 // its own poll) is due after after_ms; one claimed from a dead worker only after
 // after_dead_ms, since no dead worker is handed a retry and only a second death (of the
@@ -438,7 +439,7 @@ func (q *Queries) RegisterPollWorker(ctx context.Context, holder string, livenes
 
 const releasePollLease = `-- name: ReleasePollLease :execrows
 UPDATE poll_leases SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL, expires_at = clock_timestamp(),
-    holder_key = NULL, task_token = NULL, claimed_at = NULL, claimed_from = NULL
+    holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = NULL
 WHERE account_key = $1 AND holder = $2::text
   AND epoch = $3 AND attempt = $4
 `
@@ -450,6 +451,9 @@ type ReleasePollLeaseParams struct {
 	Attempt    int32
 }
 
+// Frees the lease, free since now (claimed_at) with no worker to blame (claimed_from NULL):
+// should the bot's next poll go to a worker that does not take it up (a frozen one still
+// holds requests for work open at Temporal), RecheckClaimedPollLeases finds it.
 func (q *Queries) ReleasePollLease(ctx context.Context, arg ReleasePollLeaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, releasePollLease,
 		arg.AccountKey,

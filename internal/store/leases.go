@@ -241,9 +241,10 @@ type ClaimedPollLease struct {
 
 // RecheckClaimedPollLeases returns at most max leases of active accounts that a supervisor
 // claimed (or last rechecked) more than after ago from a worker that still lives, or more
-// than afterDead ago from one that died, and no poll took since: the retried poll went to
-// a worker that cannot take it (a frozen one may still hold requests for work open at
-// Temporal; one that picked the retry up may have died in turn). Each is returned to one
+// than afterDead ago from one that died or that were handed on or released as long ago
+// (no worker to blame), and no poll took since: the retried or next poll went to a worker
+// that cannot take it (a frozen one may still hold requests for work open at Temporal; one
+// that picked the retry up may have died in turn). Each is returned to one
 // caller among the workers running this at once, and not again for as long.
 func (s *Store) RecheckClaimedPollLeases(ctx context.Context, after, afterDead time.Duration, max int) ([]ClaimedPollLease, error) {
 	if max <= 0 || max > 10000 || after < 0 || afterDead < 0 {

@@ -296,6 +296,39 @@ func TestAClaimedLeaseOfADeadWorkerIsRecheckedOnlyAfterTheLongerDelay(t *testing
 	}
 }
 
+// A lease released at the end of a poll is free since then, with no worker to blame: should
+// the bot's next poll go to a worker that does not take it up (a frozen one still holds
+// requests for work open at Temporal), the recheck finds it after the longer delay, and
+// not once a poll took it.
+func TestAReleasedLeaseNoPollTookIsDueForARecheckAfterTheLongerDelay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, acct := leaseStore(t)
+	l := PollLease{AccountKey: acct, Holder: "worker-a", Epoch: 1, Attempt: 1}
+	if ok, _, err := s.TakePollLease(ctx, l, time.Minute); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if due, err := s.RecheckClaimedPollLeases(ctx, 0, 0, 10); err != nil || len(due) != 0 {
+		t.Fatalf("a held lease due for a recheck: %+v %v", due, err)
+	}
+	if ok, err := s.ReleasePollLease(ctx, l); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if due, err := s.RecheckClaimedPollLeases(ctx, 0, time.Hour, 10); err != nil || len(due) != 0 {
+		t.Fatalf("a released lease due before the longer delay: %+v %v", due, err)
+	}
+	if due, err := s.RecheckClaimedPollLeases(ctx, time.Hour, 0, 10); err != nil || len(due) != 1 || due[0].ClaimedFrom != "" {
+		t.Fatalf("a released lease no poll took not due after the longer delay: %+v %v", due, err)
+	}
+	next := PollLease{AccountKey: acct, Holder: "worker-b", Epoch: 2, Attempt: 1}
+	if ok, _, err := s.TakePollLease(ctx, next, time.Minute); err != nil || !ok {
+		t.Fatalf("take by the next poll: %v %v", ok, err)
+	}
+	if due, err := s.RecheckClaimedPollLeases(ctx, 0, 0, 10); err != nil || len(due) != 0 {
+		t.Fatalf("a lease the next poll took due for a recheck: %+v %v", due, err)
+	}
+}
+
 // A dead holder's poll is adopted by exactly one worker, under the same attempt (epoch,
 // attempt, task token, generation and probe kept), with the adopter's liveness key and
 // what is left of the attempt's session; a lease that cannot go on under its attempt is
