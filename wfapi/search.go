@@ -153,11 +153,11 @@ func RegisterSearchAttributes(ctx context.Context, tc client.Client, namespace s
 }
 
 // DevServerArgs are the `temporal server start-dev` flags that create the search
-// attributes in the namespaces the dev server creates at start.
+// attributes in the namespaces the dev server creates at start, and set ServerSettings.
 func DevServerArgs() []string {
 	var args []string
 	for _, name := range SearchAttributeNames() {
 		args = append(args, "--search-attribute", name+"=Keyword")
 	}
-	return args
+	return append(args, ServerSettingArgs()...)
 }

@@ -31,7 +31,7 @@ func TestWorkflowsOfAnAccountStartWithItsAccountKeyAndPeerAsSearchAttributes(t *
 		t.Error("no account, no attribute")
 	}
 	args := strings.Join(wfapi.DevServerArgs(), " ")
-	if args != "--search-attribute IlinkAccount=Keyword --search-attribute IlinkPeer=Keyword" {
+	if args != "--search-attribute IlinkAccount=Keyword --search-attribute IlinkPeer=Keyword --dynamic-config-value system.enableActivityEagerExecution=true" {
 		t.Errorf("dev server args %q", args)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +34,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // ServerVersion is the pinned release of go.temporal.io/server: the one the pinned CLI
@@ -85,15 +87,17 @@ type Server struct {
 
 // DefaultDynamic are the dynamic-config values every server gets: those the dev servers
 // of the tests get too (continue-as-new thresholds a real-time run reaches, the APIs the
-// workflows use).
+// workflows use, wfapi.ServerSettings).
 func DefaultDynamic() map[string]any {
-	return map[string]any{
+	dynamic := map[string]any{
 		"limit.historyCount.suggestContinueAsNew":        devserver.SuggestContinueAsNewEvents,
 		"limit.historySize.suggestContinueAsNew":         1048576,
 		"frontend.enableUpdateWorkflowExecution":         true,
 		"frontend.enableExecuteMultiOperation":           true,
 		"system.forceSearchAttributesCacheRefreshOnRead": true,
 	}
+	maps.Copy(dynamic, wfapi.ServerSettings())
+	return dynamic
 }
 
 // New builds the binaries if need be, creates the server's databases and schemas, starts
