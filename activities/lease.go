@@ -373,6 +373,9 @@ type LeaseSupervisor struct {
 	Every time.Duration
 	// Grace is how long past its expiry a lease is left before it is claimed.
 	Grace time.Duration
+	// AbandonedAfter is how long a poll started by a worker at work may leave its free
+	// lease untaken before it is failed (default DefaultAbandonedAfter).
+	AbandonedAfter time.Duration
 
 	mu sync.Mutex
 	// untold are the leases claimed whose poll activity could not be replaced yet
@@ -548,28 +551,47 @@ const (
 	stuckAfterDeath = 5 * time.Second
 )
 
+// DefaultAbandonedAfter is how long a poll activity started by a worker at work may go
+// without taking its free lease before the recheck fails it all the same: a busy worker
+// takes the lease within seconds of the start, so a poll that has not after this was
+// dropped (seen once in a chaos run: a task handed to a live worker 11 s after its start
+// and never run, which left its bot unpolled until the start-to-close). Should the poll
+// still run, its lease protocol keeps it from polling beside the retry.
+const DefaultAbandonedAfter = 30 * time.Second
+
+// abandonedAfter is s.AbandonedAfter or its default.
+func (s *LeaseSupervisor) abandonedAfter() time.Duration {
+	if s.AbandonedAfter > 0 {
+		return s.AbandonedAfter
+	}
+	return DefaultAbandonedAfter
+}
+
 // stuck fails again the retried polls of claimed leases that no poll took within
 // stuckAfter: Temporal handed the retry to a worker that does not run it (a frozen one
 // still holds requests for work open at Temporal, and gets the retry of its own poll), so
 // it is failed again and goes to another worker. A retry started by the worker the lease
 // was claimed from is failed at once; one started by another worker when it has not taken
 // the lease for stuckAfter and that worker is not at work (frozen, or dead after it
-// picked the retry up).
+// picked the retry up), or when it has not for AbandonedAfter (a worker at work that
+// dropped the task).
 func (s *LeaseSupervisor) stuck(ctx context.Context, inst wfapi.Installation) (int, error) {
 	a := s.a
 	claims, err := a.Store.RecheckClaimedPollLeases(ctx, stuckAfter, stuckAfterDeath, maxClaimsPerScan)
 	if err != nil || len(claims) == 0 {
 		return 0, err
 	}
-	// A retry started by a worker at work is left to it: on a busy worker the lease may
-	// be taken seconds after the start, and failing it again would only start it over.
+	// A retry started by a worker at work is left to it, for AbandonedAfter: on a busy
+	// worker the lease may be taken seconds after the start, and failing it again would
+	// only start it over.
 	atWork, err := a.Store.WorkersAtWork(ctx, atWorkWithin*s.Every)
 	if err != nil {
 		return 0, err
 	}
 	before := time.Now().Add(-stuckAfter)
 	return failEach(claims, func(c store.ClaimedPollLease) (bool, error) {
-		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, atWork, errPollWorkerDied)
+		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, c.AccountKey, c.ClaimedFrom, before, atWork,
+			time.Now().Add(-s.abandonedAfter()), errPollWorkerDied)
 		if ok {
 			a.Metrics.LeaseMoved(metrics.LeaseMovedStuck)
 			a.log().Info("a retried poll went to a worker that did not take it up (a frozen one?): retried again elsewhere",
@@ -680,7 +702,7 @@ func failUnleasedStartedBy(ctx context.Context, a *Activities, inst wfapi.Instal
 		}
 	}
 	return failEach(free, func(acct string) (bool, error) {
-		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, holder, time.Time{}, nil, cause)
+		ok, err := wfclient.FailDeadPollActivity(ctx, a.Temporal, a.cfg().Namespace, inst, acct, holder, time.Time{}, nil, time.Time{}, cause)
 		if ok {
 			a.Metrics.LeaseMoved(metrics.LeaseMovedUnleased)
 			a.log().Info(msg, "account", acct, "holder", holder)

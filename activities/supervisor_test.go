@@ -16,6 +16,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -238,4 +239,61 @@ func harnessTemporal(ctx context.Context, t *testing.T, h *harness) *devserver.S
 	ns, tc := dev.NewNamespace(t)
 	h.acts.Temporal, h.acts.Config.Namespace = tc, ns
 	return dev
+}
+
+// A poll task that a worker at work received and never ran (seen once in a chaos run) is
+// left to that worker for a while, as a busy worker may take the lease seconds after the
+// start, and then failed all the same by the recheck of its free lease: its bot would
+// otherwise wait for the poll's start-to-close.
+func TestAPollStartedByAWorkerAtWorkThatNeverTakesItsLeaseIsRetriedAfterAWhile(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	take := standInPoll(ctx, t, h)
+	live := StartLiveness(h.acts)
+	t.Cleanup(live.Stop)
+	<-live.Ready()
+	k := h.acts.keeper()
+	// The bot's last poll released its lease; the next one is picked up here and dropped.
+	l := store.PollLease{AccountKey: h.key, Holder: k.holder, Epoch: 1, Attempt: 1}
+	if ok, _, err := h.store.TakePollLease(ctx, l, time.Minute); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if ok, err := h.store.ReleasePollLease(ctx, l); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if got := take(k.holder); got != 1 {
+		t.Fatalf("first task: attempt %d, want 1", got)
+	}
+	if err := h.store.TouchPollWorker(ctx, k.holder); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := h.store.Installation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dueForRecheck := func() {
+		t.Helper()
+		if _, err := h.pool.Exec(ctx, "UPDATE poll_leases SET claimed_at = claimed_at - interval '1 minute' WHERE account_key = $1", h.key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := NewLeaseSupervisor(h.acts)
+	s.AbandonedAfter = time.Hour
+	dueForRecheck()
+	if n, err := s.stuck(ctx, inst); err != nil || n != 0 {
+		t.Fatalf("failed %d polls (%v) that a worker at work started a moment ago, want 0", n, err)
+	}
+	s.AbandonedAfter = time.Millisecond
+	testkit.Eventually(t, "the abandoned poll failed", 30*time.Second, func() (bool, error) {
+		if err := h.store.TouchPollWorker(ctx, k.holder); err != nil { // the worker stays at work
+			return false, err
+		}
+		dueForRecheck()
+		n, err := s.stuck(ctx, inst)
+		return n == 1, err
+	})
+	if got := take("live-worker"); got != 2 {
+		t.Fatalf("after the recheck: attempt %d, want the retry 2", got)
+	}
 }

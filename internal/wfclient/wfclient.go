@@ -195,11 +195,13 @@ func SignalAccountResumed(ctx context.Context, tc client.Client, inst wfapi.Inst
 // FailDeadPollActivity fails the PollAccount activity of an account's running poller
 // that Temporal counts as started by the worker identity (a worker found dead or frozen;
 // "" for none) or, with a non-zero startedBefore, started before it by any worker not in
-// atWork (the workers known to be at work, which take the lease in their own time), so
-// that Temporal retries it (with cause's retry delay) on another worker. It reports
-// whether there was one. An activity not started yet is left alone.
+// atWork (the workers known to be at work, which take the lease in their own time), or,
+// with a non-zero abandonedBefore, started before that by any worker (one at work that has
+// not taken the lease since dropped the task), so that Temporal retries it (with cause's
+// retry delay) on another worker. It reports whether there was one. An activity not
+// started yet is left alone.
 func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace string, inst wfapi.Installation,
-	accountKey, identity string, startedBefore time.Time, atWork map[string]bool, cause error) (bool, error) {
+	accountKey, identity string, startedBefore time.Time, atWork map[string]bool, abandonedBefore time.Time, cause error) (bool, error) {
 	if tc == nil {
 		return false, ErrNoTemporal
 	}
@@ -218,8 +220,9 @@ func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace strin
 	runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	for _, pa := range d.GetPendingActivities() {
 		byThat := identity != "" && pa.GetLastWorkerIdentity() == identity
-		early := !startedBefore.IsZero() && pa.GetLastStartedTime().AsTime().Before(startedBefore) &&
-			!atWork[pa.GetLastWorkerIdentity()]
+		started := pa.GetLastStartedTime().AsTime()
+		early := (!startedBefore.IsZero() && started.Before(startedBefore) && !atWork[pa.GetLastWorkerIdentity()]) ||
+			(!abandonedBefore.IsZero() && started.Before(abandonedBefore))
 		if pa.GetActivityType().GetName() != actapi.PollAccount || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED ||
 			!(byThat || early) {
 			continue
