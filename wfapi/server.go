@@ -12,7 +12,7 @@ import (
 //     schedules an activity on its own task queue gets the activity in the answer and runs
 //     it at once, without the trip through matching (the SDK asks for it by default; the
 //     server's default is off). A reply's send and its message's finish are such
-//     activities.
+//     activities; a poll opts out (workflows' poll options), so that it goes to any worker.
 func ServerSettings() map[string]any {
 	return map[string]any{
 		"system.enableActivityEagerExecution": true,

@@ -24,6 +24,12 @@ var (
 	// poll lease, and a dead worker's poll is replaced on the lease supervisor's signal.
 	pollOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 20 * time.Minute,
+		// A poll goes through matching to any worker, never eagerly to the worker that
+		// completed the poller's workflow task (wfapi.ServerSettings turns eager activities
+		// on): the poller's tasks stick to one worker, so every next poll of the bot would
+		// stay there, and a restarted or new worker would get polls only as they are
+		// handed on.
+		DisableEagerExecution: true,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 		},

@@ -21,3 +21,17 @@ func TestAPollActivityIsBoundedByThePollSessionPlusItsSlack(t *testing.T) {
 		t.Fatalf("1h session: start-to-close %v, want at most %v", got, pollOptions.StartToCloseTimeout)
 	}
 }
+
+// A poll is never executed eagerly on the worker that completed its poller's workflow
+// task (the poller's tasks stick to one worker): it goes through matching to any worker,
+// as a worker restarted or added gets its share of the polls that way.
+func TestAPollGoesThroughMatchingNotEagerlyToThePollersWorker(t *testing.T) {
+	for _, c := range []wfapi.PollerConfig{{}, {PollSession: wfapi.Duration(3 * time.Second)}} {
+		if !pollOptionsFor(c).DisableEagerExecution {
+			t.Fatalf("poll options for %+v ask for eager execution", c)
+		}
+	}
+	if sendOptions.DisableEagerExecution {
+		t.Fatal("a reply's send does not ask for eager execution")
+	}
+}
