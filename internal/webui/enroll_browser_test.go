@@ -269,7 +269,9 @@ func TestBrowserTheOwnerLinkOpensItsEnrollmentOnlyInChineseAndExpires(t *testing
 
 // Two clicks 120 ms apart on "start", over a network slow enough that the first's answer
 // comes after the second click (both are handled), start one enrollment: the form's
-// submission names its workflow, and the second start finds the first.
+// submission names its workflow, and the second start finds the first. The answer's delay
+// (3 s) leaves a busy machine's browser time for the second click before the page moves
+// on (at 400 ms a CI run's second click came after the navigation).
 func TestBrowserADoubleClickStartsOneEnrollment(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
@@ -277,7 +279,7 @@ func TestBrowserADoubleClickStartsOneEnrollment(t *testing.T) {
 	tb := newTab(t)
 	tb.login(s.ui.URL)
 	tb.do("open the start page", chromedp.Navigate(s.ui.URL+"/enroll"), chromedp.WaitVisible(chromedp.CSS("#start-enrollment")))
-	s.slowPosts.Store(int64(400 * time.Millisecond))
+	s.slowPosts.Store(int64(3 * time.Second))
 	tb.do("double click", chromedp.Evaluate[chromedp.Void](
 		`(() => { const b = document.getElementById("start-enrollment"); b.click(); setTimeout(() => b.click(), 120); })()`))
 	tb.qrShown(1)
