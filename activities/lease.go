@@ -283,6 +283,15 @@ func (l *pollLease) check() error {
 	}
 }
 
+// sendBy is the last instant a request made under the lease may leave: its local
+// validity now. A renewal later moves the validity on; a request built before a freeze
+// (SIGSTOP) and written after it still carries the validity it was built under.
+func (l *pollLease) sendBy() time.Time {
+	l.k.mu.Lock()
+	defer l.k.mu.Unlock()
+	return l.validUntil
+}
+
 // adoptedElsewhere reports whether the lease was lost to a worker that adopted its poll
 // activity attempt (it holds the lease under the same epoch and attempt): the lease expired
 // while this worker was frozen or cut off. False when it was not lost, or when the store

@@ -1,10 +1,12 @@
 package activities
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
@@ -96,5 +98,39 @@ func TestAWorkerHandsOnOnlyThePollsBeyondItsShareAndATenth(t *testing.T) {
 		if got := overload(c.mine, c.workers, c.bots); got != c.want {
 			t.Errorf("overload(mine %d, workers %d, bots %d) = %d, want %d", c.mine, c.workers, c.bots, got, c.want)
 		}
+	}
+}
+
+// A worker frozen (SIGSTOP) between its lease check and the write of its next getupdates
+// does not send that getupdates when it thaws past its lease's validity: the request
+// carries the validity it was built under and is refused unwritten, so the bot, which
+// another worker may poll by then, is never polled twice at once. The message iLink holds
+// stays there for the lease's next holder.
+func TestAPollFrozenBetweenItsLeaseCheckAndItsRequestNeverSendsIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(*options) {})
+	k := h.acts.keeper()
+	in := actapi.PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: time.Now().UnixNano()}
+	l, err := k.take(h.ctx, in, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.inject(ilinksim.InjectRequest{Text: "waits for the lease's next holder"})
+	h.acts.hooks = &testHooks{beforeFetch: func(int) {
+		// The freeze: the lease was valid at the check; the process resumes past it.
+		k.mu.Lock()
+		l.validUntil = time.Now().Add(-time.Millisecond)
+		k.mu.Unlock()
+	}}
+	res, err := h.acts.pollLeased(h.ctx, in, l, time.Minute)
+	if !errors.Is(err, errLeaseLost) || res.Pages != 0 {
+		t.Fatalf("the thawed poll ended with %+v, %v; want its lease lost before any page", res, err)
+	}
+	st, err := h.ctl.BotState(h.ctx, h.bot.BotID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Queued != 1 || st.Overlaps != 0 {
+		t.Fatalf("bot state %+v: the thawed poll's getupdates reached iLink", st)
 	}
 }

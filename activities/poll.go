@@ -314,7 +314,10 @@ func (p *poller) run(ctx, pollCtx context.Context, cl *ilink.Client, l *pollLeas
 		if a.hooks != nil && a.hooks.beforeFetch != nil {
 			a.hooks.beforeFetch(n)
 		}
-		page, err := cl.GetUpdates(pollCtx, ilink.GetUpdatesRequest{Cursor: p.cursor})
+		// A request still unwritten when the lease's validity ends is never sent: a
+		// worker frozen between the check above and the write does not poll a bot that
+		// another worker may hold by then.
+		page, err := cl.GetUpdates(pollCtx, ilink.GetUpdatesRequest{Cursor: p.cursor, SendBy: l.sendBy()})
 		if a.hooks != nil && a.hooks.fetched != nil {
 			a.hooks.fetched()
 		}

@@ -151,6 +151,12 @@ func endpoint(base *url.URL, path string, query url.Values) string {
 // post marshals body and POSTs it to path with the bot headers. The
 // returned body is at most Config.MaxBodyBytes long.
 func (c *Client) post(ctx context.Context, op, path string, timeout time.Duration, body any) (*response, error) {
+	return c.postBy(ctx, op, path, timeout, time.Time{}, body)
+}
+
+// postBy is post with a send-by instant (zero: none): a request not completely written
+// by then is never sent.
+func (c *Client) postBy(ctx context.Context, op, path string, timeout time.Duration, sendBy time.Time, body any) (*response, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidInput, Op: op, Err: fmt.Errorf("encode request: %w", err)}
@@ -158,7 +164,7 @@ func (c *Client) post(ctx context.Context, op, path string, timeout time.Duratio
 	return c.do(ctx, request{
 		op: op, method: http.MethodPost, url: endpoint(c.base, path, nil), body: data,
 		ctype: contentTypeJSON, json: true, auth: true, ilink: true,
-		timeout: timeout, limit: c.cfg.MaxBodyBytes,
+		timeout: timeout, limit: c.cfg.MaxBodyBytes, sendBy: sendBy,
 	})
 }
 

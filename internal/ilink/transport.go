@@ -65,6 +65,8 @@ type request struct {
 	ilink   bool // iLink-App-Id, iLink-App-ClientVersion, SKRouteTag
 	timeout time.Duration
 	limit   int64
+	// sendBy, when set, is the last instant the request may leave (sendByBody).
+	sendBy time.Time
 }
 
 // response is a fully read HTTP answer with a 2xx status.
@@ -109,6 +111,12 @@ func (c *Client) do(ctx context.Context, r request) (resp *response, err error) 
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidInput, Op: r.op, Err: errors.New("cannot build request")}
 	}
+	if !r.sendBy.IsZero() && r.body != nil {
+		req.Body = sendByBody{Reader: bytes.NewReader(r.body), by: r.sendBy}
+		req.GetBody = func() (io.ReadCloser, error) {
+			return sendByBody{Reader: bytes.NewReader(r.body), by: r.sendBy}, nil
+		}
+	}
 	c.setHeaders(req.Header, r)
 
 	hresp, err := c.http.Do(req)
@@ -148,6 +156,31 @@ func (c *Client) do(ctx context.Context, r request) (resp *response, err error) 
 	}
 	return &response{status: hresp.StatusCode, header: hresp.Header, body: data}, nil
 }
+
+// errPastSendBy is why a request past its send-by instant was not sent.
+var errPastSendBy = errors.New("the request's send-by instant passed before it was written")
+
+// sendByBody is a request body that refuses to be read past its send-by instant. The
+// transport reads the body after buffering the headers and writes the request out after
+// the body's last read, so a request whose last read comes too late is never completely
+// written: the server never processes it. The clock is the monotonic one, which runs on
+// while the process is stopped (SIGSTOP), so a request built before a stop and written
+// after it is refused. What is left is the instant between the last read and the write.
+type sendByBody struct {
+	*bytes.Reader
+	by time.Time
+}
+
+// Read reads the body, or fails once the send-by instant has passed.
+func (b sendByBody) Read(p []byte) (int, error) {
+	if time.Now().After(b.by) {
+		return 0, errPastSendBy
+	}
+	return b.Reader.Read(p)
+}
+
+// Close does nothing: the body is in memory.
+func (sendByBody) Close() error { return nil }
 
 // transportCause strips the URL from a *url.Error (CDN URLs carry
 // authorisation) and marks the client's own deadline.

@@ -1,6 +1,8 @@
 package ilink
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -256,4 +258,65 @@ type failingTransport struct{}
 
 func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("connection reset by peer")
+}
+
+// A getupdates past its send-by instant is never written whole: the server gets at most
+// its headers (which no server can serve without the body and its cursor), never its body,
+// and the error says it was not sent.
+func TestGetUpdatesPastItsSendByNeverReachesTheServerWhole(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	received := make(chan []byte, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			received <- nil
+			return
+		}
+		defer conn.Close()
+		data, _ := io.ReadAll(conn) // until the client closes the connection
+		received <- data
+	}()
+	c := newServerClient(t, "http://"+ln.Addr().String(), Config{}, "tok")
+	page, err := c.GetUpdates(context.Background(), GetUpdatesRequest{Cursor: "c", SendBy: time.Now().Add(-time.Millisecond)})
+	if CodeOf(err) != CodeNotSent || MayHaveTakenEffect(err) || page != nil {
+		t.Fatalf("got %+v, %v; want not sent", page, err)
+	}
+	if !errors.Is(err, errPastSendBy) {
+		t.Fatalf("error %v does not say the send-by instant passed", err)
+	}
+	c.http.CloseIdleConnections()
+	data := <-received
+	if strings.Contains(string(data), "get_updates_buf") {
+		t.Fatalf("the server received the body of a request past its send-by instant: %q", data)
+	}
+	if len(data) > 0 {
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(data)))
+		if err == nil {
+			_, err = io.ReadAll(req.Body)
+		}
+		if err == nil {
+			t.Fatalf("the server received a whole request past its send-by instant: %q", data)
+		}
+	}
+}
+
+// A getupdates written before its send-by instant is an ordinary long poll.
+func TestGetUpdatesBeforeItsSendByIsSent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"get_updates_buf":"c"`) {
+			t.Errorf("body %s", body)
+		}
+		_, _ = io.WriteString(w, `{"ret":0,"get_updates_buf":"d","msgs":[]}`)
+	}))
+	defer srv.Close()
+	c := newServerClient(t, srv.URL, Config{}, "tok")
+	page, err := c.GetUpdates(context.Background(), GetUpdatesRequest{Cursor: "c", SendBy: time.Now().Add(time.Minute)})
+	if err != nil || page.Cursor != "d" {
+		t.Fatalf("got %+v, %v", page, err)
+	}
 }

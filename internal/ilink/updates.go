@@ -32,6 +32,11 @@ type GetUpdatesRequest struct {
 	// Config.PollTimeout. It is capped by Config.MaxPollTimeout; the HTTP
 	// timeout is this plus Config.PollMargin.
 	PollTimeout time.Duration
+	// SendBy, when set, is the last instant the request may leave: one not completely
+	// written by then is never sent (CodeNotSent). A poller whose right to poll ends at
+	// SendBy (its lease) does not poll past it, even when its process was stopped between
+	// checking that right and writing the request.
+	SendBy time.Time
 }
 
 // GetUpdates long-polls for inbound messages. When the client's own
@@ -40,7 +45,7 @@ type GetUpdatesRequest struct {
 // returns an error (CodeNotSent or CodeOutcomeUnknown wrapping ctx.Err()).
 func (c *Client) GetUpdates(ctx context.Context, req GetUpdatesRequest) (*UpdatesPage, error) {
 	poll := c.pollDuration(req.PollTimeout)
-	resp, err := c.post(ctx, opGetUpdates, pathGetUpdates, poll+c.cfg.PollMargin,
+	resp, err := c.postBy(ctx, opGetUpdates, pathGetUpdates, poll+c.cfg.PollMargin, req.SendBy,
 		getUpdatesRequest{GetUpdatesBuf: req.Cursor, BaseInfo: c.baseInfo})
 	if err != nil {
 		var e *Error

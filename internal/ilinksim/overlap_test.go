@@ -206,3 +206,45 @@ func TestAHeldPollWhoseClientClosedItsConnectionIsNoLongerOutstanding(t *testing
 		t.Fatalf("a poll beside one of unknown connection: %q, %d overlaps; want one", problem, b.overlaps)
 	}
 }
+
+// A getupdates whose body never arrived (its client stopped writing after the headers and
+// went away) is no poll: it is logged, but it is neither outstanding nor an overlap.
+func TestAGetUpdatesWhoseBodyNeverArrivedIsNoPoll(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.LongPollHold = time.Minute })
+	a := e.bot()
+	first := e.pollAsync(a.Token, "")
+	waitForBot(t, e, a.BotID, "its first poll held", func(st BotState) bool { return st.Outstanding == 1 })
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "POST /ilink/bot/getupdates HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n" +
+		"AuthorizationType: ilink_bot_token\r\nAuthorization: Bearer " + a.Token + "\r\nContent-Length: 64\r\n\r\n{\"get_updates_buf\":"
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the server logged the broken request.
+	for range 20000 {
+		reqs, err := e.ctl.Requests(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(reqs); n == 2 {
+			break
+		}
+	}
+	if got := overlapProblems(t, e); len(got) != 2 || got[1] != "" {
+		t.Fatalf("getupdates problems %q: want the broken request logged, with no overlap", got)
+	}
+	if st := waitForBot(t, e, a.BotID, "its state", func(BotState) bool { return true }); st.Overlaps != 0 || st.Outstanding != 1 {
+		t.Fatalf("bot state %+v: a request whose body never came counted as a poll", st)
+	}
+	e.inject(a.BotID, InjectRequest{Text: "hello"})
+	if m := <-first; m["ret"] == nil {
+		t.Fatalf("the held poll answered %v", m)
+	}
+}

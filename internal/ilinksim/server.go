@@ -161,7 +161,7 @@ func (s *Server) api(h apiHandler, authenticated bool) http.HandlerFunc {
 		}
 		body, n, tooLarge, readErr := readBody(r.Body, limit)
 		problems := checkRequest(r, endpoint, body, authenticated)
-		seq, fault, polled, held := s.record(r, endpoint, body, n, problems)
+		seq, fault, polled, held := s.record(r, endpoint, body, n, problems, readErr == nil)
 		if polled != nil {
 			defer s.pollEnded(polled, held)
 		}
@@ -215,10 +215,10 @@ func readBody(rc io.Reader, limit int64) (body []byte, n int64, tooLarge bool, e
 }
 
 // record appends the request to the log and pops the matching fault. A getupdates of a
-// known bot is counted as outstanding until its handler returns (the caller calls
+// known bot whose body arrived whole is counted as outstanding until its handler returns (the caller calls
 // pollEnded with the bot returned); one that arrives while another is outstanding is an
 // overlap (see trackPollLocked).
-func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, problems []string) (int, *Fault, *bot, *heldPoll) {
+func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, problems []string, whole bool) (int, *Fault, *bot, *heldPoll) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqSeq++
@@ -239,7 +239,9 @@ func (s *Server) record(r *http.Request, endpoint string, body []byte, n int64, 
 	}
 	var polled *bot
 	var held *heldPoll
-	if endpoint == "getupdates" {
+	if endpoint == "getupdates" && whole {
+		// Only a request that arrived whole is a poll: iLink cannot serve one whose body
+		// (its cursor) never came, and neither can this server.
 		var overlap string
 		polled, held, overlap = s.trackPollLocked(r, rr.Received)
 		if overlap != "" {
