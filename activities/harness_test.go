@@ -199,8 +199,9 @@ func (h *harness) deliver(text string) (actapi.WindowRef, actapi.HandOffOutput) 
 }
 
 func (h *harness) send(sessionID, requestID, text string) (actapi.SendOutput, error) {
-	return run[actapi.SendOutput](h, h.acts.Send, actapi.SendInput{SessionID: sessionID, RequestID: requestID,
+	out, err := run[actapi.SendAnswer](h, h.acts.Send, actapi.SendInput{SessionID: sessionID, RequestID: requestID,
 		Content: vocab.Content{Type: "text", Text: text}})
+	return out.SendOutput, err
 }
 
 // requests counts the simulator's recorded requests to an endpoint.

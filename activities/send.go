@@ -40,7 +40,39 @@ const (
 // reserved and the activity waits for its turn. A store refusal (quota, expired or
 // retired window, invalid session, invalid content) is an answer (actapi.SendOutput.ErrorCode,
 // nil error); only infrastructure failures are errors.
-func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.SendOutput, error) {
+//
+// A send that answers a message (SendInput.FinishHandled) and was confirmed sent marks
+// the message handled in the same activity (finishSent).
+func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.SendAnswer, error) {
+	out, err := a.send(ctx, in)
+	if err != nil || in.FinishHandled == "" || out.Status != vocab.AttemptSent {
+		return actapi.SendAnswer{SendOutput: out}, err
+	}
+	return a.finishSent(ctx, in.FinishHandled, out)
+}
+
+// finishSent marks the message a sent reply answered handled (the store's FinishMessage
+// rule). A store refusal (another verdict recorded first) leaves the verdict to the
+// workflow, which learns it from its own finish; an infrastructure failure is the
+// activity's error, and the retry finds the attempt sent (never sends it again) and
+// finishes once more.
+func (a *Activities) finishSent(ctx context.Context, messageKey string, out actapi.SendOutput) (actapi.SendAnswer, error) {
+	fctx, cancel := detached(ctx, 10*time.Second)
+	m, err := a.Store.FinishMessage(fctx, now(), messageKey, vocab.MessageHandled, "")
+	cancel()
+	switch {
+	case err == nil:
+		a.log().Info("message finished", "message", m.MessageKey, "status", m.Status)
+		return actapi.SendAnswer{SendOutput: out, MessageStatus: m.Status}, nil
+	case store.IsRuleViolation(err):
+		a.log().Info("message not finished with its reply", "message", messageKey, "code", store.CodeOf(err))
+		return actapi.SendAnswer{SendOutput: out}, nil
+	}
+	return actapi.SendAnswer{}, storeErr("finish message", err)
+}
+
+// send is Send without the finish.
+func (a *Activities) send(ctx context.Context, in actapi.SendInput) (actapi.SendOutput, error) {
 	cfg := a.cfg()
 	ref := store.BySessionID(in.SessionID)
 	requestID := in.RequestID

@@ -362,3 +362,64 @@ func TestASendUnderTheSessionOfAnotherWindowIsRefusedBeforeAnythingIsWritten(t *
 		t.Fatalf("session of its own window: %+v %v, want sent", out, err)
 	}
 }
+
+// The reply that answers a message (SendInput.FinishHandled) marks the message handled in
+// its own Send once it is sent; a retry of that Send sends nothing again and answers the
+// same.
+func TestASentReplyThatAnswersItsMessageMarksItHandledInTheSameActivity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	_, ho := h.deliver("hello")
+	in := actapi.SendInput{SessionID: ho.SessionID, RequestID: "r1", Content: vocab.Content{Type: "text", Text: "the answer"},
+		Final: true, FinishHandled: ho.MessageKey}
+	for try := range 2 {
+		out, err := run[actapi.SendAnswer](h, h.acts.Send, in)
+		if err != nil || out.Status != vocab.AttemptSent || out.MessageStatus != vocab.MessageHandled {
+			t.Fatalf("try %d: %+v %v; want sent and the message handled", try, out, err)
+		}
+	}
+	if m, err := h.store.GetMessage(h.ctx, ho.MessageKey); err != nil || m.Status != vocab.MessageHandled {
+		t.Fatalf("message %+v %v", m, err)
+	}
+	if n := len(h.sent()); n != 1 {
+		t.Fatalf("%d sends reached iLink, want 1", n)
+	}
+}
+
+// A reply that answers a message but is not sent leaves the message unfinished: handled
+// means answered.
+func TestAReplyThatAnswersItsMessageButIsNotSentLeavesItUnfinished(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	_, ho := h.deliver("hello")
+	if err := h.ctl.KillBot(h.ctx, h.bot.BotID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run[actapi.SendAnswer](h, h.acts.Send, actapi.SendInput{SessionID: ho.SessionID, RequestID: "r1",
+		Content: vocab.Content{Type: "text", Text: "too late"}, Final: true, FinishHandled: ho.MessageKey})
+	if err != nil || out.Status != vocab.AttemptFailed || out.MessageStatus != "" {
+		t.Fatalf("output %+v %v; want failed, the message not finished", out, err)
+	}
+	if m, err := h.store.GetMessage(h.ctx, ho.MessageKey); err != nil || m.Status == vocab.MessageHandled {
+		t.Fatalf("message %+v %v: handled without an answer", m, err)
+	}
+}
+
+// A sent reply whose message already has another verdict (the agent failed it meanwhile)
+// keeps that verdict: the send answers sent, and no status.
+func TestASentReplyLeavesAnotherVerdictAlreadyRecorded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	_, ho := h.deliver("hello")
+	if _, err := h.store.FinishMessage(h.ctx, time.Now(), ho.MessageKey, vocab.MessageFailed, "the agent gave up"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run[actapi.SendAnswer](h, h.acts.Send, actapi.SendInput{SessionID: ho.SessionID, RequestID: "r1",
+		Content: vocab.Content{Type: "text", Text: "late answer"}, Final: true, FinishHandled: ho.MessageKey})
+	if err == nil && out.Status == vocab.AttemptSent && out.MessageStatus != "" {
+		t.Fatalf("output %+v: the send claimed a verdict over the recorded one", out)
+	}
+	if m, err := h.store.GetMessage(h.ctx, ho.MessageKey); err != nil || m.Status != vocab.MessageFailed {
+		t.Fatalf("message %+v %v: the recorded verdict changed", m, err)
+	}
+}

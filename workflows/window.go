@@ -285,7 +285,14 @@ func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutpu
 		attempted++
 		// The handler's answer is its final answer: it may use the slots kept for it.
 		req := wfapi.SendRequest{Type: "text", Text: text, RequestID: fmt.Sprintf("handoff-%d-%d", attempt, i+1), Final: true}
-		res, err := w.sendOne(ctx, req)
+		finishKey := ""
+		if out.Handled && w.verdict == "" && i == len(out.Replies)-1 {
+			// The answer's last reply, once sent, marks the message handled in the same
+			// activity (a sent reply is the answer the verdict needs); otherwise the
+			// verdict below is recorded on its own.
+			finishKey = w.messageKey
+		}
+		res, err := w.sendOne(ctx, req, finishKey)
 		code := res.ErrorCode
 		if err != nil {
 			code = refusalType(err)
@@ -439,42 +446,47 @@ func (w *window) send(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendRe
 	if req.RequestID == "" {
 		req.RequestID = workflow.GetCurrentUpdateInfo(ctx).ID
 	}
-	return w.sendOne(ctx, req)
+	return w.sendOne(ctx, req, "")
 }
 
 // sendOne runs one reply (of the Update or of a hand-off's answer); sends of a window run
-// one at a time. The lock is released without defer: a workflow evicted from the cache
+// one at a time. finishKey, when set, is the message the reply finishes as handled once
+// it is sent (the last reply of a hand-off's handled answer). The lock is released without defer: a workflow evicted from the cache
 // unwinds its coroutines, and a deferred Unlock would then run beside another coroutine's
 // Lock (a data race inside the SDK's mutex).
-func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendResult, error) {
+func (w *window) sendOne(ctx workflow.Context, req wfapi.SendRequest, finishKey string) (wfapi.SendResult, error) {
 	if err := w.sending.Lock(ctx); err != nil {
 		return wfapi.SendResult{}, err
 	}
-	res, err := w.sendLocked(ctx, req)
+	res, err := w.sendLocked(ctx, req, finishKey)
 	w.sending.Unlock()
 	return res, err
 }
 
 // sendLocked is sendOne's send, run under the window's sending lock.
-func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest) (wfapi.SendResult, error) {
+func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest, finishKey string) (wfapi.SendResult, error) {
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
 	in := actapi.SendInput{SessionID: w.sessionID, RequestID: req.RequestID,
-		Content: contentOf(req), Final: req.Final}
+		Content: contentOf(req), Final: req.Final, FinishHandled: finishKey}
 	if req.SessionID != "" && req.SessionID != w.sessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
 	}
-	var out wfapi.SendResult
 	if w.holds(ctx, req) {
 		return w.hold(ctx, req, in)
 	}
-	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &out)
+	var ans actapi.SendAnswer
+	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &ans)
 	if err != nil {
 		return wfapi.SendResult{}, err
 	}
+	out := ans.SendOutput
 	if out.Status == vocab.AttemptSent {
 		w.confirmed = true
+	}
+	if ans.MessageStatus != "" {
+		w.verdict, w.reofferDue = ans.MessageStatus, false
 	}
 	switch {
 	case out.ErrorCode == string(vocab.CodeReplyQuotaExhausted):

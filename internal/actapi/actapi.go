@@ -167,6 +167,20 @@ type SendInput struct {
 	ReplyWindowID int64
 	// Final marks the agent's final answer (it may use the window's kept slots).
 	Final bool `json:",omitempty"`
+	// FinishHandled, when set, is the key of the message this reply answers: once the
+	// reply is confirmed sent, the same activity marks the message handled (FinishMessage's
+	// store rule), saving the workflow a FinishMessage activity per answered message.
+	FinishHandled string `json:",omitempty"`
+}
+
+// SendAnswer is Send's result: the send's outcome (the send Update's answer) and, when the
+// send finished its message (SendInput.FinishHandled), the message's status after that.
+type SendAnswer struct {
+	SendOutput
+	// MessageStatus is handled, or held while a held reply of the answer waits, when this
+	// send finished its message; "" when it did not (not asked, not confirmed sent, or the
+	// store refused: another verdict was recorded first).
+	MessageStatus string `json:",omitempty"`
 }
 
 // SendOutput is the outcome of a send: the send Update's answer (ErrorCode is a store

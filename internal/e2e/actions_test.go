@@ -107,6 +107,9 @@ func measureActions(t *testing.T, viaUpdate bool) {
 	if d := delta["ReplyWindow: ActivityTaskScheduled:HandOff"]; d != 0 {
 		t.Fatalf("%d HandOff activities: the poll makes the first offer", d)
 	}
+	if d := delta["ReplyWindow: ActivityTaskScheduled:FinishMessage"]; !viaUpdate && d != 0 {
+		t.Fatalf("%d FinishMessage activities: the sent reply of a handled answer finishes its message in its Send", d)
+	}
 }
 
 // slowAgent holds its first delivery until released.

@@ -27,16 +27,15 @@ import (
 //     start options (search attributes, id policies) and signals "retired" to the bot's
 //     previous window;
 //   - the window workflow runs the send activity (the reply reaches the user when it
-//     runs), then the finish activity, then waits on a timer (its expiry) or the retired
-//     signal, whichever comes first.
+//     runs; the same activity marks the message handled), then waits on a timer (its
+//     expiry) or the retired signal, whichever comes first.
 //
-// That is one workflow start, two activities, one timer and one signal per message (the
+// That is one workflow start, one activity, one timer and one signal per message (the
 // first message of a bot has no previous window to signal), as the worker's own histories
 // show; the run counts both from history, step by step.
 const (
 	engineWorkflow = "CeilingWindow"
 	engineSend     = "CeilingSend"
-	engineFinish   = "CeilingFinish"
 )
 
 // engineInput names the message of a ceiling window.
@@ -48,9 +47,6 @@ type engineInput struct {
 func ceilingWindow(ctx workflow.Context, in engineInput) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 	if err := workflow.ExecuteActivity(actx, engineSend, in).Get(ctx, nil); err != nil {
-		return err
-	}
-	if err := workflow.ExecuteActivity(actx, engineFinish, in).Get(ctx, nil); err != nil {
 		return err
 	}
 	retired := workflow.GetSignalChannel(ctx, wfapi.SignalRetired)
@@ -87,7 +83,6 @@ func (r *run) newEngineSystem(ctx context.Context) (satSystem, func(), error) {
 	})
 	w.RegisterWorkflowWithOptions(ceilingWindow, workflow.RegisterOptions{Name: engineWorkflow})
 	w.RegisterActivityWithOptions(e.send, activity.RegisterOptions{Name: engineSend})
-	w.RegisterActivityWithOptions(func(context.Context, engineInput) error { return nil }, activity.RegisterOptions{Name: engineFinish})
 	if err := w.Start(); err != nil {
 		return nil, nil, fmt.Errorf("start the engine's worker: %w", err)
 	}
