@@ -106,13 +106,13 @@ func StopAdoptedPolls(a *Activities, grace time.Duration) {
 func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 	a := s.a
 	k := a.keeper()
+	if !s.canAdopt() {
+		return 0, nil
+	}
 	k.mu.Lock()
 	key := k.livenessKey
 	k.mu.Unlock()
-	if a.Temporal == nil || key == 0 {
-		return 0, nil
-	}
-	if k.adopted.stopping() {
+	if key == 0 { // lost since
 		return 0, nil
 	}
 	cfg := a.cfg()
@@ -127,6 +127,16 @@ func (s *LeaseSupervisor) adopt(ctx context.Context) (int, error) {
 		}
 	}
 	return len(got), err
+}
+
+// canAdopt reports whether this worker adopts dead polls: it has a Temporal client (to end
+// the attempts) and a liveness session (so that its own death shows), and is not stopping.
+func (s *LeaseSupervisor) canAdopt() bool {
+	k := s.a.keeper()
+	k.mu.Lock()
+	key := k.livenessKey
+	k.mu.Unlock()
+	return s.a.Temporal != nil && key != 0 && !k.adopted.stopping()
 }
 
 // pollAdopted goes on with the dead poll activity attempt d, whose lease l this worker

@@ -452,7 +452,14 @@ func (s *LeaseSupervisor) Once(ctx context.Context) (int, error) {
 	me := a.keeper().holder
 	touchErr := a.Store.TouchPollWorker(ctx, me)
 	adopted, adoptErr := s.adopt(ctx)
-	dead, claimErr := a.Store.ClaimDeadPollLeases(ctx, me, s.Grace, maxClaimsPerScan)
+	// A worker that can adopt leaves what is adoptable to adoption: a death between its
+	// adoption above and this claim is adopted at the next scan, not retried through
+	// Temporal (hundreds of retries took seconds to dispatch in a chaos run).
+	var leave store.Adoptable
+	if s.canAdopt() {
+		leave = store.Adoptable{Session: a.cfg().PollSession, Overrun: adoptOverrun}
+	}
+	dead, claimErr := a.Store.ClaimDeadPollLeases(ctx, me, s.Grace, maxClaimsPerScan, leave)
 	s.mu.Lock()
 	if s.untold == nil {
 		s.untold = map[string]store.DeadPollLease{}

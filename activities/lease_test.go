@@ -108,7 +108,7 @@ func TestAWorkerHandsOnOnlyThePollsBeyondItsShareAndATenth(t *testing.T) {
 // stays there for the lease's next holder.
 func TestAPollFrozenBetweenItsLeaseCheckAndItsRequestNeverSendsIt(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(*options) {})
+	h := newHarness(t)
 	k := h.acts.keeper()
 	in := actapi.PollInput{AccountKey: h.key, Generation: 1, LeaseEpoch: time.Now().UnixNano()}
 	l, err := k.take(h.ctx, in, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
@@ -140,7 +141,7 @@ func TestAWorkerThatLosesItsLivenessSessionDropsItsLeasesAndOpensANewOne(t *test
 		return held, nil
 	})
 	// The peer's claim sees the dead key at once.
-	dead, err := h.store.ClaimDeadPollLeases(h.ctx, "a-peer", time.Hour, 10)
+	dead, err := h.store.ClaimDeadPollLeases(h.ctx, "a-peer", time.Hour, 10, store.Adoptable{})
 	if err != nil || len(dead) != 1 || !dead[0].HolderDied {
 		t.Fatalf("claim after the session's loss: %+v %v", dead, err)
 	}

@@ -92,7 +92,11 @@ RETURNING l.account_key, l.epoch, l.attempt, l.generation::integer AS generation
 -- supervisor never claims a lease of its own worker (claimer): that poll activity is
 -- alive, and may hold a page it fetched before an outage and has not committed yet; a
 -- replacement would fetch past that page. The live keys are an array, as for
--- AdoptDeadPollLeases.
+-- AdoptDeadPollLeases. With a positive session_ms the claimer can adopt, and the leases
+-- AdoptDeadPollLeases would take (with that session and overrun_ms) are left to adoption:
+-- a death that lands between a supervisor's adoption and its claim is then adopted at the
+-- next scan instead of turned into Temporal retries, which for a large worker take
+-- seconds to dispatch.
 WITH live AS MATERIALIZED (SELECT coalesce(array_agg(k::bigint), '{}')::bigint[] AS keys FROM ilk_live_keys() AS k)
 UPDATE poll_leases AS l SET holder = NULL, wanted_epoch = NULL, wanted_attempt = NULL,
     holder_key = NULL, task_token = NULL, claimed_at = clock_timestamp(), claimed_from = dead.dead_holder
@@ -104,6 +108,9 @@ FROM (
       AND a.status = 'active'
       AND (pl.expires_at < clock_timestamp() - sqlc.arg(grace_ms)::bigint * interval '1 millisecond'
            OR (pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys))))
+      AND NOT (sqlc.arg(session_ms)::bigint > 0
+               AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
+               AND pl.taken_at + (sqlc.arg(session_ms)::bigint + sqlc.arg(overrun_ms)::bigint) * interval '1 millisecond' > clock_timestamp())
     ORDER BY pl.expires_at
     LIMIT sqlc.arg(max_leases)
     FOR UPDATE OF pl SKIP LOCKED

@@ -136,14 +136,25 @@ FROM (
       AND a.status = 'active'
       AND (pl.expires_at < clock_timestamp() - $2::bigint * interval '1 millisecond'
            OR (pl.holder_key IS NOT NULL AND NOT (pl.holder_key = ANY (live.keys))))
+      AND NOT ($3::bigint > 0
+               AND pl.task_token IS NOT NULL AND pl.generation IS NOT NULL AND pl.wanted_epoch IS NULL
+               AND pl.taken_at + ($3::bigint + $4::bigint) * interval '1 millisecond' > clock_timestamp())
     ORDER BY pl.expires_at
-    LIMIT $3
+    LIMIT $5
     FOR UPDATE OF pl SKIP LOCKED
 ) AS dead
 WHERE l.account_key = dead.account_key
 RETURNING l.account_key, l.epoch, l.attempt, dead.dead_holder::text AS holder, dead.dead_token AS task_token,
     dead.holder_died::boolean AS holder_died
 `
+
+type ClaimDeadPollLeasesParams struct {
+	Claimer   string
+	GraceMs   int64
+	SessionMs int64
+	OverrunMs int64
+	MaxLeases int32
+}
 
 type ClaimDeadPollLeasesRow struct {
 	AccountKey string
@@ -161,9 +172,19 @@ type ClaimDeadPollLeasesRow struct {
 // supervisor never claims a lease of its own worker (claimer): that poll activity is
 // alive, and may hold a page it fetched before an outage and has not committed yet; a
 // replacement would fetch past that page. The live keys are an array, as for
-// AdoptDeadPollLeases.
-func (q *Queries) ClaimDeadPollLeases(ctx context.Context, claimer string, graceMs int64, maxLeases int32) ([]ClaimDeadPollLeasesRow, error) {
-	rows, err := q.db.Query(ctx, claimDeadPollLeases, claimer, graceMs, maxLeases)
+// AdoptDeadPollLeases. With a positive session_ms the claimer can adopt, and the leases
+// AdoptDeadPollLeases would take (with that session and overrun_ms) are left to adoption:
+// a death that lands between a supervisor's adoption and its claim is then adopted at the
+// next scan instead of turned into Temporal retries, which for a large worker take
+// seconds to dispatch.
+func (q *Queries) ClaimDeadPollLeases(ctx context.Context, arg ClaimDeadPollLeasesParams) ([]ClaimDeadPollLeasesRow, error) {
+	rows, err := q.db.Query(ctx, claimDeadPollLeases,
+		arg.Claimer,
+		arg.GraceMs,
+		arg.SessionMs,
+		arg.OverrunMs,
+		arg.MaxLeases,
+	)
 	if err != nil {
 		return nil, err
 	}

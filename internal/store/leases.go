@@ -199,6 +199,12 @@ func (s *Store) AdoptDeadPollLeases(ctx context.Context, adopter string, adopter
 	return out, err
 }
 
+// Adoptable is the poll session and the overrun past it within which a dead poll can be
+// adopted (AdoptDeadPollLeases); the zero value: none can.
+type Adoptable struct {
+	Session, Overrun time.Duration
+}
+
 // DeadPollLease is a lease ClaimDeadPollLeases freed: the claim of the dead poll activity
 // (its holder, epoch, attempt and task token) and why it was claimed.
 type DeadPollLease struct {
@@ -215,14 +221,18 @@ type DeadPollLease struct {
 // replaced. Leases held by claimer (the calling worker) are never claimed: its poll
 // activities are alive, and one whose lease expired during a database outage may hold a
 // fetched page it has not committed yet (it commits it, then lets go); a replacement would
-// fetch past that page and its commit would be refused.
-func (s *Store) ClaimDeadPollLeases(ctx context.Context, claimer string, grace time.Duration, max int) ([]DeadPollLease, error) {
-	if max <= 0 || max > 10000 || grace < 0 || claimer == "" {
-		return nil, fail(vocab.CodeInvalidInput, "claim of dead leases: max must be 1..10000, grace not negative and the claimer named")
+// fetch past that page and its commit would be refused. Leases that a worker can adopt
+// within leave (AdoptDeadPollLeases with leave's session and overrun) are left to
+// adoption; the zero Adoptable claims them too (a claimer that cannot adopt).
+func (s *Store) ClaimDeadPollLeases(ctx context.Context, claimer string, grace time.Duration, max int, leave Adoptable) ([]DeadPollLease, error) {
+	if max <= 0 || max > 10000 || grace < 0 || claimer == "" || leave.Session < 0 || leave.Overrun < 0 {
+		return nil, fail(vocab.CodeInvalidInput,
+			"claim of dead leases: max must be 1..10000, grace, session and overrun not negative and the claimer named")
 	}
 	var out []DeadPollLease
 	err := s.read(ctx, "claim dead poll leases", func(q *dbq.Queries) error {
-		rows, err := q.ClaimDeadPollLeases(ctx, claimer, grace.Milliseconds(), int32(max))
+		rows, err := q.ClaimDeadPollLeases(ctx, dbq.ClaimDeadPollLeasesParams{Claimer: claimer, GraceMs: grace.Milliseconds(),
+			SessionMs: leave.Session.Milliseconds(), OverrunMs: leave.Overrun.Milliseconds(), MaxLeases: int32(max)})
 		for _, r := range rows {
 			out = append(out, DeadPollLease{PollLease: PollLease{AccountKey: r.AccountKey, Holder: r.Holder, Epoch: r.Epoch,
 				Attempt: r.Attempt, TaskToken: r.TaskToken}, HolderDied: r.HolderDied})

@@ -77,7 +77,7 @@ func TestAnExpiredPollLeaseIsClaimedOnceAndMayBeTaken(t *testing.T) {
 	if ok, _, err := s.TakePollLease(ctx, a, time.Minute); err != nil || !ok {
 		t.Fatalf("take: %v %v", ok, err)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("claimed a live lease: %+v %v", dead, err)
 	}
 	if _, err := s.pool.Exec(ctx, "UPDATE poll_leases SET expires_at = clock_timestamp() - interval '1 second'"); err != nil {
@@ -86,14 +86,14 @@ func TestAnExpiredPollLeaseIsClaimedOnceAndMayBeTaken(t *testing.T) {
 	if c, err := s.CountPollLeases(ctx); err != nil || c.Expired != 1 || c.Live != 0 {
 		t.Fatalf("counts %+v %v", c, err)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", time.Minute, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", time.Minute, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("claimed within the grace: %+v %v", dead, err)
 	}
-	dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10)
+	dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10, Adoptable{})
 	if err != nil || len(dead) != 1 || dead[0].AccountKey != key || dead[0].Epoch != 1 {
 		t.Fatalf("claim %+v %v", dead, err)
 	}
-	if again, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10); err != nil || len(again) != 0 {
+	if again, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10, Adoptable{}); err != nil || len(again) != 0 {
 		t.Fatalf("claimed twice: %+v %v", again, err)
 	}
 	if kept, err := s.RenewPollLeases(ctx, "worker-a", []string{key}, time.Minute); err != nil || len(kept) != 0 {
@@ -110,7 +110,7 @@ func TestAnExpiredPollLeaseIsClaimedOnceAndMayBeTaken(t *testing.T) {
 	if _, err := s.PauseAccount(ctx, time.Now(), key, 1, time.Now().Add(time.Hour), "test"); err != nil {
 		t.Fatal(err)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "supervisor", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("claimed a paused account's lease: %+v %v", dead, err)
 	}
 }
@@ -129,13 +129,13 @@ func TestASupervisorNeverClaimsALeaseOfItsOwnWorker(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, "UPDATE poll_leases SET expires_at = clock_timestamp() - interval '1 minute'"); err != nil {
 		t.Fatal(err)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-a", 0, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-a", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("worker-a's supervisor claimed worker-a's lease: %+v %v", dead, err)
 	}
 	if c, err := s.CountPollLeases(ctx); err != nil || c.Expired != 1 {
 		t.Fatalf("the lease is no longer held: %+v %v", c, err)
 	}
-	dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
+	dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{})
 	if err != nil || len(dead) != 1 || dead[0].AccountKey != key {
 		t.Fatalf("another worker's claim: %+v %v", dead, err)
 	}

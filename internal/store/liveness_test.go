@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func TestAnExpiredLeaseOfAHolderStillLiveIsAdoptedAfterTheGraceAndItsAttemptShow
 	if again := adopt(0); len(again) != 0 {
 		t.Fatalf("adopted twice: %+v", again)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-c", 0, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-c", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("the adopted lease was claimed: %+v %v", dead, err)
 	}
 	// Once the adopter released it, the thawed holder is no longer told so.
@@ -126,7 +127,7 @@ func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testin
 	if ok, _, err := s.TakePollLease(ctx, l, time.Hour); err != nil || !ok {
 		t.Fatalf("take: %v %v", ok, err)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("claimed the lease of a live session: %+v %v", dead, err)
 	}
 	die()
@@ -134,14 +135,14 @@ func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testin
 	// The server ends the backend just after the client's socket closes.
 	testkit.Eventually(t, "the dead holder's lease claimed", 10*time.Second, func() (bool, error) {
 		var err error
-		dead, err = s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
+		dead, err = s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{})
 		return len(dead) > 0, err
 	})
 	if len(dead) != 1 || dead[0].AccountKey != acct || !dead[0].HolderDied || dead[0].Holder != "worker-a" ||
 		dead[0].Epoch != 5 || dead[0].Attempt != 3 || string(dead[0].TaskToken) != string(token) {
 		t.Fatalf("claim %+v", dead)
 	}
-	if again, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(again) != 0 {
+	if again, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{}); err != nil || len(again) != 0 {
 		t.Fatalf("claimed twice: %+v %v", again, err)
 	}
 	// A claimed lease is free: the retry Temporal hands out may go to a worker that dies
@@ -164,7 +165,7 @@ func TestALeaseWhoseHoldersSessionEndedIsClaimedAtOnceWithItsTaskToken(t *testin
 	if ok, _, err := s.TakePollLease(ctx, bare, time.Hour); err != nil || !ok {
 		t.Fatalf("take without a key: %v %v", ok, err)
 	}
-	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10); err != nil || len(dead) != 0 {
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
 		t.Fatalf("claimed a live lease without a key: %+v %v", dead, err)
 	}
 }
@@ -274,7 +275,7 @@ func TestAClaimedLeaseOfADeadWorkerIsRecheckedOnlyAfterTheLongerDelay(t *testing
 	}
 	// The holder lives but its lease expired (frozen): claimed, and due after the short delay.
 	testkit.Eventually(t, "the expired lease claimed", 10*time.Second, func() (bool, error) {
-		dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
+		dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{})
 		return len(dead) == 1 && !dead[0].HolderDied, err
 	})
 	if load, err := s.ReadPollLoad(ctx, time.Hour); err != nil || load.Moving != 1 {
@@ -334,7 +335,7 @@ func TestAReleasedLeaseNoPollTookIsDueForARecheckAfterTheLongerDelay(t *testing.
 // what is left of the attempt's session; a lease that cannot go on under its attempt is
 // left to the claim: one with no task token or generation (an older release's), one a
 // newer poll asked for, one whose session ended longer than the overrun ago, and one
-// whose holder lives.
+// whose holder lives. A claimer that can adopt leaves the adoptable poll to adoption.
 func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -373,6 +374,19 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 		t.Fatalf("adopted the polls of a live holder: %+v %v", got, err)
 	}
 	die()
+	// A claimer that can adopt claims the three that cannot be adopted and leaves the
+	// adoptable poll to adoption (its own next scan, or a peer's).
+	claimed := map[string]bool{}
+	testkit.Eventually(t, "the dead holder's leases that cannot be adopted claimed", 10*time.Second, func() (bool, error) {
+		dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10, Adoptable{Session: 10 * time.Minute, Overrun: 30 * time.Second})
+		for _, d := range dead {
+			claimed[d.AccountKey] = true
+		}
+		return len(claimed) >= 3, err
+	})
+	if len(claimed) != 3 || !claimed[others[0]] || !claimed[others[1]] || !claimed[others[2]] {
+		t.Fatalf("claimed %v, want the three dead leases that cannot be adopted", claimed)
+	}
 	var got []AdoptedPollLease
 	testkit.Eventually(t, "the dead holder's poll adopted", 10*time.Second, func() (bool, error) {
 		var err error
@@ -396,20 +410,11 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 	if kept, err := s.RenewPollLeases(ctx, "worker-b", []string{acct}, time.Minute); err != nil || len(kept) != 1 || kept[0].Attempt != 2 {
 		t.Fatalf("renewal of the adopted lease: %+v %v", kept, err)
 	}
-	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 0 {
-		t.Fatalf("free leases after the adoption: %v %v", free, err)
+	if free, err := s.ListUnleasedAccounts(ctx, 10); err != nil || len(free) != 3 || slices.Contains(free, acct) {
+		t.Fatalf("free leases after the adoption: %v %v, want the three claimed", free, err)
 	}
-	// The rest go to the claim, as before.
-	dead, err := s.ClaimDeadPollLeases(ctx, "worker-b", 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed := map[string]bool{}
-	for _, d := range dead {
-		claimed[d.AccountKey] = true
-	}
-	if len(dead) != 3 || !claimed[others[0]] || !claimed[others[1]] || !claimed[others[2]] {
-		t.Fatalf("claimed %+v, want the three dead leases that were not adopted", dead)
+	if dead, err := s.ClaimDeadPollLeases(ctx, "worker-c", 0, 10, Adoptable{}); err != nil || len(dead) != 0 {
+		t.Fatalf("claimed %+v %v after the adoption and the claim", dead, err)
 	}
 	if _, err := s.AdoptDeadPollLeases(ctx, "", 77, time.Minute, 0, time.Minute, 0, 10); CodeOf(err) != vocab.CodeInvalidInput {
 		t.Fatalf("adoption without an adopter: %v", err)
