@@ -569,11 +569,12 @@ const (
 
 // DefaultAbandonedAfter is how long a poll activity started by a worker at work may go
 // without taking its free lease before the recheck fails it all the same: a busy worker
-// takes the lease within seconds of the start, so a poll that has not after this was
-// dropped (seen once in a chaos run: a task handed to a live worker 11 s after its start
-// and never run, which left its bot unpolled until the start-to-close). Should the poll
-// still run, its lease protocol keeps it from polling beside the retry.
-const DefaultAbandonedAfter = 30 * time.Second
+// takes the lease within seconds of the start, so a poll that has not after this was lost
+// on its way (Temporal records a task started when it hands it to a worker's request for
+// work, and a task lost in that delivery waits out its start-to-close; chaos runs saw it
+// twice in rolling restarts, on live workers). Should the poll still run, its lease
+// protocol keeps it from polling beside the retry.
+const DefaultAbandonedAfter = 10 * time.Second
 
 // abandonedAfter is s.AbandonedAfter or its default.
 func (s *LeaseSupervisor) abandonedAfter() time.Duration {
