@@ -259,25 +259,29 @@ type run struct {
 
 	cleanups []func()
 
-	tc       client.Client
-	tcAddr   string
-	ns       string
-	tq       string
-	pool     *pgxpool.Pool
-	store    *store.Store
-	appName  string // the worker's PostgreSQL application_name
-	workerDB string // the worker's DATABASE_URL
-	keySpec  string
-	simURL   string
-	ctl      *ilinksim.Control
-	bots     []bot
-	worker   *workerProc
-	sampler  *sampler
-	workCfg  gateway.Config // the configuration the worker runs with (for estimates)
-	workDir  string
-	failed   bool
-	satSeq   atomic.Int64 // numbers the saturation run's messages
-	dbURL    string       // the run's database: DatabaseURL, or one of its own
+	tc      client.Client
+	tcAddr  string
+	ns      string
+	tq      string
+	pool    *pgxpool.Pool
+	store   *store.Store
+	appName string // the worker's PostgreSQL application_name
+	// temporalPID and temporalDBs are the PostgreSQL-backed Temporal server the run
+	// started and its databases (0 and none for the dev server).
+	temporalPID int
+	temporalDBs []string
+	workerDB    string // the worker's DATABASE_URL
+	keySpec     string
+	simURL      string
+	ctl         *ilinksim.Control
+	bots        []bot
+	worker      *workerProc
+	sampler     *sampler
+	workCfg     gateway.Config // the configuration the worker runs with (for estimates)
+	workDir     string
+	failed      bool
+	satSeq      atomic.Int64 // numbers the saturation run's messages
+	dbURL       string       // the run's database: DatabaseURL, or one of its own
 }
 
 // Run runs the scale test and returns its report. The report is returned also when the
@@ -404,6 +408,7 @@ func (r *run) setupTemporal(ctx context.Context) error {
 			}
 		})
 		addr = srv.HostPort
+		r.temporalPID, r.temporalDBs = srv.PID(), srv.Databases()
 		r.rep.Temporal = "Temporal server " + pgtemporal.ServerVersion + " on PostgreSQL started by the run at " + addr + " (4 history shards, default task-queue partitions)"
 	} else if addr == "" {
 		r.log.Info("starting the Temporal dev server (temporal CLI)")

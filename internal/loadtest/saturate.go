@@ -172,13 +172,16 @@ type procMeter struct {
 type reading struct {
 	cpu        map[string]float64
 	pgBackends map[int]float64 // CPU of each PostgreSQL backend read
-	xacts      float64
-	roundTrips float64
-	rtOK       bool
+	// temporalBackends is the same for the PostgreSQL-backed Temporal server's backends
+	// (its databases'): the server's persistence, counted with its own CPU.
+	temporalBackends map[int]float64
+	xacts            float64
+	roundTrips       float64
+	rtOK             bool
 }
 
 func (r *run) read(ctx context.Context, m *procMeter) reading {
-	rd := reading{cpu: map[string]float64{}, pgBackends: map[int]float64{}}
+	rd := reading{cpu: map[string]float64{}, pgBackends: map[int]float64{}, temporalBackends: map[int]float64{}}
 	for role, pids := range m.pids {
 		for _, pid := range pids {
 			if s, err := procCPUSeconds(pid); err == nil {
@@ -201,6 +204,20 @@ func (r *run) read(ctx context.Context, m *procMeter) reading {
 		}
 		rows.Close()
 	}
+	if len(r.temporalDBs) > 0 {
+		if rows, err := r.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = ANY($1) AND backend_type = 'client backend'`, r.temporalDBs); err == nil {
+			for rows.Next() {
+				var pid int
+				if rows.Scan(&pid) == nil {
+					if s, err := procCPUSeconds(pid); err == nil {
+						rd.temporalBackends[pid] = s
+					}
+				}
+			}
+			rows.Close()
+		}
+	}
 	_ = r.pool.QueryRow(ctx, `SELECT (xact_commit + xact_rollback)::float8 FROM pg_stat_database
 		WHERE datname = current_database()`).Scan(&rd.xacts)
 	if m.roundTrips != nil {
@@ -212,9 +229,15 @@ func (r *run) read(ctx context.Context, m *procMeter) reading {
 // pgCPU is the PostgreSQL CPU between two readings: each backend's growth, a backend
 // that appeared in between counted from zero (one that exited in between is missed).
 func pgCPU(a, b reading) float64 {
+	return backendsCPU(a.pgBackends, b.pgBackends)
+}
+
+// backendsCPU is the CPU of a set of backends between two readings, each backend's growth
+// (one that appeared in between counted from zero).
+func backendsCPU(a, b map[int]float64) float64 {
 	var s float64
-	for pid, t := range b.pgBackends {
-		s += t - a.pgBackends[pid]
+	for pid, t := range b {
+		s += t - a[pid]
 	}
 	return s
 }
@@ -399,6 +422,9 @@ func (r *run) satStep(ctx context.Context, sys satSystem, m *procMeter, bots int
 		st.CPUSeconds[role] = after.cpu[role] - before.cpu[role]
 	}
 	st.CPUSeconds["postgres"] = pgCPU(before, after)
+	if _, ok := st.CPUSeconds["temporal"]; ok {
+		st.CPUSeconds["temporal"] += backendsCPU(before.temporalBackends, after.temporalBackends)
+	}
 	st.CPUMSPerMessage = map[string]float64{}
 	st.PGTransactions = after.xacts - before.xacts
 	if m.noDB {
@@ -478,9 +504,13 @@ func (r *run) countSaturation(ctx context.Context, rep *SatReport) error {
 	return nil
 }
 
-// temporalPIDs finds the Temporal dev server the run started (its command line names
-// start-dev and the frontend port); none for a server given by address elsewhere.
+// temporalPIDs finds the Temporal server the run started: the PostgreSQL-backed one by its
+// process, the dev server by its command line (start-dev and the frontend port); none for
+// a server given by address elsewhere.
 func (r *run) temporalPIDs() []int {
+	if r.temporalPID != 0 {
+		return []int{r.temporalPID}
+	}
 	_, port, ok := strings.Cut(r.tcAddr, ":")
 	if !ok {
 		return nil

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,6 +238,18 @@ func (s *Server) cleanup() error {
 	errs = append(errs, os.RemoveAll(s.dir))
 	return errors.Join(errs...)
 }
+
+// PID is the server process's id (0 once it was not started).
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Databases are the PostgreSQL databases the server keeps its persistence and visibility
+// in.
+func (s *Server) Databases() []string { return slices.Clone(s.dbs) }
 
 // Output returns the tail of the server's log, for diagnostics.
 func (s *Server) Output() string { return s.out.String() }
