@@ -181,7 +181,7 @@ type reading struct {
 }
 
 func (r *run) read(ctx context.Context, m *procMeter) reading {
-	rd := reading{cpu: map[string]float64{}, pgBackends: map[int]float64{}, temporalBackends: map[int]float64{}}
+	rd := reading{cpu: map[string]float64{}}
 	for role, pids := range m.pids {
 		for _, pid := range pids {
 			if s, err := procCPUSeconds(pid); err == nil {
@@ -191,32 +191,11 @@ func (r *run) read(ctx context.Context, m *procMeter) reading {
 	}
 	// The system's client backends and PostgreSQL's own processes (WAL writer,
 	// checkpointer...); not the backends of other clients.
-	rows, err := r.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+	rd.pgBackends = r.readBackends(ctx, `SELECT pid FROM pg_stat_activity
 		WHERE application_name = ANY($1) OR backend_type <> 'client backend'`, m.pgAppNames)
-	if err == nil {
-		for rows.Next() {
-			var pid int
-			if rows.Scan(&pid) == nil {
-				if s, err := procCPUSeconds(pid); err == nil {
-					rd.pgBackends[pid] = s
-				}
-			}
-		}
-		rows.Close()
-	}
 	if len(r.temporalDBs) > 0 {
-		if rows, err := r.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE datname = ANY($1) AND backend_type = 'client backend'`, r.temporalDBs); err == nil {
-			for rows.Next() {
-				var pid int
-				if rows.Scan(&pid) == nil {
-					if s, err := procCPUSeconds(pid); err == nil {
-						rd.temporalBackends[pid] = s
-					}
-				}
-			}
-			rows.Close()
-		}
+		rd.temporalBackends = r.readBackends(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = ANY($1) AND backend_type = 'client backend'`, r.temporalDBs)
 	}
 	_ = r.pool.QueryRow(ctx, `SELECT (xact_commit + xact_rollback)::float8 FROM pg_stat_database
 		WHERE datname = current_database()`).Scan(&rd.xacts)
@@ -224,6 +203,26 @@ func (r *run) read(ctx context.Context, m *procMeter) reading {
 		rd.roundTrips, rd.rtOK = m.roundTrips(ctx)
 	}
 	return rd
+}
+
+// readBackends reads the CPU so far of each PostgreSQL backend the query (its one argument
+// arg) lists by pid; none when the query fails.
+func (r *run) readBackends(ctx context.Context, query string, arg any) map[int]float64 {
+	out := map[int]float64{}
+	rows, err := r.pool.Query(ctx, query, arg)
+	if err != nil {
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		if rows.Scan(&pid) == nil {
+			if s, err := procCPUSeconds(pid); err == nil {
+				out[pid] = s
+			}
+		}
+	}
+	return out
 }
 
 // pgCPU is the PostgreSQL CPU between two readings: each backend's growth, a backend
