@@ -243,6 +243,26 @@ func (s *Store) setStatus(ctx context.Context, now time.Time, accountKey string,
 	if len(reason) > 512 {
 		return StatusChange{}, fail(vocab.CodeInvalidInput, "reason is too long")
 	}
+	// The change locks the account, then its windows, messages and sessions; a message's
+	// finish running at the same instant (a send that answered it) locks them from the
+	// message's side, and PostgreSQL ends one of the two as a deadlock. The whole change
+	// rolled back, so it is run again (the operator's command does not fail on it).
+	var out StatusChange
+	var err error
+	for try := 1; ; try++ {
+		out, err = s.setStatusOnce(ctx, now, accountKey, generation, status, reason, pauseUntil, from, cancelWindows)
+		if !isConflict(err) || try == maxConflictTries {
+			return out, err
+		}
+	}
+}
+
+// maxConflictTries bounds the runs of a change a deadlock or serialization failure ended.
+const maxConflictTries = 3
+
+// setStatusOnce is one run of setStatus's transaction.
+func (s *Store) setStatusOnce(ctx context.Context, now time.Time, accountKey string, generation int32, status, reason string,
+	pauseUntil *time.Time, from []string, cancelWindows bool) (StatusChange, error) {
 	var out StatusChange
 	err := s.inTx(ctx, "set account status", func(q *dbq.Queries) error {
 		cur, err := lockAccount(ctx, q, accountKey)

@@ -107,6 +107,13 @@ var constraintCodes = map[string]vocab.Code{
 // result columns changed type since it was prepared.
 const msgStalePlan = "cached plan must not change result type"
 
+// isConflict reports whether err is a deadlock or serialization failure: PostgreSQL
+// rolled the whole transaction back, and running it again may succeed.
+func isConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
 // wrapDB turns a database error into a store error. Rule constraints map to their code;
 // anything else is reported as unavailable (retryable) with the driver error wrapped.
 func wrapDB(op string, err error) error {
