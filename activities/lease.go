@@ -682,7 +682,8 @@ func (s *LeaseSupervisor) replace(ctx context.Context, inst wfapi.Installation, 
 // unleased finds the workers that died since the last scan (this supervisor is the one
 // that marks each dead) and fails the poll activities Temporal counts as started by them
 // among the bots whose lease is free (except those in skip, claimed in this scan: their
-// attempts are failed through their task tokens): activities picked up by a worker that
+// attempts are failed through their task tokens, and those polled in this process):
+// activities picked up by a worker that
 // died before it took their lease, the retry of a lease claimed or handed on earlier
 // among them.
 func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation, skip map[string]bool) (int, error) {
@@ -695,7 +696,11 @@ func (s *LeaseSupervisor) unleased(ctx context.Context, inst wfapi.Installation,
 	var errs []error
 	for _, w := range workers {
 		a.log().Info("worker found dead (its liveness session is gone)", "holder", w.Holder)
-		n, err := failUnleasedStartedBy(ctx, a, inst, w.Holder, func(acct string) bool { return skip[acct] }, errPollWorkerDied,
+		// A poll this worker adopted from the dead one runs here until it has ended the
+		// attempt through its token: between its lease's release and that end its lease is
+		// free, and failing the attempt then would start a needless retry beside it.
+		k := a.keeper()
+		n, err := failUnleasedStartedBy(ctx, a, inst, w.Holder, func(acct string) bool { return skip[acct] || k.pollsRunning(acct) }, errPollWorkerDied,
 			"a poll activity picked up by a dead worker before it took its lease is retried on a live worker")
 		total += n
 		errs = append(errs, err)
