@@ -9,7 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ilinkflow/ilinkflow/db/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
