@@ -58,11 +58,10 @@ func (a *Activities) Send(ctx context.Context, in actapi.SendInput) (actapi.Send
 // finishes once more.
 func (a *Activities) finishSent(ctx context.Context, messageKey string, out actapi.SendOutput) (actapi.SendAnswer, error) {
 	fctx, cancel := detached(ctx, 10*time.Second)
-	m, err := a.Store.FinishMessage(fctx, now(), messageKey, vocab.MessageHandled, "")
+	m, err := a.recordVerdict(fctx, messageKey, vocab.MessageHandled, "")
 	cancel()
 	switch {
 	case err == nil:
-		a.log().Info("message finished", "message", m.MessageKey, "status", m.Status)
 		return actapi.SendAnswer{SendOutput: out, MessageStatus: m.Status}, nil
 	case store.IsRuleViolation(err):
 		a.log().Info("message not finished with its reply", "message", messageKey, "code", store.CodeOf(err))
