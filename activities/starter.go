@@ -2,14 +2,10 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // offerTimeout bounds the first hand-off a poll makes for a window it opened (the
@@ -21,11 +17,11 @@ const offerTimeout = 2 * time.Minute
 const slowWindowStart = 5 * time.Second
 
 // windowStarter gives the windows a poll opens their workflows without holding up the
-// poll: for a deliverable message it first hands the message off (the window's first
-// offer, so the workflow needs no HandOff activity for it), then starts the workflow with
-// the outcome. It runs each window in its own goroutine, tells retired windows to end
-// only after their own start, and collects what it could not start or signal so that the
-// poller's workflow does it (SyncWindows).
+// poll: wfclient.LaunchWindow, with the poll's HandOff as the first offer (the window was
+// opened by this poll's commit, so the offer is surely its first), so the workflow needs
+// no HandOff activity for it. It runs each window in its own goroutine, tells retired
+// windows to end only after their own start, and collects what it could not start or
+// signal so that the poller's workflow does it (SyncWindows).
 type windowStarter struct {
 	a  *Activities
 	wg sync.WaitGroup
@@ -64,18 +60,24 @@ func (ws *windowStarter) add(ctx context.Context, opened []actapi.WindowRef, ret
 	}
 }
 
-// start makes the first offer of a deliverable window, then starts its workflow.
+// start gives an opened window its workflow, with its first offer
+// (wfclient.LaunchWindow through startWindow).
 func (ws *windowStarter) start(ctx context.Context, ref actapi.WindowRef) {
 	defer ws.wg.Done()
-	var offer *wfapi.Offer
 	began := time.Now()
-	if ref.Deliverable {
+	offered := began
+	handOff := func(ctx context.Context, in actapi.HandOffInput) (actapi.HandOffOutput, error) {
 		octx, cancel := context.WithTimeout(ctx, offerTimeout)
-		offer = ws.a.firstOffer(octx, ref)
-		cancel()
+		defer cancel()
+		out, err := ws.a.HandOff(octx, in)
+		offered = time.Now()
+		if err != nil {
+			ws.a.log().Info("first hand-off from the poll did not succeed; the window's workflow offers unless it failed for good",
+				"reply_window_id", ref.ReplyWindowID, "error", err)
+		}
+		return out, err
 	}
-	offered := time.Now()
-	err := ws.a.startWindow(ctx, ref, offer)
+	err := ws.a.startWindow(ctx, ref, handOff)
 	if took := time.Since(began); took > slowWindowStart {
 		// The poll that opened the window waits for its start before it ends.
 		ws.a.log().Warn("a window's first offer and workflow start were slow", "reply_window_id", ref.ReplyWindowID,
@@ -129,22 +131,4 @@ func (ws *windowStarter) wait() actapi.WindowsInput {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.failed
-}
-
-// firstOffer hands a window's message off before its workflow exists. It returns nil
-// when the workflow must hand off itself: a retryable failure (its HandOff activity
-// retries with back-off) or a refusal (it learns the refusal and ends the offers).
-func (a *Activities) firstOffer(ctx context.Context, ref actapi.WindowRef) *wfapi.Offer {
-	out, err := a.HandOff(ctx, actapi.HandOffInput{ReplyWindowID: ref.ReplyWindowID, Attempt: 1})
-	if err != nil {
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == actapi.ErrTypeHandOffFailed {
-			return &wfapi.Offer{MessageKey: ref.MessageKey, Failed: true}
-		}
-		a.log().Info("first hand-off from the poll did not succeed; the window's workflow hands off",
-			"reply_window_id", ref.ReplyWindowID, "error", err)
-		return nil
-	}
-	return &wfapi.Offer{SessionID: out.SessionID, MessageKey: out.MessageKey, Delivered: out.Delivered,
-		Replies: out.Replies, Handled: out.Handled}
 }

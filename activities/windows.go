@@ -26,7 +26,7 @@ func (a *Activities) SyncWindows(ctx context.Context, in actapi.WindowsInput) er
 		return errNoTemporal
 	}
 	for _, w := range in.Opened {
-		if err := a.startWindow(ctx, w, nil); err != nil {
+		if err := a.startWindow(ctx, w, nil); err != nil { // the workflow may run: no offer before the start
 			return err
 		}
 	}
@@ -38,15 +38,19 @@ func (a *Activities) SyncWindows(ctx context.Context, in actapi.WindowsInput) er
 	return nil
 }
 
-// startWindow starts the ReplyWindow workflow of an opened window unless its id is taken;
-// offer is the first hand-off when it was already made (nil: the workflow makes it).
-func (a *Activities) startWindow(ctx context.Context, w actapi.WindowRef, offer *wfapi.Offer) error {
+// startWindow gives an opened window its ReplyWindow workflow (wfclient.LaunchWindow,
+// idempotent: a running workflow is left alone). handOff is the first offer's hand-off
+// when the caller's commit opened the window just now (the poll); nil: the workflow
+// offers.
+func (a *Activities) startWindow(ctx context.Context, w actapi.WindowRef,
+	handOff func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)) error {
 	cfg := a.cfg()
 	id, err := a.Store.WindowWorkflowID(ctx, w.ReplyWindowID)
 	if err != nil {
 		return storeErr("window workflow id", err)
 	}
-	_, err = wfclient.StartWindow(ctx, a.Temporal, cfg.TaskQueue, id, wfclient.WindowInput(w, cfg.ReofferAfter, offer))
+	_, err = wfclient.LaunchWindow(ctx, wfclient.WindowLaunch{Temporal: a.Temporal, TaskQueue: cfg.TaskQueue,
+		WorkflowID: id, Window: w, ReofferAfter: cfg.ReofferAfter, HandOff: handOff})
 	return err
 }
 

@@ -19,7 +19,7 @@ type enrollment struct {
 	cancel   workflow.ReceiveChannel
 }
 
-// Enrollment drives one QR login (design.md §4): it records the offer, fetches the QR
+// Enrollment drives one QR login: it records the offer, fetches the QR
 // code, exposes its state through a query, polls the QR status, replaces a QR code iLink
 // reports expired (up to MaxQRRefreshes times, while its own lifetime lasts), follows
 // redirects, waits for a verification-code signal when iLink asks for one, accepts

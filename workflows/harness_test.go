@@ -20,6 +20,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -118,7 +119,7 @@ func (r *rig) bot() simBot {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	a, err := r.store.RegisterAccount(r.ctx, time.Now(), store.RegisterInput{
+	a, err := storetest.RegisterAccount(r.ctx, r.store, time.Now(), store.ConfirmInput{
 		ProviderAccountID: info.BotID, OwnerPeerID: info.Owner, BaseURL: r.srv.URL, BotToken: sealing.NewSecret(info.Token),
 	})
 	if err != nil {

@@ -39,7 +39,7 @@ type poller struct {
 	lastEpoch int64
 }
 
-// AccountPoller polls one account (design.md §4): it loops long-poll → page commit (both
+// AccountPoller polls one account: it loops long-poll → page commit (both
 // inside the PollAccount activity, so no page and no token crosses history and an idle
 // account adds no events), starts a ReplyWindow workflow for each window a commit opens
 // and tells superseded ones to end, backs off after upstream errors (2 s, then 30 s after

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -83,7 +84,7 @@ func TestContinueAsNewCarriesStateAndLosesNoSignal(t *testing.T) {
 	if next.Generation != 2 || next.AccountKey != b.key || next.Config.MaxLoops != 1 {
 		t.Fatalf("continued with %+v: the rotate signal or the state was lost", next)
 	}
-	c, err := r.store.GetCursor(r.ctx, b.key)
+	c, err := r.store.GetAccount(r.ctx, b.key)
 	if err != nil || c.Cursor == "" {
 		t.Fatalf("cursor %q (%v): the page before continue-as-new must be committed", c.Cursor, err)
 	}
@@ -262,7 +263,7 @@ func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
 		gens = append(gens, in.Generation)
 		switch len(gens) {
 		case 1: // the bot is re-enrolled with a new token while the poll runs; no signal
-			if _, err := r.store.RotateAccount(r.ctx, time.Now(), store.RotateInput{AccountKey: b.key, ExpectedGeneration: 1,
+			if _, err := storetest.Enroll(r.ctx, r.store, time.Now(), store.ConfirmInput{AccountGeneration: 2,
 				ProviderAccountID: b.info.BotID, OwnerPeerID: b.info.Owner, BaseURL: r.srv.URL,
 				BotToken: sealing.NewSecret(b.info.Token)}); err != nil {
 				t.Error(err)

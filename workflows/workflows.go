@@ -1,7 +1,7 @@
 // Package workflows holds ilinkflow's three Temporal workflows: AccountPoller (one per
 // active account), ReplyWindow (one per reply window) and Enrollment (one per QR login
-// offer). They are deterministic state machines that follow design.md §4; every effect
-// runs in an activity. Names, ids and payloads are in package wfapi.
+// offer). They are deterministic state machines (docs/architecture.md#temporal-orchestration);
+// every effect runs in an activity. Names, ids and payloads are in package wfapi.
 package workflows
 
 import (

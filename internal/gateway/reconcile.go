@@ -93,9 +93,8 @@ const DefaultPendingGrace = 15 * time.Minute
 // orphaned by a crash are released (their quota given back), every active account has
 // its AccountPoller (one not running is started: activities.StartPoller, signal-with-start
 // with its generation), and every open window has its ReplyWindow workflow
-// ([StartWindow]). Running workflows are found through Temporal's visibility and left as
-// they are. It is idempotent: a
-// second run starts nothing new. Errors of single accounts or windows do not stop the
+// ([wfclient.LaunchWindow]). Running workflows are found through Temporal's visibility
+// and left as they are. It is idempotent: a second run starts nothing new. Errors of single accounts or windows do not stop the
 // others; they are joined in the returned error, next to a report of what was done.
 func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue string) (ReconcileReport, error) {
 	return ReconcileWithOptions(ctx, st, tc, ReconcileOptions{TaskQueue: taskQueue})
@@ -259,7 +258,7 @@ func (r *reconciler) checkPaused(ctx context.Context) {
 	}
 }
 
-// startWindows makes sure every open window has its ReplyWindow workflow (StartWindow). It
+// startWindows makes sure every open window has its ReplyWindow workflow (LaunchWindow). It
 // returns the reconcile's error when it cannot go on: the windows are unreadable or ctx ended.
 func (r *reconciler) startWindows(ctx context.Context) error {
 	windows, err := r.st.ListOpenWindows(ctx, "", time.Time{}, maxReconciledWindows)
@@ -280,8 +279,11 @@ func (r *reconciler) startWindows(ctx context.Context) error {
 			r.rep.WindowsRunning++
 			continue
 		}
-		outcome, err := wfclient.StartWindow(ctx, r.tc, r.opts.TaskQueue, r.inst.WindowWorkflowID(w.ReplyWindowID),
-			wfclient.WindowInput(activities.WindowRefOf(w), r.acts.Config.ReofferAfter, nil))
+		// No offer before the start: the window may have been offered already (its
+		// workflow ran, or runs and visibility did not list it); the workflow offers.
+		outcome, err := wfclient.LaunchWindow(ctx, wfclient.WindowLaunch{Temporal: r.tc, TaskQueue: r.opts.TaskQueue,
+			WorkflowID: r.inst.WindowWorkflowID(w.ReplyWindowID), Window: activities.WindowRefOf(w),
+			ReofferAfter: r.acts.Config.ReofferAfter})
 		if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
 			continue

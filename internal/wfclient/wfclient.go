@@ -1,7 +1,7 @@
 // Package wfclient starts, signals and finds ilinkflow's workflows through a Temporal
-// client: the one way a ReplyWindow workflow is started, and the poller lookups under the
-// installation's workflow ids. The activities, the worker's start-up reconcile and the
-// operator's commands share it.
+// client: the one way a ReplyWindow workflow is started (LaunchWindow, with its first
+// offer), and the poller lookups under the installation's workflow ids. The activities,
+// the worker's start-up reconcile and the operator's commands share it.
 package wfclient
 
 import (
@@ -30,8 +30,8 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// WindowInput is the one ReplyWindow input of a window: the poll, the poller's
-// SyncWindows and the start-up reconcile all start windows with it.
+// WindowInput is the one ReplyWindow input of a window (LaunchWindow's); offer is the
+// first offer made before the start (nil: none).
 func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Offer) wfapi.WindowInput {
 	return wfapi.WindowInput{
 		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
@@ -66,7 +66,61 @@ func (o WindowOutcome) String() string {
 	return "unknown"
 }
 
-// StartWindow is the one way a ReplyWindow workflow is started, with one set of options:
+// WindowLaunch is what LaunchWindow needs to give a window its ReplyWindow workflow.
+type WindowLaunch struct {
+	// Temporal and TaskQueue are where the workflow starts.
+	Temporal  client.Client
+	TaskQueue string
+	// WorkflowID is the window's workflow id (store.Store.WindowWorkflowID).
+	WorkflowID string
+	// Window is the window as the store opened it; ReofferAfter is the worker's
+	// re-offer interval (WindowInput).
+	Window       actapi.WindowRef
+	ReofferAfter time.Duration
+	// HandOff makes the window's first offer before its workflow starts (the HandOff
+	// activity's function, run in the caller's process). Only the caller whose commit
+	// opened the window just now sets it: no workflow and no agent session of the window
+	// can exist yet, so the offer is surely the first. nil (a sync or reconcile, which
+	// may find the workflow running): no offer before the start, and the workflow offers
+	// at once.
+	HandOff func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)
+}
+
+// LaunchWindow is the one function that gives a window its ReplyWindow workflow, whoever
+// asks (the poll that opened it, the poller's SyncWindows, the start-up reconcile), and
+// the one place a first offer is made outside the workflow: with l.HandOff set, a
+// deliverable window's message is handed off first (firstOffer) and the workflow starts
+// with the outcome (wfapi.WindowInput.Offered), which costs it no HandOff activity; the
+// workflow itself makes an offer only when none came with its start. The start is
+// StartWindow's (idempotent).
+func LaunchWindow(ctx context.Context, l WindowLaunch) (WindowOutcome, error) {
+	var offer *wfapi.Offer
+	if l.HandOff != nil && l.Window.Deliverable {
+		offer = firstOffer(ctx, l.Window, l.HandOff)
+	}
+	return StartWindow(ctx, l.Temporal, l.TaskQueue, l.WorkflowID, WindowInput(l.Window, l.ReofferAfter, offer))
+}
+
+// firstOffer hands a window's message off before its workflow exists (attempt 1). It
+// returns nil when the workflow must offer itself: a failure for now (its HandOff
+// activity retries with back-off). A permanent failure (the activity marked the message
+// failed) is an offer that failed, so that the workflow makes none.
+func firstOffer(ctx context.Context, w actapi.WindowRef,
+	handOff func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)) *wfapi.Offer {
+	out, err := handOff(ctx, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+	if err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == actapi.ErrTypeHandOffFailed {
+			return &wfapi.Offer{MessageKey: w.MessageKey, Failed: true}
+		}
+		return nil
+	}
+	return &wfapi.Offer{SessionID: out.SessionID, MessageKey: out.MessageKey, Delivered: out.Delivered,
+		Replies: out.Replies, Handled: out.Handled}
+}
+
+// StartWindow starts a ReplyWindow workflow, with one set of options; LaunchWindow is its
+// one caller (TestAReplyWindowIsStartedFromOnePlace):
 // unless its id is taken, a running workflow is left alone and a closed one is not run
 // again (REJECT_DUPLICATE), so starting is idempotent and "already started" is not an
 // error. Only when the id is taken does it ask Temporal which of the two it was. id is the
