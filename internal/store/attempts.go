@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -33,8 +33,9 @@ type ReplyInput struct {
 	Final bool
 }
 
-// Reservation is the outcome of PrepareReply: a pending attempt, or — when the window had
-// expired or its quota was used up — a failed attempt recording the refusal.
+// Reservation is the attempt a reservation made (or found, for a request id already used)
+// and, when that attempt records a refusal (a failed attempt: the window had expired or its
+// quota was used up), the refusal.
 type Reservation struct {
 	Attempt Attempt
 	// Refused is reply_window_expired or reply_quota_exhausted when the reply was refused.
@@ -84,22 +85,6 @@ func (s *Store) validateContent(c vocab.Content, metadata map[string]any) (prepa
 	return preparedContent{payload: payload, metadata: meta, fingerprint: hex.EncodeToString(sum[:])}, nil
 }
 
-// ReserveReply reserves one send of the session's window: it allocates the next physical
-// send index of the source message, derives the attempt id and client message id from
-// it, and moves the window's next_send_index and reserved in the statement that checks
-// the quota. Refusals are errors (reply_window_expired, reply_quota_exhausted, ...).
-func (s *Store) ReserveReply(ctx context.Context, now time.Time, in ReplyInput) (Attempt, error) {
-	r, err := s.reserve(ctx, now, in, false, nil)
-	return r.Attempt, err
-}
-
-// PrepareReply is ReserveReply that records a refusal caused by the window (expired or
-// quota exhausted) as a failed attempt instead of raising, so the agent's history shows it.
-func (s *Store) PrepareReply(ctx context.Context, now time.Time, in ReplyInput) (Reservation, error) {
-	r, err := s.reserve(ctx, now, in, true, nil)
-	return r.Reservation, err
-}
-
 // SendPacing is when a bot may start a send: never while its throttle breaker is open,
 // and not before Gap has passed since its last send.
 type SendPacing struct {
@@ -132,10 +117,14 @@ type SendStart struct {
 	Account      AccountWithSecret
 }
 
-// ReserveAndStart is ReserveReply that also starts the attempt in the same transaction
-// when nothing must wait between the two: the bot's breaker is closed, its pacing gap has
-// passed and no other send to the peer is in flight. Otherwise the attempt stays pending
-// and PreparedSend says until when; StartSend starts it later. A request id already used
+// ReserveAndStart reserves one send of the session's window: it allocates the next
+// physical send index of the source message, derives the attempt id and client message id
+// from it, and moves the window's next_send_index and reserved in the statement that
+// checks the quota. Refusals are errors (reply_window_expired, reply_quota_exhausted, ...)
+// and write nothing. It also starts the attempt in the same transaction when nothing must
+// wait between the two: the bot's breaker is closed, its pacing gap has passed and no
+// other send to the peer is in flight. Otherwise the attempt stays pending and
+// PreparedSend says until when; StartSend starts it later. A request id already used
 // returns the attempt it made (neither reserved nor started again).
 func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInput, pacing SendPacing) (traced PreparedSend, tracedErr error) {
 	ctx, span := startSpan(ctx, "ReserveAndStart", "")
@@ -143,9 +132,8 @@ func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInpu
 	return s.reserve(ctx, now, in, false, &pacing)
 }
 
-// reserve is ReserveReply, PrepareReply (record) and ReserveAndStart (pacing): one
-// transaction whose locks and reads share a round trip, and whose writes travel with
-// COMMIT.
+// reserve is ReserveAndStart: one transaction whose locks and reads share a round trip,
+// and whose writes travel with COMMIT.
 func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
 	r, err := s.newReservation(now, in, record, pacing)
 	if err != nil {
@@ -293,50 +281,40 @@ func (r *reservation) earlierAttempt(prior attemptRead) (found bool, err error) 
 	if err != nil {
 		return false, err
 	}
-	if earlier.Fingerprint != r.pc.fingerprint {
-		return true, fail(vocab.CodeAttemptConflict, "request id was used for other content")
+	refused, err := rules.MatchEarlierAttempt(r.pc.fingerprint, rules.EarlierAttempt{
+		Fingerprint: earlier.Fingerprint, FailType: earlier.FailType, ErrorCode: earlier.ErrorCode})
+	if err != nil {
+		return true, ruled(err)
 	}
 	r.out.Attempt, err = attemptFrom(earlier)
-	if earlier.FailType == vocab.FailRefused {
-		r.out.Refused = vocab.Code(earlier.ErrorCode)
-	}
+	r.out.Refused = refused
 	r.out.Window = windowFrom(r.w)
 	r.out.NotBefore, r.out.BlockedUntil = pacedStart(r.now, r.acct, r.pacing)
 	return true, err
 }
 
-// decide reads the send context and decides the reservation under the locks: its send
-// index, whether it is refused (expired window or exhausted quota, recorded as a failed
-// attempt when record allows it, else raised) and, with pacing, whether it starts now.
+// decide reads the send context and decides the reservation under the locks
+// (rules.DecideReservation): its send index, whether it is refused (expired window or
+// exhausted quota, recorded as a failed attempt when record allows it, else raised) and,
+// with pacing, whether it starts now.
 func (r *reservation) decide(sendCtx sendContext) error {
 	reads, err := sendCtx.read()
 	if err != nil {
 		return err
 	}
 	r.reads, r.index = reads, reads.nextIndex
-	if r.lockErr != nil {
-		if !r.record || CodeOf(r.lockErr) != vocab.CodeReplyWindowExpired {
-			return r.lockErr
-		}
-		r.refused = vocab.CodeReplyWindowExpired
+	d, err := rules.DecideReservation(rules.ReserveInput{
+		Now: r.now, Window: ruleWindow(r.w), Bot: ruleAccount(r.acct), LockRefusal: refusalOf(r.lockErr),
+		Record: r.record, Final: r.in.Final, FinalSlots: r.s.limits.FinalSlots, NextIndex: r.index,
+		Pacing: rulePacing(r.pacing), PeerSending: reads.peerSending,
+	})
+	if err != nil {
+		return ruled(err)
 	}
-	w := r.w
-	if code := vocab.QuotaRefusal(sendsFor(w, r.acct), w.Reserved+w.Transmitted, r.s.limits.FinalSlots, r.in.Final); r.refused == "" && code != "" {
-		if !r.record {
-			if code == vocab.CodeReplySlotsReserved {
-				return fail(code, "the window's sends left are kept for the final answer")
-			}
-			return fail(code, "reply quota of the window is exhausted")
-		}
-		r.refused = code
-	}
-	if r.index >= maxSendIndex {
-		return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
-	}
+	r.refused = d.Refused
 	if r.pacing != nil {
-		r.out.NotBefore, r.out.BlockedUntil = pacedStart(r.now, r.acct, r.pacing)
-		r.out.InFlight = reads.peerSending
-		r.startNow = r.out.BlockedUntil == nil && !r.now.Before(r.out.NotBefore) && !r.out.InFlight
+		r.out.NotBefore, r.out.BlockedUntil, r.out.InFlight = d.Turn.NotBefore, d.Turn.BlockedUntil, d.Turn.InFlight
+		r.startNow = d.StartNow
 	}
 	return nil
 }
@@ -426,19 +404,10 @@ func touchedAccount(row dbq.ReserveStartedWindowSendRow) dbq.Account {
 	return a
 }
 
-// pacedStart is the one pacing rule: when a bot's next send may start (its last send
-// plus the gap) and, while its throttle breaker is open, until when it is blocked.
+// pacedStart is when a bot's next send may start and until when it is blocked
+// (rules.PacedStart, the one pacing rule).
 func pacedStart(now time.Time, a dbq.Account, pacing *SendPacing) (notBefore time.Time, blocked *time.Time) {
-	if pacing == nil {
-		return time.Time{}, nil
-	}
-	if a.LastSendAt != nil {
-		notBefore = a.LastSendAt.Add(pacing.Gap)
-	}
-	if until := a.SendsBlockedUntil; until != nil && now.Before(*until) {
-		blocked = until
-	}
-	return notBefore, blocked
+	return rules.PacedStart(now, ruleAccount(a), rulePacing(pacing))
 }
 
 // sendContext is what reserving and starting a send reads besides its locks (one
@@ -532,33 +501,6 @@ func pendingAttempt(ctx context.Context, q *dbq.Queries, now time.Time, ref Sess
 	return w, acct, a, reads, nil
 }
 
-// ValidatePendingReply checks that a reserved attempt can still be started.
-func (s *Store) ValidatePendingReply(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (Attempt, error) {
-	if err := validNow(now); err != nil {
-		return Attempt{}, err
-	}
-	var out Attempt
-	err := s.inTx(ctx, "validate pending reply", func(q *dbq.Queries) error {
-		_, _, a, _, err := pendingAttempt(ctx, q, now, ref, attemptID, false)
-		if err != nil {
-			return err
-		}
-		out, err = attemptFrom(a)
-		return err
-	})
-	return out, err
-}
-
-// StartReply moves a pending attempt to sending and its reservation to transmitted. At
-// most one attempt per account and peer is sending at any time (send_in_progress).
-func (s *Store) StartReply(ctx context.Context, now time.Time, ref SessionRef, attemptID string) (Attempt, error) {
-	st, err := s.start(ctx, now, ref, attemptID, nil)
-	if err != nil {
-		return Attempt{}, err
-	}
-	return st.Started.Attempt, nil
-}
-
 // StartSend starts a pending attempt when the bot may send now (pacing as in
 // ReserveAndStart, checked under the account's lock). Otherwise it changes nothing and
 // says why: PreparedSend.BlockedUntil (the breaker), NotBefore (pacing) or InFlight
@@ -583,14 +525,13 @@ func (s *Store) start(ctx context.Context, now time.Time, ref SessionRef, attemp
 			return err
 		}
 		out.Window = windowFrom(w)
-		if pacing != nil {
-			out.NotBefore, out.BlockedUntil = pacedStart(now, acct, pacing)
-			out.InFlight = reads.peerSending
-			if out.BlockedUntil != nil || now.Before(out.NotBefore) || out.InFlight {
-				return nil
-			}
-		} else if reads.peerSending {
-			return fail(vocab.CodeSendInProgress, "another send to this peer is in progress")
+		turn, startNow, err := rules.DecideStart(now, ruleAccount(acct), rulePacing(pacing), reads.peerSending)
+		if err != nil {
+			return ruled(err)
+		}
+		out.NotBefore, out.BlockedUntil, out.InFlight = turn.NotBefore, turn.BlockedUntil, turn.InFlight
+		if !startNow {
+			return nil
 		}
 		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
 			AttemptID: a.AttemptID, FromStatus: vocab.AttemptPending, Status: vocab.AttemptSending, Now: now,
@@ -618,353 +559,6 @@ func (s *Store) start(ctx context.Context, now time.Time, ref SessionRef, attemp
 	return out, err
 }
 
-// Completion is the outcome of a transmission.
-type Completion struct {
-	AttemptID string
-	// Status is sent, failed or unknown (the request may have reached iLink but no
-	// answer came back: never re-sent automatically).
-	Status            string
-	ProviderMessageID string
-	ErrorCode         string
-	ErrorMessage      string
-	// FailType is required for failed: rejected, throttled, stale_token or transport
-	// (transport: the request surely never left, so the quota is given back).
-	FailType string
-}
-
-// CompleteAttempt moves a sending attempt to sent, failed or unknown. Completing again
-// with the same outcome returns the attempt unchanged (activity retries).
-func (s *Store) CompleteAttempt(ctx context.Context, now time.Time, c Completion) (Attempt, error) {
-	out, err := s.CompleteSend(ctx, now, c)
-	return out.Attempt, err
-}
-
-// SendOutcome is a completed attempt with its window as the completion left it.
-type SendOutcome struct {
-	Attempt Attempt
-	Window  Window
-}
-
-// CompleteSend is CompleteAttempt that also returns the attempt's window (its sends left),
-// read in the same transaction.
-func (s *Store) CompleteSend(ctx context.Context, now time.Time, c Completion) (traced SendOutcome, tracedErr error) {
-	ctx, span := startSpan(ctx, "CompleteSend", "")
-	defer func() { endSpan(span, tracedErr, traced.Attempt.AccountKey, traced.Attempt.SourceMessageKey) }()
-	if err := validNow(now); err != nil {
-		return SendOutcome{}, err
-	}
-	switch c.Status {
-	case vocab.AttemptSent:
-		if c.FailType != "" {
-			return SendOutcome{}, fail(vocab.CodeInvalidInput, "a sent attempt has no fail type")
-		}
-	case vocab.AttemptUnknown:
-		if c.FailType != "" || c.ProviderMessageID != "" {
-			return SendOutcome{}, fail(vocab.CodeInvalidInput, "an unknown outcome has no fail type or provider id")
-		}
-	case vocab.AttemptFailed:
-		switch c.FailType {
-		case vocab.FailRejected, vocab.FailThrottled, vocab.FailStaleToken, vocab.FailTransport:
-		default:
-			return SendOutcome{}, fail(vocab.CodeInvalidInput, "fail type must be rejected, throttled, stale_token or transport")
-		}
-	default:
-		return SendOutcome{}, fail(vocab.CodeInvalidInput, "status must be sent, failed or unknown")
-	}
-	if len(c.ProviderMessageID) > maxProviderIDBytes || len(c.ErrorCode) > 128 || len(c.ErrorMessage) > vocab.MaxErrorMessageBytes {
-		return SendOutcome{}, fail(vocab.CodeInvalidInput, "completion fields are too long")
-	}
-	arg := dbq.CompleteSendingAttemptParams{AttemptID: c.AttemptID, Status: c.Status, ProviderMessageID: c.ProviderMessageID,
-		ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage, FailType: c.FailType, Now: now}
-	if c.FailType != vocab.FailTransport {
-		// The common case: the attempt is sending and moves on, in one statement that is a
-		// transaction of its own.
-		row, err := batchRow[dbq.CompleteSendingAttemptRow](dbq.New(s.pool).CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{arg}))
-		if err == nil {
-			out := SendOutcome{Window: windowFrom(row.ReplyWindow)}
-			out.Attempt, err = attemptFrom(row.SendAttempt)
-			return out, err
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return SendOutcome{}, wrapDB("complete attempt", err)
-		}
-	}
-	// A transport failure gives the send back to the quota in the same transaction; an
-	// attempt that was not sending is a retry (the same outcome) or a conflict.
-	var out SendOutcome
-	err := s.inPipeline(ctx, "complete attempt", func(p *pipeline, q *dbq.Queries) error {
-		// In one statement and one round trip when the attempt is sending and moves on,
-		// its window coming back with it.
-		set := q.CompleteSendingAttempt(ctx, []dbq.CompleteSendingAttemptParams{arg})
-		if c.FailType != vocab.FailTransport {
-			// Nothing is decided after the update: COMMIT travels with it (an attempt that
-			// is not sending is not updated, and the retry check below only reads).
-			p.commitQueued()
-		}
-		moved, err := batchRow[dbq.CompleteSendingAttemptRow](set)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		row, w := moved.SendAttempt, moved.ReplyWindow
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Not sending: a retry of the same completion finds it done.
-			window := q.WindowOfAttempt(ctx, []string{c.AttemptID})
-			attempt := q.LockSendAttempt(ctx, []string{c.AttemptID})
-			if w, err = batchRow[dbq.ReplyWindow](window); err != nil {
-				return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
-			}
-			if row, err = batchRow[dbq.SendAttempt](attempt); err != nil {
-				return notFound(err, vocab.CodeAttemptConflict, "unknown attempt")
-			}
-			if row.Status != c.Status || row.ProviderMessageID != c.ProviderMessageID || row.FailType != c.FailType {
-				return fail(vocab.CodeAttemptConflict, "attempt is %s, not sending", row.Status)
-			}
-		} else if c.FailType == vocab.FailTransport {
-			// The request surely never left: the send is given back to the quota.
-			unstarted, err := batchRow[dbq.ReplyWindow](q.UnstartWindowSend(ctx, []dbq.UnstartWindowSendParams{{
-				Now: now, ReplyWindowID: row.ReplyWindowID}}))
-			switch {
-			case err == nil:
-				w = unstarted
-			case !errors.Is(err, pgx.ErrNoRows):
-				return err
-			}
-		}
-		out.Window = windowFrom(w)
-		out.Attempt, err = attemptFrom(row)
-		return err
-	})
-	return out, err
-}
-
-// ReleaseAttempt gives the reservation of a pending attempt back and fails it with the
-// reason. It reports false when the attempt is not pending (already started or ended).
-func (s *Store) ReleaseAttempt(ctx context.Context, now time.Time, attemptID, reason string) (bool, error) {
-	out, err := s.ReleaseSend(ctx, now, attemptID, reason)
-	return out.Released, err
-}
-
-// Release is the outcome of ReleaseSend: the attempt and its window as they are after it.
-type Release struct {
-	SendOutcome
-	// Released is false when the attempt was not pending (already started or ended).
-	Released bool
-}
-
-// ReleaseSend is ReleaseAttempt that also returns the attempt and its window.
-func (s *Store) ReleaseSend(ctx context.Context, now time.Time, attemptID, reason string) (traced Release, tracedErr error) {
-	ctx, span := startSpan(ctx, "ReleaseSend", "")
-	defer func() { endSpan(span, tracedErr, "", "") }()
-	if err := validNow(now); err != nil {
-		return Release{}, err
-	}
-	if reason == "" {
-		reason = "cancelled_before_transmit"
-	}
-	if len(reason) > 128 {
-		return Release{}, fail(vocab.CodeInvalidInput, "reason is too long")
-	}
-	var out Release
-	err := s.inTx(ctx, "release attempt", func(q *dbq.Queries) error {
-		// Lock order: window, then attempt (as retirement does).
-		w, err := batchRow[dbq.ReplyWindow](q.WindowOfAttempt(ctx, []string{attemptID}))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		window := q.LockReplyWindow(ctx, []int64{w.ReplyWindowID})
-		locked := q.LockSendAttempt(ctx, []string{attemptID})
-		if w, err = batchRow[dbq.ReplyWindow](window); err != nil {
-			return err
-		}
-		a, err := batchRow[dbq.SendAttempt](locked)
-		if err != nil {
-			return err
-		}
-		out.Window = windowFrom(w)
-		if out.Attempt, err = attemptFrom(a); err != nil || a.Status != vocab.AttemptPending {
-			return err
-		}
-		released := q.ReleaseWindowReservations(ctx, []dbq.ReleaseWindowReservationsParams{{
-			Released: 1, Now: now, ReplyWindowID: a.ReplyWindowID}})
-		set := q.SetAttemptStatus(ctx, []dbq.SetAttemptStatusParams{{
-			AttemptID: attemptID, FromStatus: vocab.AttemptPending, Status: vocab.AttemptFailed, ErrorCode: reason,
-			ErrorMessage: "reservation released before transmission", FailType: vocab.FailReleased, Now: now,
-		}})
-		if w, err = batchRow[dbq.ReplyWindow](released); err != nil {
-			return notFound(err, vocab.CodeAttemptConflict, "window holds no reservation to release")
-		}
-		if a, err = batchRow[dbq.SendAttempt](set); err != nil {
-			return err
-		}
-		out.Window = windowFrom(w)
-		out.Attempt, err = attemptFrom(a)
-		out.Released = true
-		return err
-	})
-	return out, err
-}
-
-// PendingWindow is a window holding attempts reserved but not started.
-type PendingWindow struct {
-	ReplyWindowID int64
-	Pending       int
-	// Oldest is when the oldest of them was reserved.
-	Oldest time.Time
-}
-
-// ListPendingWindows lists the windows that hold pending attempts.
-func (s *Store) ListPendingWindows(ctx context.Context) ([]PendingWindow, error) {
-	var out []PendingWindow
-	err := s.read(ctx, "list pending windows", func(q *dbq.Queries) error {
-		rows, err := q.PendingAttemptCounts(ctx)
-		for _, r := range rows {
-			out = append(out, PendingWindow{ReplyWindowID: r.ReplyWindowID, Pending: int(r.Pending), Oldest: r.Oldest})
-		}
-		return err
-	})
-	return out, err
-}
-
-// RecoverPendingAttempts releases every pending attempt (after a crash of the only
-// process nothing is in flight before start): each is failed as abandoned and its
-// window's reservation given back. Counters are checked, never assumed. It returns how
-// many attempts it recovered.
-func (s *Store) RecoverPendingAttempts(ctx context.Context, now time.Time) (int, error) {
-	return s.recoverPending(ctx, now, nil)
-}
-
-// RecoverPendingAttemptsOf is RecoverPendingAttempts for the listed windows only: those
-// whose sends nobody can resume any more (a fleet recovers only what no live process
-// owns).
-func (s *Store) RecoverPendingAttemptsOf(ctx context.Context, now time.Time, windowIDs []int64) (int, error) {
-	only := make(map[int64]bool, len(windowIDs))
-	for _, id := range windowIDs {
-		only[id] = true
-	}
-	if len(only) == 0 {
-		return 0, validNow(now)
-	}
-	return s.recoverPending(ctx, now, only)
-}
-
-// recoverPending recovers the pending attempts of the windows in only (all when nil).
-func (s *Store) recoverPending(ctx context.Context, now time.Time, only map[int64]bool) (int, error) {
-	if err := validNow(now); err != nil {
-		return 0, err
-	}
-	var total int
-	err := s.inTx(ctx, "recover pending attempts", func(q *dbq.Queries) error {
-		groups, err := q.PendingAttemptCounts(ctx)
-		if err != nil {
-			return err
-		}
-		for _, g := range groups {
-			if only != nil && !only[g.ReplyWindowID] {
-				continue
-			}
-			if _, err := lockWindow(ctx, q, g.ReplyWindowID); err != nil {
-				return err
-			}
-			failed, err := q.FailPendingAttemptsOfWindow(ctx, dbq.FailPendingAttemptsOfWindowParams{
-				ReplyWindowID: g.ReplyWindowID, ErrorCode: "abandoned_before_transmit",
-				ErrorMessage: "send stopped before network transmission", FailType: vocab.FailReleased, Now: now,
-			})
-			if err != nil {
-				return err
-			}
-			if failed != int64(g.Pending) {
-				return fail(vocab.CodeAttemptConflict, "pending attempts of window %d changed during recovery", g.ReplyWindowID)
-			}
-			if _, err := batchRow[dbq.ReplyWindow](q.ReleaseWindowReservations(ctx, []dbq.ReleaseWindowReservationsParams{{
-				Released: g.Pending, Now: now, ReplyWindowID: g.ReplyWindowID}})); err != nil {
-				return notFound(err, vocab.CodeAttemptConflict, fmt.Sprintf("window %d holds fewer reservations than pending attempts", g.ReplyWindowID))
-			}
-			total += int(g.Pending)
-		}
-		return nil
-	})
-	return total, err
-}
-
-// SystemSendInput is a notice the gateway itself sends inside a window.
-type SystemSendInput struct {
-	MessageKey string
-	Content    vocab.Content
-	Metadata   map[string]any
-}
-
-// ReserveStartedSystemAttempt reserves and starts a system send in one step; it counts
-// against the same quota and obeys the same one-send-per-peer rule.
-func (s *Store) ReserveStartedSystemAttempt(ctx context.Context, now time.Time, in SystemSendInput) (Attempt, error) {
-	if err := validNow(now); err != nil {
-		return Attempt{}, err
-	}
-	if err := validMessageKey(in.MessageKey); err != nil {
-		return Attempt{}, err
-	}
-	pc, err := s.validateContent(in.Content, in.Metadata)
-	if err != nil {
-		return Attempt{}, err
-	}
-	var out Attempt
-	err = s.inTx(ctx, "reserve system attempt", func(q *dbq.Queries) error {
-		ref, err := q.GetReplyWindowBySource(ctx, in.MessageKey)
-		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "message has no reply window")
-		}
-		// One round trip: the locks (account, then window) and the reads.
-		account := q.LockAccount(ctx, []string{ref.AccountKey})
-		window := q.LockReplyWindow(ctx, []int64{ref.ReplyWindowID})
-		context := queueSendContext(ctx, q, ref.ReplyWindowID)
-		a, err := batchRow[dbq.Account](account)
-		if err != nil {
-			return err
-		}
-		w, err := batchRow[dbq.ReplyWindow](window)
-		if err != nil {
-			return err
-		}
-		reads, err := context.read()
-		if err != nil {
-			return err
-		}
-		index := reads.nextIndex
-		if err := checkWindowUsable(now, w, a); err != nil {
-			return err
-		}
-		if w.Reserved+w.Transmitted >= w.MaxSends {
-			return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
-		}
-		if reads.peerSending {
-			return fail(vocab.CodeSendInProgress, "another send to this peer is in progress")
-		}
-		if index >= maxSendIndex {
-			return fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
-		}
-		started := q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
-			Now: now, ReplyWindowID: w.ReplyWindowID, ExpectedIndex: w.NextSendIndex}})
-		inserted := q.InsertSendAttempt(ctx, []dbq.InsertSendAttemptParams{{
-			AttemptID: AttemptID(in.MessageKey, index), ClientMessageID: ClientMessageID(in.MessageKey, index),
-			SourceMessageKey: in.MessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID, ReplyWindowID: w.ReplyWindowID,
-			SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "system", ContentType: in.Content.Type,
-			Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint, Status: vocab.AttemptSending, Now: now,
-		}})
-		if _, err := batchRow[dbq.ReserveStartedWindowSendRow](started); err != nil {
-			return notFound(err, vocab.CodeAttemptConflict, "system reservation lost its race")
-		}
-		row, err := batchRow[dbq.SendAttempt](inserted)
-		if err != nil {
-			return err
-		}
-		out, err = attemptFrom(row)
-		return err
-	})
-	return out, err
-}
-
 // GetAttempt returns a send attempt.
 func (s *Store) GetAttempt(ctx context.Context, attemptID string) (Attempt, error) {
 	var out Attempt
@@ -975,29 +569,6 @@ func (s *Store) GetAttempt(ctx context.Context, attemptID string) (Attempt, erro
 		}
 		out, err = attemptFrom(row)
 		return err
-	})
-	return out, err
-}
-
-// ListAttempts returns the attempts of a source message in send order.
-func (s *Store) ListAttempts(ctx context.Context, messageKey string) ([]Attempt, error) {
-	if err := validMessageKey(messageKey); err != nil {
-		return nil, err
-	}
-	var out []Attempt
-	err := s.read(ctx, "list attempts", func(q *dbq.Queries) error {
-		rows, err := q.ListAttemptsOfMessage(ctx, messageKey)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			a, err := attemptFrom(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return nil
 	})
 	return out, err
 }
