@@ -1,7 +1,8 @@
 // Package agent is the Go helper of agents that answer ilinkflow messages through
-// Temporal (design.md §5): an agent written as a Temporal workflow (started by the
-// gateway's "workflow" handler with a wfapi.AgentInput), or any Go program with a
-// Temporal client, replies through the message's reply window and gives its verdict.
+// Temporal (docs/agents.md#agent-hand-off): an agent written as a Temporal workflow
+// (started by the gateway's "workflow" handler with a wfapi.AgentInput), or any Go
+// program with a Temporal client, replies through the message's reply window and gives
+// its verdict.
 //
 // A window is addressed by its workflow's id, Input.WindowWorkflowID (the id names the
 // gateway's installation; see wfapi's Workflow ids). From a program with a client:

@@ -1,5 +1,7 @@
-// Package docs holds the repository's documentation; its test checks that the README stays
-// short and that no link leaves the repository except to public URLs.
+// Package docs holds the repository's documentation; its tests check that the README
+// stays short, that no link leaves the repository except to public URLs, and that no
+// reference in the code or the documents points outside the repository or at a missing
+// file or section.
 package docs
 
 import (

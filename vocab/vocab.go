@@ -7,8 +7,8 @@ package vocab
 
 import "time"
 
-// Code is the stable identifier of a failure (design.md §3). Callers branch on it; the
-// message beside it is for people.
+// Code is the stable identifier of a failure (docs/architecture.md#failure-codes).
+// Callers branch on it; the message beside it is for people.
 type Code string
 
 // The codes a store operation (and so a reply, a hand-off or an operator action) can fail
@@ -196,6 +196,10 @@ const (
 	DefaultMaxHeldAge     = 7 * 24 * time.Hour
 	// MaxReminderBytes bounds a bot's reminder text (UTF-8 bytes).
 	MaxReminderBytes = 1 << 11
+	// MediaPositionBase is the first locator position of an inbound file, voice or video
+	// attachment: images keep positions 0..MediaPositionBase-1 among a message's sealed
+	// locators, and a merge only ever moves images.
+	MediaPositionBase = 500
 )
 
 // Pacing of a bot's sends and pauses, with their defaults.

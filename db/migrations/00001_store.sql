@@ -1,5 +1,5 @@
 -- +goose Up
--- The transactional store of ilinkflow (design.md §2). Every CHECK and partial unique index
+-- The transactional store of ilinkflow (docs/architecture.md#data-model). Every CHECK and partial unique index
 -- below makes one impossible state unrepresentable; the store's Go code enforces the same
 -- rules first and reports them with typed errors, the database is the last line.
 

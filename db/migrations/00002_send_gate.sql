@@ -1,6 +1,6 @@
 -- +goose Up
 -- Per-bot send gate: sends of one bot are paced (last_send_at) and a throttle circuit
--- breaker stops them until sends_blocked_until (design.md §3, ret -2 classification).
+-- breaker stops them until sends_blocked_until (docs/architecture.md#rejected-sends).
 ALTER TABLE accounts ADD COLUMN last_send_at timestamptz;
 ALTER TABLE accounts ADD COLUMN sends_blocked_until timestamptz;
 

@@ -3,7 +3,7 @@
 --
 -- Inbound: inbound_images keeps the sealed CDN locator of every downloadable attachment of
 -- a message, not only of its images: images at positions 0..499 (as before), a file, voice
--- or video at 500 and above (store.MediaPositionBase), so one statement still inserts
+-- or video at 500 and above (vocab.MediaPositionBase), so one statement still inserts
 -- every locator of a page.
 --
 -- Outbound: outbound_media stages the bytes of a media reply (sealed) where every worker

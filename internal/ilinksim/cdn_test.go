@@ -183,7 +183,9 @@ func TestUploadURLStyles(t *testing.T) {
 	}
 }
 
-// decodeInboundKey applies the protocol's key rules (§4.5.3).
+// decodeInboundKey applies the protocol's key rules for inbound media: an image's
+// image_item.aeskey (32 hex digits) when present, else media.aes_key, which is base64 of
+// either the 16 raw key bytes or their 32 hex digits.
 func decodeInboundKey(t *testing.T, item map[string]any, media map[string]any) []byte {
 	t.Helper()
 	if img, ok := item["image_item"].(map[string]any); ok {

@@ -167,7 +167,7 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration with the defaults documented on
-// each Config field (taken from ilink-protocol.md).
+// each Config field (iLink's behaviour as observed; docs/simulator.md#configuration).
 func DefaultConfig() Config {
 	return Config{
 		ReplyQuota:          10,

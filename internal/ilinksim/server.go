@@ -266,10 +266,10 @@ const maxOverlapTimes = 100
 
 // trackPollLocked counts a getupdates arriving at at as outstanding for its bot (by
 // bearer token, live or dead; nil for an unknown token). iLink expects one outstanding
-// getupdates per bot (protocol notes §4.1): one that arrives while another of the same bot
-// is outstanding (received and not answered, its client not gone: see ConnContext) is an
-// overlap, counted per bot and in total with its instant, and described in the returned
-// problem.
+// getupdates per bot (docs/simulator.md#what-it-simulates): one that arrives while
+// another of the same bot is outstanding (received and not answered, its client not
+// gone: see ConnContext) is an overlap, counted per bot and in total with its instant,
+// and described in the returned problem.
 func (s *Server) trackPollLocked(r *http.Request, at time.Time) (*bot, *heldPoll, string) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok == "" {
@@ -308,7 +308,8 @@ func (s *Server) pollEnded(b *bot, h *heldPoll) {
 	s.mu.Unlock()
 }
 
-// checkRequest lists deviations from the official plugin's headers and envelope (§2).
+// checkRequest lists deviations from the official plugin's headers and base_info envelope
+// (docs/simulator.md#what-it-simulates, "Headers").
 func checkRequest(r *http.Request, endpoint string, body []byte, authenticated bool) []string {
 	if strings.HasPrefix(endpoint, "c2c/") {
 		return nil

@@ -101,8 +101,8 @@ type BotState struct {
 	// answered), their client not gone.
 	Outstanding int `json:"getupdates_outstanding"`
 	// Overlaps counts getupdates calls that arrived while another of this bot was
-	// outstanding: iLink expects one outstanding getupdates per bot (protocol notes §4.1).
-	// Each is also a problem of its recorded request.
+	// outstanding: iLink expects one outstanding getupdates per bot
+	// (docs/simulator.md#what-it-simulates). Each is also a problem of its recorded request.
 	Overlaps int `json:"getupdates_overlaps"`
 	// OverlapsAt are the real times at which the overlapping calls arrived (the newest
 	// 100), so that a test can tell when its pollers overlapped.

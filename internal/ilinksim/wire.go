@@ -1,7 +1,7 @@
 package ilinksim
 
 // The wire types of this file mirror package ilink's on purpose: the simulator is held to
-// the protocol (ilink-protocol.md) independently of the client, so that a client bug is
+// the protocol (docs/simulator.md) independently of the client, so that a client bug is
 // not also the simulator's. The two are written separately and must not share code.
 
 import (
@@ -28,7 +28,8 @@ func (w wireID) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + s + `"`), nil
 }
 
-// Inbound WeixinMessage (protocol §5.1), marshalled only.
+// Inbound WeixinMessage, as getupdates hands it out (docs/simulator.md#what-it-simulates),
+// marshalled only.
 type wireMessage struct {
 	Seq          uint64     `json:"seq"`
 	MessageID    uint64     `json:"message_id,omitempty"`
@@ -107,7 +108,8 @@ type wireVideoItem struct {
 	VideoMD5   string     `json:"video_md5"`
 }
 
-// Item types (protocol §5.2).
+// Item types: the type of an iLink message item (text, image, voice, file, video, and the
+// tool items a bot must not send).
 const (
 	itemText       = 1
 	itemImage      = 2
