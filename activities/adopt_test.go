@@ -60,8 +60,8 @@ func TestADeadWorkersPollIsAdoptedUnderItsAttemptAndEndsItWithThePollsResult(t *
 		t.Fatalf("the adopted attempt's result %+v, want the message written as the worker died", res)
 	}
 	assertEndedOnAttempt(ctx, t, h, run, task.GetAttempt())
-	if c, err := h.store.CountPollLeases(ctx); err != nil || c.Live != 0 {
-		t.Fatalf("leases after the adopted poll ended: %+v %v", c, err)
+	if live, _, err := h.pollLeaseCounts(ctx); err != nil || live != 0 {
+		t.Fatalf("leases after the adopted poll ended: %d live %v", live, err)
 	}
 }
 
@@ -88,8 +88,8 @@ func TestAnAdoptedPollHandsItsBotOverWhenItsWorkerStops(t *testing.T) {
 	if got := take("live-worker").GetAttempt(); got != task.GetAttempt()+1 {
 		t.Fatalf("after the stop: attempt %d handed out, want the retry %d", got, task.GetAttempt()+1)
 	}
-	if c, err := h.store.CountPollLeases(ctx); err != nil || c.Live != 0 {
-		t.Fatalf("leases after the stop: %+v %v", c, err)
+	if live, _, err := h.pollLeaseCounts(ctx); err != nil || live != 0 {
+		t.Fatalf("leases after the stop: %d live %v", live, err)
 	}
 	// A stopped worker adopts nothing more.
 	if n, err := NewLeaseSupervisor(h.acts).adopt(ctx); err != nil || n != 0 {

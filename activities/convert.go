@@ -13,6 +13,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Bounds of a converted entry, below the store's validation limits so that one odd
@@ -49,9 +50,8 @@ type ImageLocator struct {
 	ItemType ilink.ItemType `json:"item_type,omitempty"`
 }
 
-// OpenImageLocator decodes a media locator (as returned by store.GetInboundImage or
-// store.GetAttachment) into an inbound item that ilink.Client.DownloadItem can download
-// and decrypt.
+// OpenImageLocator decodes a media locator (as returned by store.GetAttachment) into an
+// inbound item that ilink.Client.DownloadItem can download and decrypt.
 func OpenImageLocator(locator sealing.Secret) (*ilink.Item, error) {
 	var l ImageLocator
 	if err := json.Unmarshal([]byte(locator.Reveal()), &l); err != nil {
@@ -118,7 +118,7 @@ func providerMessageID(m *ilink.Message) string {
 
 // payloadOf builds the summary and attachment descriptors of a message's items, the CDN
 // locators of its images by position, and those of its files, voice and videos (at
-// store.MediaPositionBase and up).
+// vocab.MediaPositionBase and up).
 func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator, []store.ImageLocator) {
 	var p store.Payload
 	var images, media []store.ImageLocator
@@ -128,7 +128,7 @@ func payloadOf(items []ilink.Item) (store.Payload, []store.ImageLocator, []store
 			return att
 		}
 		if loc, ok := mediaLocator(it, m); ok {
-			att.Position = store.MediaPositionBase + len(media)
+			att.Position = vocab.MediaPositionBase + len(media)
 			media = append(media, store.ImageLocator{Position: int32(att.Position), Locator: loc})
 		}
 		return att

@@ -12,6 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -124,7 +125,7 @@ func TestConversionSummarizesEveryItemKindAndQuotes(t *testing.T) {
 	}
 	wantAtt := []store.Attachment{
 		{Kind: "image", Position: 0, Size: 99},
-		{Kind: "file", Name: "name.pdf", Size: 1234, Position: store.MediaPositionBase}, // has a CDN locator
+		{Kind: "file", Name: "name.pdf", Size: 1234, Position: vocab.MediaPositionBase}, // has a CDN locator
 		{Kind: "voice", Text: "spoken words"},
 		{Kind: "voice"},
 		{Kind: "video", Size: 5},
@@ -145,7 +146,7 @@ func TestConversionSummarizesEveryItemKindAndQuotes(t *testing.T) {
 		item.ImageItem.AESKey != "00112233445566778899aabbccddeeff" {
 		t.Fatalf("locator %+v %v", item, err)
 	}
-	if len(e.Media) != 1 || e.Media[0].Position != store.MediaPositionBase {
+	if len(e.Media) != 1 || e.Media[0].Position != vocab.MediaPositionBase {
 		t.Fatalf("media locators %+v", e.Media)
 	}
 	if item, err := OpenImageLocator(e.Media[0].Locator); err != nil || item.Type != ilink.ItemFile || item.FileItem.Media.EncryptQueryParam != "f" {
@@ -222,11 +223,16 @@ func TestInboundMediaIsSummarizedAndImagesCanBeDownloadedLater(t *testing.T) {
 	if err != nil || msg.Payload.Summary != "[image]" || len(msg.Payload.Attachments) != 1 || msg.Payload.Attachments[0].Kind != "image" {
 		t.Fatalf("message %+v %v", msg.Payload, err)
 	}
-	loc, err := h.store.GetInboundImage(h.ctx, key, 0)
+	// An agent downloads it through its session (the reply API's GetAttachment).
+	tok := sealing.NewSecret("image-session-token")
+	if _, _, err := h.store.OpenAgentSession(h.ctx, time.Now(), store.OpenSessionInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := h.store.GetAttachment(h.ctx, time.Now(), store.ByToken(tok), key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	item, err := OpenImageLocator(loc)
+	item, err := OpenImageLocator(loc.Locator)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,8 +80,8 @@ func TestPollQRStatusConfirmedRegistersTheAccountAndReturnsNoToken(t *testing.T)
 	if err != nil || again.Confirmed == nil || again.Confirmed.AccountKey != wantKey || again.Confirmed.Generation != 1 {
 		t.Fatalf("retried confirmation: %+v %v", again, err)
 	}
-	if n := h.count("SELECT count(*) FROM enrollment_audit"); n != 1 {
-		t.Fatalf("%d audit rows, want 1", n)
+	if n := h.count("SELECT count(*) FROM enrollment_audit WHERE account_key = $1", wantKey); n != 1 {
+		t.Fatalf("%d audit rows of the confirmed bot, want 1", n)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -120,7 +121,7 @@ func (h *harness) newBot(owner string) (ilinksim.BotInfo, string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	acct, err := h.store.RegisterAccount(h.ctx, time.Now(), store.RegisterInput{
+	acct, err := storetest.RegisterAccount(h.ctx, h.store, time.Now(), store.ConfirmInput{
 		ProviderAccountID: bot.BotID, OwnerPeerID: bot.Owner, BaseURL: h.srv.URL,
 		BotToken: sealing.NewSecret(bot.Token),
 	})

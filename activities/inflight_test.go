@@ -7,6 +7,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -27,7 +28,7 @@ func TestAPageInFlightIsStoredWhenTheAccountIsPausedOrRemovedMeanwhile(t *testin
 				case "remove":
 					_, err = h.store.DisableAccount(h.ctx, time.Now(), h.key, 1, "operator")
 				case "rotate": // a re-enrollment of the same bot with a new token
-					_, err = h.store.RotateAccount(h.ctx, time.Now(), store.RotateInput{AccountKey: h.key, ExpectedGeneration: 1,
+					_, err = storetest.Enroll(h.ctx, h.store, time.Now(), store.ConfirmInput{AccountGeneration: 2,
 						ProviderAccountID: h.bot.BotID, OwnerPeerID: h.bot.Owner, BaseURL: h.srv.URL, BotToken: sealing.NewSecret(h.bot.Token)})
 				}
 				if err != nil {

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
-	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // routeHandlers caches the handler of each bot's route by its version, so that a route is
@@ -52,11 +52,11 @@ func (a *Activities) handlerFor(ctx context.Context, accountKey string) (handoff
 	c.byAccount[accountKey] = routeHandler{version: r.Version, handler: h}
 	attrs := []any{"account", accountKey, "route", r.Kind, "route_version", r.Version}
 	switch r.Kind {
-	case store.RouteWebhook:
+	case vocab.RouteWebhook:
 		attrs = append(attrs, "webhook_host", r.WebhookHost) // not the URL: it may hold a key
-	case store.RouteWorkflow:
+	case vocab.RouteWorkflow:
 		attrs = append(attrs, "agent_workflow", r.WorkflowType, "agent_task_queue", r.TaskQueue)
-	case store.RouteMCP:
+	case vocab.RouteMCP:
 		attrs = append(attrs, "mcp_agent", r.MCPAgent)
 	}
 	a.log().Info("agent route", attrs...)

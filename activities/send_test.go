@@ -115,13 +115,11 @@ func TestARetryThatFindsItsAttemptSendingCompletesItUnknownWithoutSending(t *tes
 	_, ho := h.deliver("hello")
 	// An earlier execution reserved and started, then its worker died.
 	content := vocab.Content{Type: "text", Text: "crashed mid-send"}
-	att, err := h.store.ReserveReply(h.ctx, time.Now(), store.ReplyInput{Session: store.BySessionID(ho.SessionID), Content: content, RequestID: "r1"})
-	if err != nil {
-		t.Fatal(err)
+	prep, err := h.store.ReserveAndStart(h.ctx, time.Now(), store.ReplyInput{Session: store.BySessionID(ho.SessionID), Content: content, RequestID: "r1"}, store.SendPacing{})
+	if err != nil || prep.Started == nil {
+		t.Fatalf("reserve and start: %+v %v", prep, err)
 	}
-	if _, err := h.store.StartReply(h.ctx, time.Now(), store.BySessionID(ho.SessionID), att.AttemptID); err != nil {
-		t.Fatal(err)
-	}
+	att := prep.Attempt
 	out, err := h.send(ho.SessionID, "r1", "crashed mid-send")
 	if err != nil || out.Status != vocab.AttemptUnknown || out.AttemptID != att.AttemptID {
 		t.Fatalf("output %+v %v", out, err)

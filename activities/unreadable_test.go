@@ -11,6 +11,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -35,7 +36,7 @@ func (h *harness) newUnreadableBot() (ilinksim.BotInfo, string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	acct, err := other.RegisterAccount(h.ctx, time.Now(), store.RegisterInput{
+	acct, err := storetest.RegisterAccount(h.ctx, other, time.Now(), store.ConfirmInput{
 		ProviderAccountID: bot.BotID, OwnerPeerID: bot.Owner, BaseURL: h.srv.URL, BotToken: sealing.NewSecret(bot.Token),
 	})
 	if err != nil {

@@ -76,7 +76,7 @@ func TestWindowStateAndExpiry(t *testing.T) {
 func TestSyncWindowsStartsWindowWorkflowsAndSignalsRetiredOnes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	inst := must[string](t)(h.store.InstallationID(h.ctx))
+	inst := must[wfapi.Installation](t)(h.store.Installation(h.ctx)).ID
 	c := &mocks.Client{}
 	h.acts.Temporal = c
 	exp := time.Now().Add(24 * time.Hour)
@@ -127,7 +127,7 @@ func TestStartPollerSignalsWithStartAndStopPollersIgnoresMissingOnes(t *testing.
 	h := newHarness(t, func(o *options) {
 		o.config = func(c *Config) { c.TaskQueue = "custom-queue" }
 	})
-	inst := must[string](t)(h.store.InstallationID(h.ctx))
+	inst := must[wfapi.Installation](t)(h.store.Installation(h.ctx)).ID
 	c := &mocks.Client{}
 	h.acts.Temporal = c
 	id := wfapi.AccountPollerID(inst, h.key)

@@ -27,9 +27,6 @@ SELECT * FROM send_attempts WHERE attempt_id = $1;
 -- name: LockSendAttempt :batchone
 SELECT * FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE;
 
--- name: ListAttemptsOfMessage :many
-SELECT * FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index;
-
 -- name: SetAttemptStatus :batchone
 UPDATE send_attempts
 SET status = sqlc.arg(status)::text, provider_message_id = sqlc.arg(provider_message_id),
@@ -65,10 +62,6 @@ WHERE reply_window_id = sqlc.arg(reply_window_id) AND status = 'pending';
 SELECT reply_window_id, count(*)::integer AS pending, min(created_at)::timestamptz AS oldest
 FROM send_attempts WHERE status = 'pending'
 GROUP BY reply_window_id ORDER BY reply_window_id;
-
--- name: CountAttemptsByStatus :many
-SELECT status, count(*)::integer AS attempts FROM send_attempts
-WHERE reply_window_id = $1 GROUP BY status ORDER BY status;
 
 -- name: AttemptByRequest :batchone
 SELECT * FROM send_attempts WHERE source_message_key = $1 AND request_id = $2;

@@ -17,9 +17,6 @@ WHERE offer_id = sqlc.arg(offer_id) AND status IN ('waiting', 'scanned') AND exp
 -- name: DeleteLoginOffer :execrows
 DELETE FROM login_offers WHERE offer_id = $1;
 
--- name: DeleteExpiredLoginOffers :execrows
-DELETE FROM login_offers WHERE expires_at <= sqlc.arg(now);
-
 -- name: InsertEnrollmentAudit :exec
 INSERT INTO enrollment_audit (
     offer_id, account_key, account_generation, result, replaced_account_keys, requested_by,

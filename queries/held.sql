@@ -16,9 +16,6 @@ RETURNING *;
 -- name: HeldReplyByRequest :one
 SELECT * FROM held_replies WHERE source_message_key = $1 AND request_id = $2;
 
--- name: GetHeldReply :one
-SELECT * FROM held_replies WHERE held_id = $1;
-
 -- name: LockHeldReply :one
 SELECT * FROM held_replies WHERE held_id = $1 FOR UPDATE;
 
@@ -52,12 +49,6 @@ SET status = 'dropped', drop_reason = sqlc.arg(drop_reason), dropped_by = sqlc.a
     key_generation = NULL, nonce = NULL, ciphertext = NULL, updated_at = sqlc.arg(now)
 WHERE held_id = sqlc.arg(held_id) AND status = 'held'
 RETURNING *;
-
--- name: ExpiredHeldOf :many
--- A conversation's held replies past their age limit.
-SELECT held_id FROM held_replies
-WHERE account_key = $1 AND peer_id = $2 AND status = 'held' AND expires_at <= sqlc.arg(now)::timestamptz
-ORDER BY held_seq;
 
 -- name: ListHeldReplies :many
 -- Held replies, newest first: an account's (or every account's when null), of the given

@@ -103,10 +103,6 @@ UPDATE inbound_messages
 SET status = sqlc.arg(status)::text, failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
 WHERE message_key = sqlc.arg(message_key) AND status = ANY(sqlc.arg(from_statuses)::text[]);
 
--- name: CountInboxByStatus :many
-SELECT status, count(*) AS messages FROM inbound_messages
-WHERE account_key = $1 GROUP BY status ORDER BY status;
-
 -- name: InsertInboundImages :batchexec
 -- The images of one message, by position.
 INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
@@ -115,7 +111,7 @@ SELECT sqlc.arg(message_key), unnest(sqlc.arg(positions)::integer[]), sqlc.arg(a
        unnest(sqlc.arg(ciphertexts)::bytea[]), sqlc.arg(now);
 
 -- name: ReceivedBacklogImages :batchmany
--- The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
+-- The images of ReceivedBacklog's messages, newest first (vocab.MediaPositionBase: 500).
 SELECT image.message_key, image.position, image.key_generation, image.nonce, image.ciphertext
 FROM unanswered_messages AS backlog
 JOIN inbound_images AS image ON image.message_key = backlog.message_key

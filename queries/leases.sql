@@ -175,12 +175,6 @@ WHERE a.status = 'active' AND (l.account_key IS NULL OR l.holder IS NULL)
 ORDER BY a.account_key
 LIMIT sqlc.arg(max_accounts);
 
--- name: CountPollLeases :one
--- Leases held (by anyone, live) and expired-but-held: for metrics and tests.
-SELECT count(*) FILTER (WHERE holder IS NOT NULL AND expires_at > clock_timestamp())::bigint AS live,
-       count(*) FILTER (WHERE holder IS NOT NULL AND expires_at <= clock_timestamp())::bigint AS expired
-FROM poll_leases;
-
 -- name: PollLoad :one
 -- The polling load to share: the workers at work now (registered, their liveness key held
 -- by a session, their supervisor seen within seen_ms: not a frozen one), the active

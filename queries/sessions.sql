@@ -7,10 +7,6 @@ INSERT INTO agent_sessions (
 UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
 WHERE source_message_key = sqlc.arg(message_key) AND closed_at IS NULL;
 
--- name: CloseSession :execrows
-UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
-WHERE token_hash = sqlc.arg(token_hash) AND closed_at IS NULL;
-
 -- name: SessionByID :batchone
 -- A session by its id with its message's status; a batch query, so that it can travel
 -- with the locks it is checked against.

@@ -4,9 +4,6 @@ SELECT * FROM reply_windows WHERE reply_window_id = $1;
 -- name: LockReplyWindow :batchone
 SELECT * FROM reply_windows WHERE reply_window_id = $1 FOR NO KEY UPDATE;
 
--- name: GetReplyWindowBySource :one
-SELECT * FROM reply_windows WHERE source_message_key = $1;
-
 -- name: LockOpenWindow :batchone
 SELECT * FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
@@ -95,9 +92,6 @@ UPDATE reply_windows
 SET reserved = reserved - sqlc.arg(released)::integer, updated_at = sqlc.arg(now)
 WHERE reply_window_id = sqlc.arg(reply_window_id) AND reserved >= sqlc.arg(released)::integer
 RETURNING *;
-
--- name: GetWindowSecret :batchone
-SELECT * FROM reply_window_secrets WHERE reply_window_id = $1;
 
 -- name: UnstartWindowSend :batchone
 UPDATE reply_windows

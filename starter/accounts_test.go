@@ -11,6 +11,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/operator"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -29,7 +30,7 @@ func TestAccountsShowsAnUnreadableTokenWithTheMissingKeyGeneration(t *testing.T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := st.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot, OwnerPeerID: owner,
+		a, err := storetest.RegisterAccount(ctx, st, time.Now(), store.ConfirmInput{ProviderAccountID: bot, OwnerPeerID: owner,
 			BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(bot + ":token")})
 		if err != nil {
 			t.Fatal(err)

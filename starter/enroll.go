@@ -287,7 +287,7 @@ func enrollRoute(ctx context.Context, c *conn, rf *routeFlags, by string, getenv
 	if err != nil {
 		return enrollRouteChoice{}, err
 	}
-	if in.Kind == store.RouteMCP {
+	if in.Kind == vocab.RouteMCP {
 		agents, err := st.ListMCPAgents(ctx)
 		if err != nil {
 			closeFn()

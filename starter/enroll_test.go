@@ -320,11 +320,11 @@ func TestEnrollWithARouteRoutesTheNewBotAndRefusesAnUnknownAgentBeforeAnyQRCode(
 		t.Fatalf("enroll: %v (events %+v)", err, events)
 	}
 	last := events[len(events)-1]
-	if last.Event != "route" || last.Route == nil || last.Route.Route != store.RouteMCP || last.Route.MCPAgent != "support" ||
+	if last.Event != "route" || last.Route == nil || last.Route.Route != vocab.RouteMCP || last.Route.MCPAgent != "support" ||
 		events[len(events)-2].Event != "done" || last.AccountKey != events[len(events)-2].AccountKey {
 		t.Fatalf("the last events: %+v", events[len(events)-2:])
 	}
-	if r, found, err := st.GetRoute(ctx, last.AccountKey); err != nil || !found || r.Kind != store.RouteMCP || r.MCPAgent != "support" {
+	if r, found, err := st.GetRoute(ctx, last.AccountKey); err != nil || !found || r.Kind != vocab.RouteMCP || r.MCPAgent != "support" {
 		t.Fatalf("the enrolled bot's route: %+v %v %v", r, found, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -65,7 +66,7 @@ func holdLateReplies(t *testing.T, ctx context.Context, st *store.Store, bodies 
 	base := time.Now().Add(-25 * time.Hour)
 	var keys []string
 	for _, bot := range []string{"0000000held1", "0000000held2"} {
-		a, err := st.RegisterAccount(ctx, base.Add(-time.Minute), store.RegisterInput{ProviderAccountID: bot + "@im.bot",
+		a, err := storetest.RegisterAccount(ctx, st, base.Add(-time.Minute), store.ConfirmInput{ProviderAccountID: bot + "@im.bot",
 			OwnerPeerID: "o9-" + bot + "@im.wechat", BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(bot + ":token")})
 		if err != nil {
 			t.Fatal(err)

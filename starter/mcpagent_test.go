@@ -10,8 +10,10 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestMCPAgentAndRouteHelpShowExamples(t *testing.T) {
@@ -47,7 +49,7 @@ func TestAnMCPAgentTokenIsPrintedOnceAndTheAgentAnswersTheBotsRoutedToIt(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: "0000000mcp01@im.bot", OwnerPeerID: "o9-mcp@im.wechat",
+	a, err := storetest.RegisterAccount(ctx, st, time.Now(), store.ConfirmInput{ProviderAccountID: "0000000mcp01@im.bot", OwnerPeerID: "o9-mcp@im.wechat",
 		BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("mcp:token")})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +101,7 @@ func TestAnMCPAgentTokenIsPrintedOnceAndTheAgentAnswersTheBotsRoutedToIt(t *test
 	code, out, errOut = starter("route", "--changes", "--account", a.AccountKey, "--json")
 	var changes []routeChangeRow
 	if code != 0 || json.Unmarshal([]byte(out), &changes) != nil || len(changes) != 1 || changes[0].From != "default" ||
-		changes[0].To != store.RouteMCP || changes[0].Detail != "mcp agent support" || changes[0].ChangedBy == "" {
+		changes[0].To != vocab.RouteMCP || changes[0].Detail != "mcp agent support" || changes[0].ChangedBy == "" {
 		t.Fatalf("route --changes: exit %d, %q, stderr %q", code, out, errOut)
 	}
 	if _, text, _ := starter("route", "--changes"); !strings.Contains(text, "mcp agent support") || !strings.Contains(text, "CHANGED AT") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -25,7 +26,7 @@ func TestQuarantineListsQuarantinedPagesAndShowsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	acct, err := st.RegisterAccount(ctx, now, store.RegisterInput{ProviderAccountID: "0000quarantine@im.bot",
+	acct, err := storetest.RegisterAccount(ctx, st, now, store.ConfirmInput{ProviderAccountID: "0000quarantine@im.bot",
 		OwnerPeerID: "o9cq8quarantine@im.wechat", BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("tok")})
 	if err != nil {
 		t.Fatal(err)

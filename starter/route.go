@@ -13,13 +13,14 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // routeResult is what `starter route` prints: the bot's route after the change (never
 // the secret, nor the webhook's full URL).
 type routeResult struct {
 	AccountKey   string `json:"account_key"`
-	Route        string `json:"route"` // a store.RouteKinds kind, or "default"
+	Route        string `json:"route"` // a vocab.RouteKinds kind, or "default"
 	WebhookHost  string `json:"webhook_host,omitempty"`
 	WorkflowType string `json:"workflow_type,omitempty"`
 	TaskQueue    string `json:"task_queue,omitempty"`
@@ -33,7 +34,7 @@ type routeResult struct {
 const routeDefault = "default"
 
 // maxSecretFileBytes bounds what is read of a webhook secret file.
-const maxSecretFileBytes = store.MaxWebhookSecretBytes + 2
+const maxSecretFileBytes = vocab.MaxWebhookSecretBytes + 2
 
 func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("route", help{
@@ -161,8 +162,8 @@ func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) 
 		return store.RouteInput{}, usagef("%s: a webhook route needs --webhook-url and --webhook-secret-file", cmd)
 	case f.workflow() && (*f.workflowType == "" || *f.taskQueue == ""):
 		return store.RouteInput{}, usagef("%s: a workflow route needs --workflow-type and --%s", cmd, f.taskQueueFlag)
-	case *f.timeout < 0 || *f.timeout > store.MaxWebhookTimeout:
-		return store.RouteInput{}, usagef("%s: --webhook-timeout %s: must be between 0 and %s", cmd, *f.timeout, store.MaxWebhookTimeout)
+	case *f.timeout < 0 || *f.timeout > vocab.MaxWebhookTimeout:
+		return store.RouteInput{}, usagef("%s: --webhook-timeout %s: must be between 0 and %s", cmd, *f.timeout, vocab.MaxWebhookTimeout)
 	}
 	in := store.RouteInput{By: by}
 	switch {
@@ -177,13 +178,13 @@ func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) 
 		if err != nil {
 			return store.RouteInput{}, err
 		}
-		in.Kind, in.WebhookURL, in.WebhookSecret, in.WebhookTimeout = store.RouteWebhook, *f.webhookURL, secret, *f.timeout
+		in.Kind, in.WebhookURL, in.WebhookSecret, in.WebhookTimeout = vocab.RouteWebhook, *f.webhookURL, secret, *f.timeout
 	case f.workflow():
-		in.Kind, in.WorkflowType, in.TaskQueue = store.RouteWorkflow, *f.workflowType, *f.taskQueue
+		in.Kind, in.WorkflowType, in.TaskQueue = vocab.RouteWorkflow, *f.workflowType, *f.taskQueue
 	case *f.mcpAgent != "":
-		in.Kind, in.MCPAgent = store.RouteMCP, *f.mcpAgent
+		in.Kind, in.MCPAgent = vocab.RouteMCP, *f.mcpAgent
 	case *f.echo:
-		in.Kind = store.RouteEcho
+		in.Kind = vocab.RouteEcho
 	}
 	return in, nil
 }
@@ -192,11 +193,11 @@ func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) 
 // task queue agents", "MCP agent support", "echo".
 func routeText(r routeResult) string {
 	switch r.Route {
-	case store.RouteWebhook:
+	case vocab.RouteWebhook:
 		return "webhook at " + r.WebhookHost
-	case store.RouteWorkflow:
+	case vocab.RouteWorkflow:
 		return fmt.Sprintf("workflow %s on task queue %s", r.WorkflowType, r.TaskQueue)
-	case store.RouteMCP:
+	case vocab.RouteMCP:
 		return "MCP agent " + r.MCPAgent
 	}
 	return r.Route
@@ -225,11 +226,11 @@ func readSecret(path string, stdin io.Reader) (sealing.Secret, error) {
 	}
 	defer clear(b)
 	if len(b) > maxSecretFileBytes {
-		return sealing.Secret{}, fmt.Errorf("route: --webhook-secret-file: the secret is over %d bytes", store.MaxWebhookSecretBytes)
+		return sealing.Secret{}, fmt.Errorf("route: --webhook-secret-file: the secret is over %d bytes", vocab.MaxWebhookSecretBytes)
 	}
 	s := strings.TrimRight(string(b), "\r\n")
-	if len(s) < store.MinWebhookSecretBytes {
-		return sealing.Secret{}, fmt.Errorf("route: --webhook-secret-file: the secret must be at least %d bytes (it has %d)", store.MinWebhookSecretBytes, len(s))
+	if len(s) < vocab.MinWebhookSecretBytes {
+		return sealing.Secret{}, fmt.Errorf("route: --webhook-secret-file: the secret must be at least %d bytes (it has %d)", vocab.MinWebhookSecretBytes, len(s))
 	}
 	return sealing.NewSecret(s), nil
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/operator"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 func TestRouteHelpShowsAnExample(t *testing.T) {
@@ -48,7 +50,7 @@ func TestARouteSetWithTheCLIShowsInAccountsJSONWithoutItsSecret(t *testing.T) {
 	}
 	var keys []string
 	for _, bot := range []string{"00000000001a", "00000000001b", "00000000001c"} {
-		a, err := st.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot + "@im.bot", OwnerPeerID: "o9-" + bot + "@im.wechat",
+		a, err := storetest.RegisterAccount(ctx, st, time.Now(), store.ConfirmInput{ProviderAccountID: bot + "@im.bot", OwnerPeerID: "o9-" + bot + "@im.wechat",
 			BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(bot + ":token")})
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +82,7 @@ func TestARouteSetWithTheCLIShowsInAccountsJSONWithoutItsSecret(t *testing.T) {
 	code, out, errOut := starter("", "route", "--account", keys[0], "--webhook-url", "https://agent-one.example/hook?key=k",
 		"--webhook-secret-file", secretFile, "--json")
 	var res routeResult
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Route != store.RouteWebhook || res.WebhookHost != "agent-one.example" {
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Route != vocab.RouteWebhook || res.WebhookHost != "agent-one.example" {
 		t.Fatalf("route --webhook-url: exit %d, %q, stderr %q", code, out, errOut)
 	}
 	if code, out, errOut = starter(secret, "route", "--account", keys[1], "--workflow-type", "MyAgent", "--task-queue", "agents"); code != 0 ||
@@ -102,8 +104,8 @@ func TestARouteSetWithTheCLIShowsInAccountsJSONWithoutItsSecret(t *testing.T) {
 		t.Fatalf("accounts --json shows the webhook's full URL: %s", out)
 	}
 	want := map[string]operator.Account{
-		keys[0]: {Route: store.RouteWebhook, RouteWebhookHost: "agent-one.example"},
-		keys[1]: {Route: store.RouteWorkflow, RouteWorkflowType: "MyAgent", RouteTaskQueue: "agents"},
+		keys[0]: {Route: vocab.RouteWebhook, RouteWebhookHost: "agent-one.example"},
+		keys[1]: {Route: vocab.RouteWorkflow, RouteWorkflowType: "MyAgent", RouteTaskQueue: "agents"},
 		keys[2]: {Route: operator.RouteDefault},
 	}
 	for _, r := range rows {

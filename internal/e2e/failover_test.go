@@ -17,6 +17,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/faultpoint"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -79,7 +80,7 @@ func addBots(t *testing.T, r *procRig, n int) []ilinksim.BotInfo {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.store.RegisterAccount(r.ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
+		if _, err := storetest.RegisterAccount(r.ctx, r.store, time.Now(), store.ConfirmInput{ProviderAccountID: bot.BotID,
 			OwnerPeerID: bot.Owner, BaseURL: r.srv.URL, BotToken: sealing.NewSecret(bot.Token)}); err != nil {
 			t.Fatal(err)
 		}

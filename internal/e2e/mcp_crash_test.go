@@ -20,6 +20,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -65,7 +66,7 @@ func TestAWorkerKilledWhileAnMCPAgentWaitsLosesNoMessageAndAnswersEachOnce(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	acct2, err := r.store.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot2.BotID,
+	acct2, err := storetest.RegisterAccount(ctx, r.store, time.Now(), store.ConfirmInput{ProviderAccountID: bot2.BotID,
 		OwnerPeerID: bot2.Owner, BaseURL: r.srv.URL, BotToken: sealing.NewSecret(bot2.Token)})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestAWorkerKilledWhileAnMCPAgentWaitsLosesNoMessageAndAnswersEachOnce(t *te
 			MCPAgent   string `json:"mcp_agent"`
 		}
 		mcpCrashStarter(t, env, &routed, "route", "--json", "--by", "e2e", "--account", key, "--mcp-agent", mcpCrashAgent)
-		if routed.AccountKey != key || routed.Route != store.RouteMCP || routed.MCPAgent != mcpCrashAgent {
+		if routed.AccountKey != key || routed.Route != vocab.RouteMCP || routed.MCPAgent != mcpCrashAgent {
 			t.Fatalf("starter route printed %+v", routed)
 		}
 	}

@@ -43,7 +43,7 @@ func (a *apiSystem) mcpAgent(name string) string {
 // routeToMCP routes a bot to an MCP agent.
 func (a *apiSystem) routeToMCP(accountKey, agentName string) {
 	a.t.Helper()
-	if _, err := a.store.SetRoute(a.ctx, time.Now(), store.RouteInput{AccountKey: accountKey, Kind: store.RouteMCP, MCPAgent: agentName, By: "e2e"}); err != nil {
+	if _, err := a.store.SetRoute(a.ctx, time.Now(), store.RouteInput{AccountKey: accountKey, Kind: vocab.RouteMCP, MCPAgent: agentName, By: "e2e"}); err != nil {
 		a.t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -40,7 +41,7 @@ func behindPgBouncer(t *testing.T, r *procRig) *pgBouncer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acct, err := st.RegisterAccount(r.ctx, time.Now(), store.RegisterInput{ProviderAccountID: r.bot.BotID,
+	acct, err := storetest.RegisterAccount(r.ctx, st, time.Now(), store.ConfirmInput{ProviderAccountID: r.bot.BotID,
 		OwnerPeerID: r.bot.Owner, BaseURL: r.srv.URL, BotToken: sealing.NewSecret(r.bot.Token)})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/tcpproxy"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -162,7 +163,7 @@ func newProcRigWith(t *testing.T, longPollHold time.Duration, limits store.Limit
 	if err != nil {
 		t.Fatal(err)
 	}
-	acct, err := st.RegisterAccount(s.ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
+	acct, err := storetest.RegisterAccount(s.ctx, st, time.Now(), store.ConfirmInput{ProviderAccountID: bot.BotID,
 		OwnerPeerID: bot.Owner, BaseURL: srv.URL, BotToken: sealing.NewSecret(bot.Token)})
 	if err != nil {
 		t.Fatal(err)

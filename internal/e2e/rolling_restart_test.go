@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -254,7 +255,7 @@ func TestARollingRestartHandsPollLeasesOverAndAnswersEveryMessageOnce(t *testing
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.store.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
+		if _, err := storetest.RegisterAccount(ctx, r.store, time.Now(), store.ConfirmInput{ProviderAccountID: bot.BotID,
 			OwnerPeerID: bot.Owner, BaseURL: r.srv.URL, BotToken: sealing.NewSecret(bot.Token)}); err != nil {
 			t.Fatal(err)
 		}

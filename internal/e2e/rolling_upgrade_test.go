@@ -15,6 +15,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -134,7 +135,7 @@ func TestRollingUpgradeWithWorkerVersioningMovesPollersAndDrainsWindowsOnTheOldV
 		if err != nil {
 			t.Fatal(err)
 		}
-		acct, err := r.store.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
+		acct, err := storetest.RegisterAccount(ctx, r.store, time.Now(), store.ConfirmInput{ProviderAccountID: bot.BotID,
 			OwnerPeerID: bot.Owner, BaseURL: r.srv.URL, BotToken: sealing.NewSecret(bot.Token)})
 		if err != nil {
 			t.Fatal(err)

@@ -42,7 +42,7 @@ func TestEachBotReachesOnlyItsRoutedAgentSignedWithItsSecretAndAReRouteAppliesFr
 	botA, botB, botC := infoA.BotID, infoB.BotID, infoC.BotID
 	route := func(key, url, secret string) {
 		t.Helper()
-		if _, err := s.store.SetRoute(s.ctx, time.Now(), store.RouteInput{AccountKey: key, Kind: store.RouteWebhook,
+		if _, err := s.store.SetRoute(s.ctx, time.Now(), store.RouteInput{AccountKey: key, Kind: vocab.RouteWebhook,
 			WebhookURL: url, WebhookSecret: sealing.NewSecret(secret), By: "e2e"}); err != nil {
 			t.Fatal(err)
 		}

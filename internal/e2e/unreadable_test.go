@@ -14,6 +14,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -53,7 +54,7 @@ func TestAnUnreadableAccountNeverBlocksEnrollmentNorTheOtherPollers(t *testing.T
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := st.RegisterAccount(ctx, time.Now(), store.RegisterInput{ProviderAccountID: bot.BotID,
+			a, err := storetest.RegisterAccount(ctx, st, time.Now(), store.ConfirmInput{ProviderAccountID: bot.BotID,
 				OwnerPeerID: bot.Owner, BaseURL: cfg.ILinkBaseURL, BotToken: sealing.NewSecret(bot.Token)})
 			if err != nil {
 				t.Fatal(err)

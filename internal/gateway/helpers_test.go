@@ -17,8 +17,10 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 var testKeys = func() *sealing.Keyring {
@@ -59,10 +61,25 @@ func randomHex(t testing.TB, n int) string {
 
 // register registers an account with unique provider and owner ids. Its base URL is a
 // loopback port nothing listens on, so a poller that runs never reaches real iLink.
+// reservePending reserves a reply with ReserveAndStart while the bot's throttle breaker is
+// open (BlockSends), so the attempt stays pending, as a crash between the reservation and
+// the start leaves it.
+func reservePending(ctx context.Context, t testing.TB, st *store.Store, now time.Time, b *bot, tok sealing.Secret, text string) store.Attempt {
+	t.Helper()
+	if _, err := st.BlockSends(ctx, now, b.key, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.ReserveAndStart(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: text}}, store.SendPacing{})
+	if err != nil || p.Attempt.Status != vocab.AttemptPending {
+		t.Fatalf("reserve: %+v %v", p, err)
+	}
+	return p.Attempt
+}
+
 func register(ctx context.Context, t testing.TB, st *store.Store, now time.Time) *bot {
 	t.Helper()
 	id := randomHex(t, 6)
-	a, err := st.RegisterAccount(ctx, now, store.RegisterInput{
+	a, err := storetest.RegisterAccount(ctx, st, now, store.ConfirmInput{
 		ProviderAccountID: id + "@im.bot",
 		OwnerPeerID:       "o9cq8owner" + id + "@im.wechat",
 		BaseURL:           "http://127.0.0.1:9/",

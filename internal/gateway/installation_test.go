@@ -53,10 +53,7 @@ func TestReconcileLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
 	if _, _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: window, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := stA.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: "on my way"}})
-	if err != nil || pending.Status != vocab.AttemptPending {
-		t.Fatalf("reserve: %+v %v", pending, err)
-	}
+	pending := reservePending(ctx, t, stA, now, a, tok, "on my way")
 	stored, err := stA.GetWindow(ctx, window)
 	if err != nil {
 		t.Fatal(err)

@@ -35,10 +35,11 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := st.InstallationID(ctx)
+	installation, err := st.Installation(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	inst := installation.ID
 	now := time.Now().UTC()
 
 	// Account A: two messages; the second supersedes the first's window. An agent session
@@ -54,10 +55,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	if _, _, err := st.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: open, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: "on my way"}})
-	if err != nil || pending.Status != vocab.AttemptPending {
-		t.Fatalf("reserve: %+v %v", pending, err)
-	}
+	pending := reservePending(ctx, t, st, now, a, tok, "on my way")
 	// Account B: active, idle. Account C: paused, so it gets no poller.
 	b := register(ctx, t, st, now)
 	c := register(ctx, t, st, now)
@@ -142,11 +140,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	// window whose workflow runs is that workflow's to resume: it is left alone.
 	reserve := func(text string) store.Attempt {
 		t.Helper()
-		att, err := st.ReserveReply(ctx, now, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "text", Text: text}})
-		if err != nil || att.Status != vocab.AttemptPending {
-			t.Fatalf("reserve: %+v %v", att, err)
-		}
-		return att
+		return reservePending(ctx, t, st, now, a, tok, text)
 	}
 	owned := reserve("a live worker is about to send this")
 	rep, err = gateway.Reconcile(ctx, st, tc, queue)

@@ -72,10 +72,11 @@ func TestRunServesReconcilesAndStops(t *testing.T) {
 	if rep.Accounts != 1 || rep.PollersStarted != 1 {
 		t.Fatalf("start-up reconcile %+v", rep)
 	}
-	inst, err := st.InstallationID(ctx)
+	installation, err := st.Installation(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	inst := installation.ID
 	id := wfapi.AccountPollerID(inst, acct.key)
 	info := describe(ctx, t, tc, id)
 	if info == nil || info.GetTaskQueue() != cfg.TaskQueue {

@@ -20,6 +20,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/internal/tracing"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -56,7 +57,7 @@ func TestAMessagesTraceRunsFromItsPageCommitToItsReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acct, err := st.RegisterAccount(ctx, time.Now(), store.RegisterInput{
+	acct, err := storetest.RegisterAccount(ctx, st, time.Now(), store.ConfirmInput{
 		ProviderAccountID: bot.BotID, OwnerPeerID: bot.Owner, BaseURL: simSrv.URL, BotToken: sealing.NewSecret(bot.Token),
 	})
 	if err != nil {

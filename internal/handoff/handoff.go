@@ -1,5 +1,5 @@
-// Package handoff holds the agent handlers of ilinkflow (design.md §5): the ways a
-// deliverable message reaches the agent that answers it. Each is an
+// Package handoff holds the agent handlers of ilinkflow (docs/agents.md#agent-hand-off):
+// the ways a deliverable message reaches the agent that answers it. Each is an
 // [Handler] run by the HandOff activity of the message's ReplyWindow workflow:
 //
 //   - webhook: an HTTP POST of the delivery as JSON, signed with HMAC-SHA256 ([Sign],
@@ -25,27 +25,28 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
+	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
 // Handler kinds. A bot's route (store.Route) names one of the last four; mcp is a route
 // kind only (an MCP agent answers the bots routed to it).
 const (
 	KindNone     = "none"
-	KindEcho     = store.RouteEcho
-	KindWebhook  = store.RouteWebhook
-	KindWorkflow = store.RouteWorkflow
-	KindMCP      = store.RouteMCP
+	KindEcho     = vocab.RouteEcho
+	KindWebhook  = vocab.RouteWebhook
+	KindWorkflow = vocab.RouteWorkflow
+	KindMCP      = vocab.RouteMCP
 )
 
 // Bounds of Config.Timeout. The HandOff activity's start-to-close timeout (2 minutes) must
 // outlast one webhook call.
 const (
 	DefaultTimeout = 10 * time.Second
-	MaxTimeout     = store.MaxWebhookTimeout
+	MaxTimeout     = vocab.MaxWebhookTimeout
 )
 
 // MinSecretBytes is the shortest webhook secret accepted.
-const MinSecretBytes = store.MinWebhookSecretBytes
+const MinSecretBytes = vocab.MinWebhookSecretBytes
 
 // Config selects and configures the handler.
 type Config struct {
@@ -135,13 +136,13 @@ func New(cfg Config, tc client.Client, inbox MCPInbox) (Handler, error) {
 // which New builds as it builds the worker's default handler.
 func RouteConfig(r store.Route) Config {
 	switch r.Kind {
-	case store.RouteWebhook:
+	case vocab.RouteWebhook:
 		return Config{Kind: KindWebhook, WebhookURL: r.WebhookURL, WebhookSecret: r.WebhookSecret, Timeout: r.WebhookTimeout}
-	case store.RouteWorkflow:
+	case vocab.RouteWorkflow:
 		return Config{Kind: KindWorkflow, WorkflowType: r.WorkflowType, TaskQueue: r.TaskQueue}
-	case store.RouteEcho:
+	case vocab.RouteEcho:
 		return Config{Kind: KindEcho}
-	case store.RouteMCP:
+	case vocab.RouteMCP:
 		return Config{Kind: KindMCP, MCPAgent: r.MCPAgent}
 	}
 	// An unknown kind (a route of a newer release) fails New's validation.

@@ -433,7 +433,7 @@ const hostileName = "../../etc/<script>alert(1)</script>\u202egpj.\x07exe.pdf"
 func withFile(name string) handoff.Delivery {
 	d := delivery()
 	d.Message.Payload = &store.Payload{Summary: "see this\n[file " + name + "]",
-		Attachments: []store.Attachment{{Kind: "file", Position: store.MediaPositionBase, Name: name, Size: 12}}}
+		Attachments: []store.Attachment{{Kind: "file", Position: vocab.MediaPositionBase, Name: name, Size: 12}}}
 	return d
 }
 

@@ -8,7 +8,8 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// Handler receives deliverable messages (the agent hand-off, design.md §5).
+// Handler receives deliverable messages (the agent hand-off,
+// docs/agents.md#agent-hand-off).
 type Handler interface {
 	// Deliver hands a message to the agent. The session token is the agent's capability
 	// to reply; it must not be logged. A nil error means the agent has it; the answer may

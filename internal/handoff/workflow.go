@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
@@ -80,7 +81,7 @@ func AgentInput(d Delivery) wfapi.AgentInput {
 // fetchPath is the reply API path that downloads an attachment, or "" when it has no
 // media to download (a file, voice or video without a CDN locator).
 func fetchPath(messageKey string, index int, a store.Attachment) string {
-	if a.Kind != "image" && a.Position < store.MediaPositionBase {
+	if a.Kind != "image" && a.Position < vocab.MediaPositionBase {
 		return ""
 	}
 	return wfapi.AttachmentPath(messageKey, index)

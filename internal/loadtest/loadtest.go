@@ -54,7 +54,7 @@ import (
 )
 
 // ProtocolLongPollHold is how long iLink holds an empty getupdates (the simulator's
-// default, from the protocol notes).
+// default, and the longpolling_timeout_ms iLink usually answers with).
 const ProtocolLongPollHold = 35 * time.Second
 
 // Config is one run's shape. Start from [DefaultConfig].

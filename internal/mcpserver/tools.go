@@ -330,7 +330,7 @@ func (s *Server) checkBot(ctx context.Context, a agent, bot string) *ToolError {
 		return &ToolError{Code: CodeInvalidArgument, Status: http.StatusBadRequest, Message: "bot must be an account key (ilk_ and 32 hex digits)"}
 	case err != nil && store.CodeOf(err) != vocab.CodeSealedUnreadable:
 		return s.storeRefusal(ToolWait, err)
-	case !found || r.Kind != store.RouteMCP || r.MCPAgent != a.name:
+	case !found || r.Kind != vocab.RouteMCP || r.MCPAgent != a.name:
 		return notRouted()
 	}
 	return nil
@@ -364,7 +364,7 @@ func (s *Server) offerFor(ctx context.Context, tool string, a agent, messageKey 
 		}
 		return store.MCPOffer{}, s.storeRefusal(tool, err)
 	}
-	if r, found, err := s.cfg.Store.GetRoute(ctx, m.AccountKey); err == nil && found && r.Kind == store.RouteMCP && r.MCPAgent == a.name {
+	if r, found, err := s.cfg.Store.GetRoute(ctx, m.AccountKey); err == nil && found && r.Kind == vocab.RouteMCP && r.MCPAgent == a.name {
 		return store.MCPOffer{}, &ToolError{Code: CodeMessageNotOffered, Status: http.StatusConflict, Message: "the message was not offered to you (yet): take messages with wait_for_message"}
 	}
 	return store.MCPOffer{}, notRouted()

@@ -9,6 +9,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 )
@@ -28,7 +29,7 @@ func TestTheSecondsSinceTheLastGoodPollAreOnTheDatabaseClockWhateverTheWorkersCl
 	register := func(n int, at time.Time) string {
 		t.Helper()
 		provider := fmt.Sprintf("%012x@im.bot", n)
-		a, err := st.RegisterAccount(ctx, at, store.RegisterInput{
+		a, err := storetest.RegisterAccount(ctx, st, at, store.ConfirmInput{
 			ProviderAccountID: provider, OwnerPeerID: fmt.Sprintf("o9cq8clockowner%013d@im.wechat", n),
 			BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(provider + ":tok"),
 		})

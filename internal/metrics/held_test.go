@@ -8,6 +8,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -26,7 +27,7 @@ func TestAHeldReplyShowsInTheScrapeUnderItsAccountUntilItIsDropped(t *testing.T)
 	var keys []string
 	var gen int32
 	for _, bot := range []string{"00000000h0a1", "00000000h0a2"} {
-		a, err := st.RegisterAccount(ctx, now, store.RegisterInput{ProviderAccountID: bot + "@im.bot", OwnerPeerID: "o9-" + bot + "@im.wechat",
+		a, err := storetest.RegisterAccount(ctx, st, now, store.ConfirmInput{ProviderAccountID: bot + "@im.bot", OwnerPeerID: "o9-" + bot + "@im.wechat",
 			BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(bot + ":tok")})
 		if err != nil {
 			t.Fatal(err)

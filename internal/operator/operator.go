@@ -38,7 +38,7 @@ type Account struct {
 	Token        string `json:"token"`
 	TokenProblem string `json:"token_problem,omitempty"`
 	TokenFix     string `json:"token_fix,omitempty"`
-	// Route is the kind of the bot's route (store.RouteKinds) or RouteDefault (the
+	// Route is the kind of the bot's route (vocab.RouteKinds) or RouteDefault (the
 	// worker's --handler); a webhook route shows its host only (never its URL, whose
 	// path may hold a key, nor its secret), a workflow route its type and task queue.
 	Route             string `json:"route"`

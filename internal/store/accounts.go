@@ -14,14 +14,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// RegisterInput registers a bot account outside enrollment.
-type RegisterInput struct {
-	ProviderAccountID string
-	OwnerPeerID       string
-	BaseURL           string
-	BotToken          sealing.Secret
-}
-
 type accountInput struct {
 	key, provider, owner, baseURL string
 	token                         sealing.Secret
@@ -46,31 +38,6 @@ func validateAccountInput(provider, owner, baseURL string, token sealing.Secret)
 
 func botTokenBinding(accountKey string, generation int32) string {
 	return accountKey + "/" + strconv.Itoa(int(generation))
-}
-
-// RegisterAccount registers a new account at generation 1 with its sealed bot token.
-// It refuses a second live (active or paused) account of the same owner (owner_conflict).
-func (s *Store) RegisterAccount(ctx context.Context, now time.Time, in RegisterInput) (Account, error) {
-	if err := validNow(now); err != nil {
-		return Account{}, err
-	}
-	a, err := validateAccountInput(in.ProviderAccountID, in.OwnerPeerID, in.BaseURL, in.BotToken)
-	if err != nil {
-		return Account{}, err
-	}
-	var out Account
-	err = s.inTx(ctx, "register account", func(q *dbq.Queries) error {
-		live, err := q.LiveAccountsOfOwner(ctx, a.owner)
-		if err != nil {
-			return err
-		}
-		if len(live) > 0 {
-			return fail(vocab.CodeOwnerConflict, "owner already has a live account")
-		}
-		out, err = s.register(ctx, q, now, a)
-		return err
-	})
-	return out, err
 }
 
 func (s *Store) register(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput) (Account, error) {
@@ -102,50 +69,11 @@ func (s *Store) sealBotToken(ctx context.Context, q *dbq.Queries, now time.Time,
 	})
 }
 
-// RotateInput replaces the bot token of an account (a new generation).
-type RotateInput struct {
-	AccountKey         string
-	ExpectedGeneration int32
-	ProviderAccountID  string
-	OwnerPeerID        string
-	BaseURL            string
-	BotToken           sealing.Secret
-}
-
 // RotateResult is the outcome of a rotation.
 type RotateResult struct {
 	Account Account
 	// CancelledWindowIDs are the windows the rotation retired as cancelled.
 	CancelledWindowIDs []int64
-}
-
-// RotateAccount is a compare-and-set on the generation: it stores a new bot token under
-// generation+1, reactivates the account, keeps its cursor and cancels every open window
-// (pending attempts failed, sessions closed, context tokens deleted). The provider id and
-// the owner cannot change (pair_mismatch).
-func (s *Store) RotateAccount(ctx context.Context, now time.Time, in RotateInput) (RotateResult, error) {
-	if err := validNow(now); err != nil {
-		return RotateResult{}, err
-	}
-	if err := validAccountKey(in.AccountKey); err != nil {
-		return RotateResult{}, err
-	}
-	if in.ExpectedGeneration < 1 {
-		return RotateResult{}, fail(vocab.CodeInvalidInput, "expected generation must be positive")
-	}
-	a, err := validateAccountInput(in.ProviderAccountID, in.OwnerPeerID, in.BaseURL, in.BotToken)
-	if err != nil {
-		return RotateResult{}, err
-	}
-	if a.key != in.AccountKey {
-		return RotateResult{}, fail(vocab.CodePairMismatch, "provider account does not match the account key")
-	}
-	var out RotateResult
-	err = s.inTx(ctx, "rotate account", func(q *dbq.Queries) error {
-		out, err = s.rotate(ctx, q, now, a, in.ExpectedGeneration)
-		return err
-	})
-	return out, err
 }
 
 func (s *Store) rotate(ctx context.Context, q *dbq.Queries, now time.Time, a accountInput, expected int32) (RotateResult, error) {
@@ -441,47 +369,6 @@ type Cursor struct {
 	AccountGeneration int32
 	Cursor            string
 	UpdatedAt         *time.Time
-}
-
-// GetCursor returns the cursor of an account.
-func (s *Store) GetCursor(ctx context.Context, accountKey string) (Cursor, error) {
-	a, err := s.GetAccount(ctx, accountKey)
-	if err != nil {
-		return Cursor{}, err
-	}
-	return Cursor{AccountKey: a.AccountKey, AccountGeneration: a.Generation, Cursor: a.Cursor, UpdatedAt: a.CursorUpdatedAt}, nil
-}
-
-// CompareAndSetCursor moves the cursor only when (account, generation, expected cursor)
-// all still hold (checkPollable).
-func (s *Store) CompareAndSetCursor(ctx context.Context, now time.Time, accountKey string, generation int32, expected, next string) (Cursor, error) {
-	if err := validNow(now); err != nil {
-		return Cursor{}, err
-	}
-	if err := validAccountKey(accountKey); err != nil {
-		return Cursor{}, err
-	}
-	if err := validCursor(expected, "expected cursor"); err != nil {
-		return Cursor{}, err
-	}
-	if err := validCursor(next, "next cursor"); err != nil {
-		return Cursor{}, err
-	}
-	var out Cursor
-	err := s.inTx(ctx, "compare and set cursor", func(q *dbq.Queries) error {
-		_, err := batchRow[dbq.Account](q.CompareAndSetCursor(ctx, []dbq.CompareAndSetCursorParams{{
-			AccountKey: accountKey, Generation: generation, ExpectedCursor: expected, NextCursor: next, Now: now,
-		}}))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return cursorFailure(ctx, q, accountKey, generation, expected)
-		}
-		if err != nil {
-			return err
-		}
-		out = Cursor{AccountKey: accountKey, AccountGeneration: generation, Cursor: next, UpdatedAt: &now}
-		return nil
-	})
-	return out, err
 }
 
 // cursorFailure explains why a cursor compare-and-set found nothing to update.

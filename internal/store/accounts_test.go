@@ -12,9 +12,25 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-func registerInput(provider, owner string) store.RegisterInput {
-	return store.RegisterInput{ProviderAccountID: provider, OwnerPeerID: owner,
+func registerInput(provider, owner string) store.ConfirmInput {
+	return store.ConfirmInput{ProviderAccountID: provider, OwnerPeerID: owner,
 		BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(provider + ":secret-token")}
+}
+
+// scannedOffer offers a login and marks it scanned: what ConfirmEnrollment confirms.
+func (e *env) scannedOffer(id string) string {
+	e.t.Helper()
+	e.offer(id)
+	if err := e.store.MarkOfferScanned(e.ctx, t0, id); err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// confirm confirms the offer with in at generation.
+func (e *env) confirm(offer string, generation int32, in store.ConfirmInput) (store.ConfirmResult, error) {
+	in.OfferID, in.AccountGeneration, in.MaxAccounts = offer, generation, 10
+	return e.store.ConfirmEnrollment(e.ctx, t0, in)
 }
 
 func TestRegistrationSealsTokenAndNormalisesBaseURL(t *testing.T) {
@@ -22,10 +38,11 @@ func TestRegistrationSealsTokenAndNormalisesBaseURL(t *testing.T) {
 	e := newEnv(t)
 	in := registerInput("aaaaaaaaaaaa@im.bot", "o9cq8-owner-a@im.wechat")
 	in.BaseURL = "HTTPS://ILinkAI.weixin.qq.com"
-	a, err := e.store.RegisterAccount(e.ctx, t0, in)
+	r, err := e.confirm(e.scannedOffer("qo_seal"), 1, in)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := r.Account
 	if a.BaseURL != "https://ilinkai.weixin.qq.com/" || a.Generation != 1 || a.Status != vocab.AccountActive {
 		t.Fatalf("unexpected account %+v", a)
 	}
@@ -52,60 +69,43 @@ func TestRegistrationRefusesPlainHTTPExceptLoopback(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	in := registerInput("bbbbbbbbbbbb@im.bot", "o9cq8-owner-b@im.wechat")
+	offer := e.scannedOffer("qo_base_url")
 	for _, u := range []string{"http://ilinkai.weixin.qq.com", "ftp://x", "https://user:pw@host", "not a url", ""} {
 		in.BaseURL = u
 		before := e.digest()
-		_, err := e.store.RegisterAccount(e.ctx, t0, in)
+		_, err := e.confirm(offer, 1, in)
 		wantCode(t, err, vocab.CodeInvalidInput)
 		e.unchanged(before)
 	}
 	in.BaseURL = "http://127.0.0.1:8089"
-	a, err := e.store.RegisterAccount(e.ctx, t0, in)
+	r, err := e.confirm(offer, 1, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.BaseURL != "http://127.0.0.1:8089/" {
-		t.Fatalf("base URL %q", a.BaseURL)
+	if r.Account.BaseURL != "http://127.0.0.1:8089/" {
+		t.Fatalf("base URL %q", r.Account.BaseURL)
 	}
-}
-
-func TestRegistrationRefusesSecondLiveAccountOfOwner(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	if _, err := e.store.RegisterAccount(e.ctx, t0, registerInput("cccccccccccc@im.bot", "o9cq8-owner-c@im.wechat")); err != nil {
-		t.Fatal(err)
-	}
-	before := e.digest()
-	_, err := e.store.RegisterAccount(e.ctx, t0, registerInput("dddddddddddd@im.bot", "o9cq8-owner-c@im.wechat"))
-	wantCode(t, err, vocab.CodeOwnerConflict)
-	_, err = e.store.RegisterAccount(e.ctx, t0, registerInput("cccccccccccc@im.bot", "o9cq8-owner-other@im.wechat"))
-	wantCode(t, err, vocab.CodeAccountExists)
-	e.unchanged(before)
 }
 
 func TestRotationIsCompareAndSetOnGeneration(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
-	rot := store.RotateInput{AccountKey: b.key, ExpectedGeneration: 1, ProviderAccountID: b.provider,
-		OwnerPeerID: b.owner, BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("new-token-gen2")}
-	r, err := e.store.RotateAccount(e.ctx, t0, rot)
+	rot := store.ConfirmInput{ProviderAccountID: b.provider, OwnerPeerID: b.owner,
+		BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("new-token-gen2")}
+	r, err := e.confirm(e.scannedOffer("qo_rotate"), 2, rot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Account.Generation != 2 {
-		t.Fatalf("generation %d, want 2", r.Account.Generation)
+	if r.Account.Generation != 2 || r.Registered {
+		t.Fatalf("generation %d (registered %v), want a rotation to 2", r.Account.Generation, r.Registered)
 	}
+	stale, mismatch := e.scannedOffer("qo_stale"), e.scannedOffer("qo_mismatch")
 	before := e.digest()
-	_, err = e.store.RotateAccount(e.ctx, t0, rot) // stale expected generation
+	_, err = e.confirm(stale, 2, rot) // stale expected generation
 	wantCode(t, err, vocab.CodeGenerationConflict)
-	rot.ExpectedGeneration = 2
 	rot.OwnerPeerID = "o9cq8-someone-else@im.wechat"
-	_, err = e.store.RotateAccount(e.ctx, t0, rot)
-	wantCode(t, err, vocab.CodePairMismatch)
-	rot.OwnerPeerID = b.owner
-	rot.ProviderAccountID = "ffffffffffff@im.bot"
-	_, err = e.store.RotateAccount(e.ctx, t0, rot)
+	_, err = e.confirm(mismatch, 3, rot)
 	wantCode(t, err, vocab.CodePairMismatch)
 	e.unchanged(before)
 	got, err := e.store.GetAccountWithSecret(e.ctx, b.key)
@@ -123,10 +123,10 @@ func TestRotationCancelsOpenWindowsFailsPendingClosesSessionsDeletesSecrets(t *t
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	w := res.Deliverable.ReplyWindowID
-	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending one")); err != nil {
+	if _, err := e.reserve(t0, storeReply(tok, "pending one")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := e.store.RotateAccount(e.ctx, t0, store.RotateInput{AccountKey: b.key, ExpectedGeneration: 1,
+	r, err := e.confirm(e.scannedOffer("qo_rotate"), 2, store.ConfirmInput{
 		ProviderAccountID: b.provider, OwnerPeerID: b.owner, BaseURL: "https://ilinkai.weixin.qq.com",
 		BotToken: sealing.NewSecret("rotated")})
 	if err != nil {
@@ -136,7 +136,7 @@ func TestRotationCancelsOpenWindowsFailsPendingClosesSessionsDeletesSecrets(t *t
 		t.Fatalf("cancelled windows %v, want [%d]", r.CancelledWindowIDs, w)
 	}
 	assertRetired(t, e, w, vocab.WindowCancelled)
-	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "after rotation"))
+	_, err = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "after rotation"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeReplyWindowInactive)
 }
 
@@ -158,9 +158,6 @@ func assertRetired(t *testing.T, e *env, windowID int64, state string) {
 	}
 	if n := e.count("SELECT count(*) FROM agent_sessions WHERE reply_window_id = $1 AND closed_at IS NULL", windowID); n != 0 {
 		t.Fatal("retired window kept open agent sessions")
-	}
-	if _, err := e.store.GetWindowSecret(e.ctx, windowID); store.CodeOf(err) != vocab.CodeReplyWindowInactive {
-		t.Fatalf("secret of retired window: %v", err)
 	}
 }
 
@@ -230,9 +227,9 @@ func TestDisableAccountCancelsWindows(t *testing.T) {
 		t.Fatalf("status %s", ch.Account.Status)
 	}
 	assertRetired(t, e, res.Deliverable.ReplyWindowID, vocab.WindowCancelled)
-	// A disabled owner may register a new bot: only live accounts conflict.
-	if _, err := e.store.RegisterAccount(e.ctx, t0, registerInput("eeeeeeeeeeee@im.bot", b.owner)); err != nil {
-		t.Fatal(err)
+	// A disabled owner may enrol a new bot: only live accounts are replaced.
+	if r, err := e.confirm(e.scannedOffer("qo_new_bot"), 1, registerInput("eeeeeeeeeeee@im.bot", b.owner)); err != nil || len(r.ReplacedAccountKeys) != 0 {
+		t.Fatalf("new bot of a disabled owner: %+v %v", r, err)
 	}
 }
 

@@ -13,25 +13,18 @@ import (
 // startOne reserves and starts one reply.
 func (e *env) startOne(tok sealing.Secret, body string) store.Attempt {
 	e.t.Helper()
-	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, body))
-	if err != nil {
-		e.t.Fatalf("reserve: %v", err)
-	}
-	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
-		e.t.Fatalf("start: %v", err)
-	}
-	return a
+	return e.reserveAndStart(t0, storeReply(tok, body))
 }
 
 // sendOne reserves, starts and completes one reply as sent.
 func (e *env) sendOne(tok sealing.Secret, body string) store.Attempt {
 	e.t.Helper()
 	a := e.startOne(tok, body)
-	done, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: vocab.AttemptSent, ProviderMessageID: "18446744073709551615"})
+	done, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: a.AttemptID, Status: vocab.AttemptSent, ProviderMessageID: "18446744073709551615"})
 	if err != nil {
 		e.t.Fatalf("complete: %v", err)
 	}
-	return done
+	return done.Attempt
 }
 
 func TestReplyNeedsLiveAgentSession(t *testing.T) {
@@ -40,9 +33,9 @@ func TestReplyNeedsLiveAgentSession(t *testing.T) {
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	before := e.digest()
-	_, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("not-a-session-token")), Content: text("x")})
+	_, err := e.store.ReserveAndStart(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("not-a-session-token")), Content: text("x")}, store.SendPacing{})
 	wantCode(t, err, vocab.CodeInvalidAgentSession)
-	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(sealing.Secret{}, "x"))
+	_, err = e.store.ReserveAndStart(e.ctx, t0, storeReply(sealing.Secret{}, "x"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeInvalidAgentSession)
 	e.unchanged(before)
 
@@ -51,14 +44,14 @@ func TestReplyNeedsLiveAgentSession(t *testing.T) {
 	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: short, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.store.ReserveReply(e.ctx, t0.Add(time.Minute), storeReply(short, "late"))
+	_, err = e.store.ReserveAndStart(e.ctx, t0.Add(time.Minute), storeReply(short, "late"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeInvalidAgentSession)
 
 	// A handled message closes its sessions.
 	if _, err := e.store.FinishMessage(e.ctx, t0, res.Deliverable.MessageKey, vocab.MessageHandled, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "after handled"))
+	_, err = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "after handled"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeInvalidAgentSession)
 }
 
@@ -85,7 +78,7 @@ func TestSessionNeverOutlivesItsWindow(t *testing.T) {
 	}
 }
 
-func TestEleventhReservationIsQuotaExhaustedAndPrepareRecordsIt(t *testing.T) {
+func TestEleventhReservationIsQuotaExhausted(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, rawQuota())
 	b := e.register()
@@ -94,49 +87,33 @@ func TestEleventhReservationIsQuotaExhaustedAndPrepareRecordsIt(t *testing.T) {
 		e.sendOne(tok, "reply")
 	}
 	before := e.digest()
-	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "eleventh"))
+	_, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "eleventh"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeReplyQuotaExhausted)
 	e.unchanged(before)
-
-	r, err := e.store.PrepareReply(e.ctx, t0, storeReply(tok, "eleventh, recorded"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Refused != vocab.CodeReplyQuotaExhausted || r.Attempt.Status != vocab.AttemptFailed ||
-		r.Attempt.FailType != vocab.FailRefused || r.Attempt.ErrorCode != string(vocab.CodeReplyQuotaExhausted) {
-		t.Fatalf("recorded refusal %+v", r)
-	}
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
 	if w.Transmitted != 10 || w.Reserved != 0 || w.SendsLeft() != 0 {
 		t.Fatalf("window counters %+v", w)
 	}
 }
 
-func TestExpiredWindowRefusesReplyAndPrepareRecordsIt(t *testing.T) {
+func TestExpiredWindowRefusesReply(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	late := t0.Add(24 * time.Hour)
-	if _, err := e.store.ReserveReply(e.ctx, late.Add(-time.Microsecond), storeReply(tok, "just in time")); err != nil {
+	if _, err := e.reserve(late.Add(-time.Microsecond), storeReply(tok, "just in time")); err != nil {
 		t.Fatalf("a reply just before expiry is allowed: %v", err)
 	}
 	before := e.digest()
-	_, err := e.store.ReserveReply(e.ctx, late, storeReply(tok, "too late"))
+	_, err := e.store.ReserveAndStart(e.ctx, late, storeReply(tok, "too late"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeReplyWindowExpired)
 	e.unchanged(before)
-	r, err := e.store.PrepareReply(e.ctx, late, storeReply(tok, "too late, recorded"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Refused != vocab.CodeReplyWindowExpired || r.Attempt.Status != vocab.AttemptFailed || r.Attempt.FailType != vocab.FailRefused {
-		t.Fatalf("recorded refusal %+v", r)
-	}
 	// Once the expiry timer retired the window, the agent still hears "expired".
 	if _, err := e.store.ExpireWindow(e.ctx, late, res.Deliverable.ReplyWindowID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.store.ReserveReply(e.ctx, late, storeReply(tok, "after retirement"))
+	_, err = e.store.ReserveAndStart(e.ctx, late, storeReply(tok, "after retirement"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeReplyWindowExpired)
 }
 
@@ -145,11 +122,11 @@ func TestReservationDerivesStableIDsFromSendIndex(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
-	a0, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "zero"))
+	a0, err := e.reserve(t0, storeReply(tok, "zero"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a1, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "one"))
+	a1, err := e.reserve(t0, storeReply(tok, "one"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +136,10 @@ func TestReservationDerivesStableIDsFromSendIndex(t *testing.T) {
 		t.Fatalf("attempt ids not derived from (message, send index): %+v %+v", a0, a1)
 	}
 	// A released index is never reused: the next reservation takes a new physical index.
-	if ok, err := e.store.ReleaseAttempt(e.ctx, t0, a1.AttemptID, ""); !ok || err != nil {
-		t.Fatalf("release: %v %v", ok, err)
+	if r, err := e.store.ReleaseSend(e.ctx, t0, a1.AttemptID, ""); !r.Released || err != nil {
+		t.Fatalf("release: %+v %v", r, err)
 	}
-	a2, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "two"))
+	a2, err := e.reserve(t0, storeReply(tok, "two"))
 	if err != nil || a2.SendIndex != 2 {
 		t.Fatalf("after release: index %d (%v)", a2.SendIndex, err)
 	}
@@ -173,20 +150,23 @@ func TestStartMovesReservationToTransmittedOneSendingPerPeer(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
-	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
-	c, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "c"))
+	a, _ := e.reserve(t0, storeReply(tok, "a"))
+	c, _ := e.reserve(t0, storeReply(tok, "c"))
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
 	if w.Reserved != 2 || w.Transmitted != 0 || w.NextSendIndex != 2 {
 		t.Fatalf("after reserve %+v", w)
 	}
-	started, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID)
-	if err != nil || started.Status != vocab.AttemptSending {
+	started, err := e.start(t0, store.ByToken(tok), a.AttemptID)
+	if err != nil || started.Started == nil || started.Started.Attempt.Status != vocab.AttemptSending {
 		t.Fatalf("start: %+v %v", started, err)
 	}
 	before := e.digest()
-	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), c.AttemptID)
-	wantCode(t, err, vocab.CodeSendInProgress)
-	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID)
+	// The second send to the peer waits until the first completes: nothing is written.
+	waiting, err := e.start(t0, store.ByToken(tok), c.AttemptID)
+	if err != nil || waiting.Started != nil || !waiting.InFlight {
+		t.Fatalf("second start while one is sending: %+v %v", waiting, err)
+	}
+	_, err = e.start(t0, store.ByToken(tok), a.AttemptID)
 	wantCode(t, err, vocab.CodeAttemptConflict)
 	e.unchanged(before)
 	w, _ = e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
@@ -203,28 +183,28 @@ func TestCompletionOutcomesAndUnknownIsNeverResent(t *testing.T) {
 	start := func() store.Attempt { return e.startOne(tok, "x") }
 	unknown := start()
 	c := store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptUnknown, ErrorCode: "outcome_unknown"}
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil {
+	if _, err := e.store.CompleteSend(e.ctx, t0, c); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := e.store.CompleteAttempt(e.ctx, t0, c); err != nil || again.Status != vocab.AttemptUnknown {
+	if again, err := e.store.CompleteSend(e.ctx, t0, c); err != nil || again.Attempt.Status != vocab.AttemptUnknown {
 		t.Fatalf("retried completion: %+v %v", again, err)
 	}
 	before := e.digest()
-	_, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptSent})
+	_, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptSent})
 	wantCode(t, err, vocab.CodeAttemptConflict)
-	_, err = e.store.StartReply(e.ctx, t0, store.ByToken(tok), unknown.AttemptID)
+	_, err = e.start(t0, store.ByToken(tok), unknown.AttemptID)
 	wantCode(t, err, vocab.CodeAttemptConflict)
-	_, err = e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptFailed, FailType: "bogus"})
+	_, err = e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: unknown.AttemptID, Status: vocab.AttemptFailed, FailType: "bogus"})
 	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 
 	// A request that surely never left gives its quota back; a rejected one does not.
 	never := start()
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: never.AttemptID, Status: vocab.AttemptFailed, FailType: vocab.FailTransport}); err != nil {
+	if _, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: never.AttemptID, Status: vocab.AttemptFailed, FailType: vocab.FailTransport}); err != nil {
 		t.Fatal(err)
 	}
 	rejected := start()
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: rejected.AttemptID, Status: vocab.AttemptFailed, FailType: vocab.FailRejected, ErrorCode: "ret_-2"}); err != nil {
+	if _, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: rejected.AttemptID, Status: vocab.AttemptFailed, FailType: vocab.FailRejected, ErrorCode: "ret_-2"}); err != nil {
 		t.Fatal(err)
 	}
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
@@ -238,23 +218,23 @@ func TestReleaseAndRecoveryGiveTheQuotaBack(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
-	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
-	if ok, err := e.store.ReleaseAttempt(e.ctx, t0, a.AttemptID, "agent_cancelled"); !ok || err != nil {
-		t.Fatalf("release: %v %v", ok, err)
+	a, _ := e.reserve(t0, storeReply(tok, "a"))
+	if r, err := e.store.ReleaseSend(e.ctx, t0, a.AttemptID, "agent_cancelled"); !r.Released || err != nil {
+		t.Fatalf("release: %+v %v", r, err)
 	}
-	if ok, err := e.store.ReleaseAttempt(e.ctx, t0, a.AttemptID, "again"); ok || err != nil {
-		t.Fatalf("second release must be a no-op: %v %v", ok, err)
+	if r, err := e.store.ReleaseSend(e.ctx, t0, a.AttemptID, "again"); r.Released || err != nil {
+		t.Fatalf("second release must be a no-op: %+v %v", r, err)
 	}
 	got, _ := e.store.GetAttempt(e.ctx, a.AttemptID)
 	if got.Status != vocab.AttemptFailed || got.FailType != vocab.FailReleased || got.ErrorCode != "agent_cancelled" {
 		t.Fatalf("released attempt %+v", got)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending")); err != nil {
+		if _, err := e.reserve(t0, storeReply(tok, "pending")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n, err := e.store.RecoverPendingAttempts(e.ctx, t0)
+	n, err := e.recoverPending(t0)
 	if err != nil || n != 3 {
 		t.Fatalf("recovered %d (%v), want 3", n, err)
 	}
@@ -263,14 +243,14 @@ func TestReleaseAndRecoveryGiveTheQuotaBack(t *testing.T) {
 		t.Fatalf("window after recovery %+v", w)
 	}
 	// Counters are checked, never assumed: a window that lost its reservation fails recovery whole.
-	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending")); err != nil {
+	if _, err := e.reserve(t0, storeReply(tok, "pending")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.pool.Exec(e.ctx, "UPDATE reply_windows SET reserved = 0"); err != nil {
 		t.Fatal(err)
 	}
 	before := e.digest()
-	_, err = e.store.RecoverPendingAttempts(e.ctx, t0)
+	_, err = e.recoverPending(t0)
 	wantCode(t, err, vocab.CodeAttemptConflict)
 	e.unchanged(before)
 }
@@ -283,7 +263,7 @@ func TestRecoveryOfListedWindowsLeavesTheOthersPending(t *testing.T) {
 	res2, tok2 := e.deliver(b2, "hello")
 	w1, w2 := res1.Deliverable.ReplyWindowID, res2.Deliverable.ReplyWindowID
 	for _, r := range []store.ReplyInput{storeReply(tok1, "a"), storeReply(tok1, "b"), storeReply(tok2, "c")} {
-		if _, err := e.store.ReserveReply(e.ctx, t0, r); err != nil {
+		if _, err := e.reserve(t0, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,48 +289,12 @@ func TestRecoveryOfListedWindowsLeavesTheOthersPending(t *testing.T) {
 	}
 }
 
-func TestSystemMessageReservesAndStartsInOneStepAgainstTheSameQuota(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	b := e.register()
-	res, tok := e.deliver(b, "hello")
-	for i := 0; i < 9; i++ {
-		e.sendOne(tok, "reply")
-	}
-	sys, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("quota notice")})
-	if err != nil || sys.Status != vocab.AttemptSending || sys.Source != "system" {
-		t.Fatalf("system attempt %+v %v", sys, err)
-	}
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: sys.AttemptID, Status: vocab.AttemptSent}); err != nil {
-		t.Fatal(err)
-	}
-	before := e.digest()
-	_, err = e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("one more")})
-	wantCode(t, err, vocab.CodeReplyQuotaExhausted)
-	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "agent too"))
-	wantCode(t, err, vocab.CodeReplyQuotaExhausted)
-	e.unchanged(before)
-}
-
-func TestSystemSendRespectsOneSendingPerPeer(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	b := e.register()
-	res, tok := e.deliver(b, "hello")
-	a, _ := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "a"))
-	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
-		t.Fatal(err)
-	}
-	_, err := e.store.ReserveStartedSystemAttempt(e.ctx, t0, store.SystemSendInput{MessageKey: res.Deliverable.MessageKey, Content: text("notice")})
-	wantCode(t, err, vocab.CodeSendInProgress)
-}
-
 func TestExpiryRetiresTheWindowOnlyAtItsTime(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
-	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending at expiry")); err != nil {
+	if _, err := e.reserve(t0, storeReply(tok, "pending at expiry")); err != nil {
 		t.Fatal(err)
 	}
 	id := res.Deliverable.ReplyWindowID
@@ -374,14 +318,12 @@ func TestTextOver16KiBIsRefusedBeforeReservation(t *testing.T) {
 	b := e.register()
 	_, tok := e.deliver(b, "hello")
 	before := e.digest()
-	_, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("字", 16*1024/3+1)))
+	_, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, strings.Repeat("字", 16*1024/3+1)), store.SendPacing{})
 	wantCode(t, err, vocab.CodeInvalidInput)
-	_, err = e.store.PrepareReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024+1)))
-	wantCode(t, err, vocab.CodeInvalidInput)
-	_, err = e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "voice"}})
+	_, err = e.store.ReserveAndStart(e.ctx, t0, store.ReplyInput{Session: store.ByToken(tok), Content: vocab.Content{Type: "voice"}}, store.SendPacing{})
 	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
-	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, strings.Repeat("a", 16*1024))); err != nil {
+	if _, err := e.reserve(t0, storeReply(tok, strings.Repeat("a", 16*1024))); err != nil {
 		t.Fatalf("exactly 16 KiB is allowed: %v", err)
 	}
 }
@@ -411,11 +353,11 @@ func TestSessionByIDServesTheGatewayWithoutTheBearerToken(t *testing.T) {
 	if err != nil || sess.ReplyWindowID != res.Deliverable.ReplyWindowID {
 		t.Fatalf("validate: %+v %v", sess, err)
 	}
-	a, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.BySessionID(sess.SessionID), Content: text("by id")})
+	a, err := e.reserve(t0, store.ReplyInput{Session: store.BySessionID(sess.SessionID), Content: text("by id")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.StartReply(e.ctx, t0.Add(time.Second), store.BySessionID(sess.SessionID), a.AttemptID); err != nil {
+	if _, err := e.start(t0.Add(time.Second), store.BySessionID(sess.SessionID), a.AttemptID); err != nil {
 		t.Fatal(err)
 	}
 	acct, _ := e.store.GetAccount(e.ctx, b.key)
@@ -446,18 +388,18 @@ func TestReservationWithRequestIDIsIdempotent(t *testing.T) {
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
 	in := store.ReplyInput{Session: store.ByToken(tok), Content: text("once"), RequestID: "update-1"}
-	first, err := e.store.ReserveReply(e.ctx, t0, in)
+	first, err := e.reserve(t0, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := e.digest()
-	again, err := e.store.ReserveReply(e.ctx, t0, in)
+	again, err := e.reserve(t0, in)
 	if err != nil || again.AttemptID != first.AttemptID {
 		t.Fatalf("retry reserved again: %+v %v", again, err)
 	}
 	e.unchanged(before)
 	in.Content = text("other content")
-	_, err = e.store.ReserveReply(e.ctx, t0, in)
+	_, err = e.store.ReserveAndStart(e.ctx, t0, in, store.SendPacing{})
 	wantCode(t, err, vocab.CodeAttemptConflict)
 	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
 	if w.Reserved != 1 {
@@ -475,7 +417,7 @@ func TestSentCountsOnlyTheSendsILinkAccepted(t *testing.T) {
 	res, tok := e.deliver(b, "hello")
 	id := res.Deliverable.ReplyWindowID
 	throttled := e.startOne(tok, "refused")
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{AttemptID: throttled.AttemptID, Status: vocab.AttemptFailed,
+	if _, err := e.store.CompleteSend(e.ctx, t0, store.Completion{AttemptID: throttled.AttemptID, Status: vocab.AttemptFailed,
 		FailType: vocab.FailThrottled, ErrorCode: "throttle"}); err != nil {
 		t.Fatal(err)
 	}

@@ -278,11 +278,11 @@ func BenchmarkReserveStartComplete(b *testing.B) {
 // and the start in two transactions (the path after a pacing wait).
 func BenchmarkReserveThenStartComplete(b *testing.B) {
 	benchSends(b, func(e *env, now time.Time, ref benchSession) (store.Attempt, error) {
-		a, err := e.store.ReserveReply(e.ctx, now, storeReply(ref.tok, "benchmark reply"))
+		a, err := e.reserve(now, storeReply(ref.tok, "benchmark reply"))
 		if err != nil {
 			return store.Attempt{}, fmt.Errorf("reserve: %w", err)
 		}
-		if _, err := e.store.StartReply(e.ctx, now, store.ByToken(ref.tok), a.AttemptID); err != nil {
+		if _, err := e.start(now, store.ByToken(ref.tok), a.AttemptID); err != nil {
 			return store.Attempt{}, fmt.Errorf("start: %w", err)
 		}
 		return a, nil

@@ -39,14 +39,8 @@ func ccRace(n int, fn func(i int)) {
 // ccSend reserves, starts and completes (sent) one reply through the session.
 func ccSend(e *env, tok sealing.Secret, label string) {
 	e.t.Helper()
-	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, label))
-	if err != nil {
-		e.t.Fatalf("reserve %s: %v", label, err)
-	}
-	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
-		e.t.Fatalf("start %s: %v", label, err)
-	}
-	if _, err := e.store.CompleteAttempt(e.ctx, t0, store.Completion{
+	a := e.reserveAndStart(t0, storeReply(tok, label))
+	if _, err := e.store.CompleteSend(e.ctx, t0, store.Completion{
 		AttemptID: a.AttemptID, Status: vocab.AttemptSent, ProviderMessageID: "pm-" + a.AttemptID,
 	}); err != nil {
 		e.t.Fatalf("complete %s: %v", label, err)
@@ -68,10 +62,16 @@ func TestConcurrencyLastQuotaSlotHasExactlyOneWinner(t *testing.T) {
 			ccSend(e, tok, fmt.Sprintf("r%d-send%d", round, i))
 		}
 
+		// The bot's breaker is open: the winner's attempt stays pending.
+		if _, err := e.store.BlockSends(e.ctx, t0, b.key, t0.Add(breakerFor)); err != nil {
+			t.Fatal(err)
+		}
 		errs := make([]error, racers)
 		attempts := make([]store.Attempt, racers)
 		ccRace(racers, func(i int) {
-			attempts[i], errs[i] = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "last slot "+strconv.Itoa(i)))
+			var p store.PreparedSend
+			p, errs[i] = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "last slot "+strconv.Itoa(i)), store.SendPacing{})
+			attempts[i] = p.Attempt
 		})
 
 		winners := 0
@@ -104,14 +104,14 @@ func TestConcurrencyLastQuotaSlotHasExactlyOneWinner(t *testing.T) {
 			t.Fatalf("round %d: %d pending attempts, want 1", round, n)
 		}
 		if n := e.count(`SELECT count(*) FROM send_attempts WHERE reply_window_id = $1`, windowID); n != 10 {
-			t.Fatalf("round %d: %d attempts, want 10 (refusals by ReserveReply write nothing)", round, n)
+			t.Fatalf("round %d: %d attempts, want 10 (refusals by ReserveAndStart write nothing)", round, n)
 		}
 	}
 }
 
 // TestConcurrencyTwoStartsForOnePeerOneSending: two pending attempts of one window started
-// at once: exactly one becomes sending, the other is refused with send_in_progress and
-// stays pending (at most one send in flight per account and peer).
+// at once: exactly one becomes sending, the other waits (in flight, or refused with
+// send_in_progress) and stays pending (at most one send in flight per account and peer).
 func TestConcurrencyTwoStartsForOnePeerOneSending(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -121,30 +121,35 @@ func TestConcurrencyTwoStartsForOnePeerOneSending(t *testing.T) {
 		windowID := res.Deliverable.ReplyWindowID
 		var ids [2]string
 		for i := range ids {
-			a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "reply "+strconv.Itoa(i)))
+			a, err := e.reserve(t0, storeReply(tok, "reply "+strconv.Itoa(i)))
 			if err != nil {
 				t.Fatalf("round %d: reserve: %v", round, err)
 			}
 			ids[i] = a.AttemptID
 		}
 
+		// The breaker that kept them pending closes.
+		if _, err := e.store.BlockSends(e.ctx, t0, b.key, t0); err != nil {
+			t.Fatal(err)
+		}
 		var errs [2]error
-		var started [2]store.Attempt
+		var started [2]store.PreparedSend
 		ccRace(2, func(i int) {
-			started[i], errs[i] = e.store.StartReply(e.ctx, t0, store.ByToken(tok), ids[i])
+			started[i], errs[i] = e.store.StartSend(e.ctx, t0, store.ByToken(tok), ids[i], store.SendPacing{})
 		})
 
 		winner := -1
 		for i, err := range errs {
 			switch {
-			case err == nil:
+			case err == nil && started[i].Started != nil:
 				if winner >= 0 {
 					t.Fatalf("round %d: both attempts started", round)
 				}
 				winner = i
-				if started[i].Status != vocab.AttemptSending {
-					t.Fatalf("round %d: started attempt is %s", round, started[i].Status)
+				if st := started[i].Started.Attempt.Status; st != vocab.AttemptSending {
+					t.Fatalf("round %d: started attempt is %s", round, st)
 				}
+			case err == nil && started[i].InFlight:
 			case store.CodeOf(err) == vocab.CodeSendInProgress:
 			default:
 				t.Fatalf("round %d: start %d: unexpected error %v (want nil or %s)", round, i, err, vocab.CodeSendInProgress)
@@ -245,14 +250,14 @@ const ccMaxDeadlocks = 3
 // win: the retirement always succeeds; the reply/session either lands first (and is then
 // failed/closed by the retirement) or is refused with a rule code. A deadlock (reported
 // as store_unavailable, SQLSTATE 40P01) is a store bug. The retirements lock the account
-// row and then the window; ReserveReply/OpenAgentSession lock the window and then insert
+// row and then the window; ReserveAndStart/OpenAgentSession lock the window and then insert
 // a row whose foreign key takes FOR KEY SHARE on the same account row. An account lock
 // taken FOR UPDATE conflicts with that share lock and deadlocks (it did, in most rounds);
 // FOR NO KEY UPDATE does not.
 func TestConcurrencyWindowRetirementDuringReplyDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	kinds := []string{"CommitPage vs ReserveReply", "CommitPage vs OpenAgentSession", "RotateAccount vs ReserveReply"}
+	kinds := []string{"CommitPage vs ReserveAndStart", "CommitPage vs OpenAgentSession", "rotation (ConfirmEnrollment) vs ReserveAndStart"}
 	deadlocks := 0
 	for round := 0; round < ccRounds && deadlocks < ccMaxDeadlocks; round++ {
 		kind := round % len(kinds)
@@ -269,22 +274,29 @@ func TestConcurrencyWindowRetirementDuringReplyDoesNotDeadlock(t *testing.T) {
 			windowID = res.Deliverable.ReplyWindowID
 		}
 		newer := b.msg("newer", t0.Add(time.Second))
-		rotate := store.RotateInput{
-			AccountKey: b.key, ExpectedGeneration: b.generation, ProviderAccountID: b.provider, OwnerPeerID: b.owner,
+		rotate := store.ConfirmInput{
+			AccountGeneration: b.generation + 1, MaxAccounts: 1000, ProviderAccountID: b.provider, OwnerPeerID: b.owner,
 			BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(b.provider + ":rotated"),
+		}
+		if kind == 2 {
+			rotate.OfferID = e.scannedOffer(fmt.Sprintf("qo_cc_%d", round))
+		}
+		// The bot's breaker is open: a racing reply stays pending.
+		if _, err := e.store.BlockSends(e.ctx, t0, b.key, t0.Add(breakerFor)); err != nil {
+			t.Fatal(err)
 		}
 
 		var retireErr, replyErr error
 		ccRace(2, func(i int) {
 			switch {
 			case i == 0 && kind == 2:
-				_, retireErr = e.store.RotateAccount(e.ctx, t0, rotate)
+				_, retireErr = e.store.ConfirmEnrollment(e.ctx, t0, rotate)
 			case i == 0:
 				_, retireErr = e.tryCommit(b, t0, newer)
 			case kind == 1:
 				_, _, replyErr = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: windowID, Token: tok})
 			default:
-				_, replyErr = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "racing reply"))
+				_, replyErr = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "racing reply"), store.SendPacing{})
 			}
 		})
 		if store.CodeOf(retireErr) == vocab.CodeUnavailable || store.CodeOf(replyErr) == vocab.CodeUnavailable {

@@ -3,6 +3,7 @@ package store
 import (
 	"time"
 
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -58,7 +59,8 @@ func (l Limits) MediaCap() int64 {
 	return l.MaxMediaBytes
 }
 
-// DefaultLimits returns the defaults of design.md §3.
+// DefaultLimits returns the default limits: iLink's observed limits from vocab and the
+// store's own (docs/architecture.md#limits-and-defaults).
 func DefaultLimits() Limits {
 	return Limits{
 		WindowLifetime:        vocab.DefaultWindowLifetime,
@@ -75,8 +77,7 @@ func DefaultLimits() Limits {
 const (
 	maxCursorBytes     = 256 * 1024
 	maxProviderIDBytes = 256
-	maxSendIndex       = 1000
-	maxKeptImages      = 4
+	maxSendIndex       = rules.MaxSendIndex
 	maxPageEntries     = 1000
 	maxSummaryBytes    = 64 * 1024
 	maxAttachments     = 64

@@ -109,20 +109,6 @@ func (s *Store) CloseLoginOffer(ctx context.Context, now time.Time, offerID stri
 	return closed, err
 }
 
-// ExpireLoginOffers deletes every offer whose lifetime has passed.
-func (s *Store) ExpireLoginOffers(ctx context.Context, now time.Time) (int, error) {
-	if err := validNow(now); err != nil {
-		return 0, err
-	}
-	var n int64
-	err := s.inTx(ctx, "expire login offers", func(q *dbq.Queries) error {
-		var err error
-		n, err = q.DeleteExpiredLoginOffers(ctx, now)
-		return err
-	})
-	return int(n), err
-}
-
 // ConfirmInput confirms an enrollment with the credentials iLink returned.
 type ConfirmInput struct {
 	OfferID string

@@ -135,7 +135,7 @@ func TestConfirmingSecondBotForSameOwnerReplacesFirst(t *testing.T) {
 		t.Fatalf("old account %+v", old)
 	}
 	assertRetired(t, e, res.Deliverable.ReplyWindowID, vocab.WindowCancelled)
-	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "to the dead bot"))
+	_, err = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "to the dead bot"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeReplyWindowInactive)
 	if n := e.count("SELECT count(*) FROM enrollment_audit WHERE $1 = ANY(replaced_account_keys)", first.key); n != 1 {
 		t.Fatal("audit row does not record the replaced account")
@@ -156,11 +156,14 @@ func TestLoginOfferLifecycle(t *testing.T) {
 	wantCode(t, err, vocab.CodeInvalidInput)
 	e.offer("qo_life")
 	e.offer("qo_life") // idempotent
-	if n, err := e.store.ExpireLoginOffers(e.ctx, t0.Add(4*time.Minute)); err != nil || n != 0 {
-		t.Fatalf("expired %d early (%v)", n, err)
+	if err := e.store.MarkOfferScanned(e.ctx, t0.Add(4*time.Minute), "qo_life"); err != nil {
+		t.Fatalf("scan before the expiry: %v", err)
 	}
-	if n, err := e.store.ExpireLoginOffers(e.ctx, t0.Add(5*time.Minute)); err != nil || n != 1 {
-		t.Fatalf("expired %d, want 1 (%v)", n, err)
+	err = e.store.MarkOfferScanned(e.ctx, t0.Add(5*time.Minute), "qo_life")
+	wantCode(t, err, vocab.CodeInvalidInput)
+	// The enrollment workflow closes the offer its timer saw expire.
+	if ok, err := e.store.CloseLoginOffer(e.ctx, t0.Add(5*time.Minute), "qo_life"); !ok || err != nil {
+		t.Fatalf("close expired: %v %v", ok, err)
 	}
 	err = e.store.MarkOfferScanned(e.ctx, t0, "qo_life")
 	wantCode(t, err, vocab.CodeInvalidInput)

@@ -24,7 +24,7 @@ func TestAnAttemptIsNotRecordedWithoutItsReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	a, err := s.RegisterAccount(ctx, now, RegisterInput{ProviderAccountID: "guard@im.bot", OwnerPeerID: "guard-owner@im.wechat",
+	a, err := enroll(ctx, s, now, ConfirmInput{ProviderAccountID: "guard@im.bot", OwnerPeerID: "guard-owner@im.wechat",
 		BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("guard-token")})
 	if err != nil {
 		t.Fatal(err)

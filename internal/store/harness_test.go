@@ -14,6 +14,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -71,7 +72,7 @@ func (e *env) register() *bot {
 		owner:    fmt.Sprintf("o9cq8owner%018d@im.wechat", n),
 		nextID:   7000000000000000000,
 	}
-	a, err := e.store.RegisterAccount(e.ctx, t0, store.RegisterInput{
+	a, err := storetest.RegisterAccount(e.ctx, e.store, t0, store.ConfirmInput{
 		ProviderAccountID: b.provider, OwnerPeerID: b.owner, BaseURL: "https://ilinkai.weixin.qq.com",
 		BotToken: sealing.NewSecret(b.provider + ":tok" + strconv.FormatInt(n, 10)),
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -85,16 +86,6 @@ func heldFrom(r dbq.HeldReply) HeldReply {
 	return h
 }
 
-// holdReason is the one rule of whether a window can no longer carry a reply, and why:
-// it expired, its quota is used up, or the sends left are kept for the final answer
-// (vocab.QuotaRefusal). "" means the window can carry it.
-func (s *Store) holdReason(now time.Time, w dbq.ReplyWindow, a dbq.Account, final bool) vocab.Code {
-	if w.State == vocab.WindowExpired || (w.State == vocab.WindowOpen && !now.Before(w.ExpiresAt)) {
-		return vocab.CodeReplyWindowExpired
-	}
-	return vocab.QuotaRefusal(sendsFor(w, a), w.Reserved+w.Transmitted, s.limits.FinalSlots, final)
-}
-
 // HoldReply keeps a reply its window cannot carry, sealed, in order behind the
 // conversation's other held replies, to be sent first when the user's next message opens
 // a new window. It refuses, writing nothing: a reply the window can carry now or one to a
@@ -140,29 +131,12 @@ func (s *Store) HoldReply(ctx context.Context, now time.Time, in HoldInput) (Hel
 		if err != nil {
 			return err
 		}
-		if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
-			return fail(vocab.CodeInvalidAgentSession, "agent session does not match its window")
+		reason, err := rules.CheckHold(now, ruleSession(row), ruleWindow(w), ruleAccount(a), s.limits.FinalSlots, in.Final)
+		if err != nil {
+			return ruled(err)
 		}
-		switch {
-		case a.Status == vocab.AccountReplaced || a.Status == vocab.AccountDisabled:
-			return fail(vocab.CodeAccountNotFound, "the bot was removed (%s); nothing is held for it", a.Status)
-		case a.Generation != w.AccountGeneration:
-			return fail(vocab.CodeGenerationConflict, "account generation changed")
-		case w.State == vocab.WindowSuperseded || w.State == vocab.WindowCancelled:
-			return fail(vocab.CodeReplyWindowInactive, "reply window is %s: answer the newer message", w.State)
-		}
-		reason := s.holdReason(now, w, a, in.Final)
 		expired := reason == vocab.CodeReplyWindowExpired
 		status := row.MessageStatus
-		switch {
-		case reason == "":
-			return fail(vocab.CodeReplyNotHoldable, "the window can carry this reply now: send it")
-		case status == vocab.MessageReceived || status == vocab.MessageAbsorbed:
-			return fail(vocab.CodeInvalidAgentSession, "the message was not handed to an agent")
-		case !expired && (sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) ||
-			(status != vocab.MessageProcessing && status != vocab.MessageHeld)):
-			return fail(vocab.CodeInvalidAgentSession, "agent session is not active")
-		}
 		prior, err := q.HeldReplyByRequest(ctx, sess.SourceMessageKey, in.RequestID)
 		switch {
 		case err == nil:
@@ -179,9 +153,9 @@ func (s *Store) HoldReply(ctx context.Context, now time.Time, in HoldInput) (Hel
 		if err != nil {
 			return err
 		}
-		if load.Replies+1 > maxReplies || load.Bytes+size > maxBytes {
-			return fail(vocab.CodeHeldLimitReached, "the conversation holds %d replies (%d bytes); the limits are %d replies and %d bytes",
-				load.Replies, load.Bytes, maxReplies, maxBytes)
+		position, err := rules.AdmitHeld(rules.HeldLoad{Replies: load.Replies, Bytes: load.Bytes}, size, maxReplies, maxBytes)
+		if err != nil {
+			return ruled(err)
 		}
 		id, err := newHeldID()
 		if err != nil {
@@ -201,7 +175,7 @@ func (s *Store) HoldReply(ctx context.Context, now time.Time, in HoldInput) (Hel
 		if err != nil {
 			return err
 		}
-		if expired && (status == vocab.MessageFailed || status == vocab.MessageHandled) {
+		if rules.SettlesHeldMessage(expired, status) {
 			// Settled by the window's expiry: its answer is held now.
 			if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{MessageKey: sess.SourceMessageKey,
 				Status: vocab.MessageHeld, Now: now, FromStatuses: []string{vocab.MessageFailed, vocab.MessageHandled}}); err != nil {
@@ -209,28 +183,27 @@ func (s *Store) HoldReply(ctx context.Context, now time.Time, in HoldInput) (Hel
 			}
 		}
 		out = heldFrom(r)
-		out.Position = load.Replies + 1
+		out.Position = position
 		return nil
 	})
 	return out, err
 }
 
 // heldPosition is a held reply's place among its conversation's replies still to send
-// (0 once it is settled).
+// (rules.HeldPosition; 0 once it is settled): they go out in the order they were held.
 func heldPosition(ctx context.Context, q *dbq.Queries, h dbq.HeldReply) (int32, error) {
-	if h.Status != vocab.HeldWaiting && h.Status != vocab.HeldSending {
+	if !rules.HeldToSend(h.Status) {
 		return 0, nil
 	}
 	waiting, err := q.WaitingHeldReplies(ctx, h.AccountKey, h.PeerID)
 	if err != nil {
 		return 0, err
 	}
+	ids := make([]string, len(waiting))
 	for i, r := range waiting {
-		if r.HeldID == h.HeldID {
-			return int32(i + 1), nil
-		}
+		ids[i] = r.HeldID
 	}
-	return 0, nil
+	return rules.HeldPosition(h.HeldID, h.Status, ids), nil
 }
 
 // FindHeldReply returns the reply a session's request held, if any (ok false: none).
@@ -306,9 +279,8 @@ func (s *Store) StartHeldDelivery(ctx context.Context, now time.Time, windowID i
 		}
 		out.Held = heldFrom(h)
 		out.Window = windowFrom(w)
-		switch h.Status {
-		case vocab.HeldWaiting:
-		case vocab.HeldSending:
+		switch rules.DecideHeldDelivery(now, h.Status, h.ExpiresAt) {
+		case rules.HeldCarried:
 			att, err := q.GetSendAttempt(ctx, *h.AttemptID)
 			if err != nil {
 				return err
@@ -318,11 +290,10 @@ func (s *Store) StartHeldDelivery(ctx context.Context, now time.Time, windowID i
 			}
 			out.Attempt, err = attemptFrom(att)
 			return err
-		default:
+		case rules.HeldSettled:
 			out.Settled = true
 			return nil
-		}
-		if !now.Before(h.ExpiresAt) {
+		case rules.HeldExpired:
 			d, err := q.DropHeldReply(ctx, dbq.DropHeldReplyParams{HeldID: heldID, DropReason: HeldDropExpired,
 				DroppedBy: "age limit", Now: now})
 			if err != nil {
@@ -334,8 +305,8 @@ func (s *Store) StartHeldDelivery(ctx context.Context, now time.Time, windowID i
 		if err := checkWindowUsable(now, w, a); err != nil {
 			return err
 		}
-		if code := vocab.QuotaRefusal(sendsFor(w, a), w.Reserved+w.Transmitted, s.limits.FinalSlots, false); code != "" {
-			return fail(code, "the window keeps its sends left for its own answer")
+		if err := rules.CheckHeldQuota(ruleWindow(w), ruleAccount(a), s.limits.FinalSlots); err != nil {
+			return ruled(err)
 		}
 		g := gatewaySend{source: vocab.HeldWaiting /* source held */, contentType: h.ContentType, fingerprint: h.Fingerprint,
 			requestID: func(index int32) string {
@@ -398,12 +369,12 @@ func (s *Store) startGatewaySend(ctx context.Context, q *dbq.Queries, now time.T
 	if err != nil {
 		return false, err
 	}
-	if reads.nextIndex >= maxSendIndex {
-		return false, fail(vocab.CodeReplyQuotaExhausted, "send indexes of the message are exhausted")
+	if err := rules.CheckSendIndex(reads.nextIndex); err != nil {
+		return false, ruled(err)
 	}
-	out.NotBefore, out.BlockedUntil = pacedStart(now, a, &pacing)
-	out.InFlight = reads.peerSending
-	if out.BlockedUntil != nil || now.Before(out.NotBefore) || out.InFlight {
+	turn := rules.StartTurn(now, ruleAccount(a), rulePacing(&pacing), reads.peerSending)
+	out.NotBefore, out.BlockedUntil, out.InFlight = turn.NotBefore, turn.BlockedUntil, turn.InFlight
+	if !turn.Ready(now) {
 		return false, nil // its turn has not come: nothing written
 	}
 	payload, meta, err := g.content()

@@ -36,13 +36,6 @@ func (s *Store) Installation(ctx context.Context) (wfapi.Installation, error) {
 	return in, nil
 }
 
-// InstallationID returns this database's installation id: 12 hex digits, random per
-// database, the same for every read (see Installation).
-func (s *Store) InstallationID(ctx context.Context) (string, error) {
-	in, err := s.Installation(ctx)
-	return in.ID, err
-}
-
 // WindowWorkflowID returns the workflow id of a reply window's ReplyWindow workflow
 // (wfapi.Installation.WindowWorkflowID). It reads nothing but the cached installation.
 func (s *Store) WindowWorkflowID(ctx context.Context, windowID int64) (string, error) {

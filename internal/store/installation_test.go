@@ -18,10 +18,16 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
+// installationID is the id of the store's installation (Installation).
+func installationID(ctx context.Context, st *store.Store) (string, error) {
+	in, err := st.Installation(ctx)
+	return in.ID, err
+}
+
 func TestInstallationIDIsStableAcrossReadsAndDiffersBetweenDatabases(t *testing.T) {
 	t.Parallel()
 	a, b := newEnv(t), newEnv(t)
-	first, err := a.store.InstallationID(a.ctx)
+	first, err := installationID(a.ctx, a.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +35,7 @@ func TestInstallationIDIsStableAcrossReadsAndDiffersBetweenDatabases(t *testing.
 		t.Fatalf("installation id %q, want 12 hex digits", first)
 	}
 	// Again, from the cache and from another store over the same database.
-	again, err := a.store.InstallationID(a.ctx)
+	again, err := installationID(a.ctx, a.store)
 	if err != nil || again != first {
 		t.Fatalf("second read %q %v, want %q", again, err, first)
 	}
@@ -37,10 +43,10 @@ func TestInstallationIDIsStableAcrossReadsAndDiffersBetweenDatabases(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, err := other.InstallationID(a.ctx); err != nil || id != first {
+	if id, err := installationID(a.ctx, other); err != nil || id != first {
 		t.Fatalf("read by another store %q %v, want %q", id, err, first)
 	}
-	if id, err := b.store.InstallationID(b.ctx); err != nil || id == first {
+	if id, err := installationID(b.ctx, b.store); err != nil || id == first {
 		t.Fatalf("the other database's installation id %q %v, want one of its own (not %q)", id, err, first)
 	}
 	inst, err := a.store.Installation(a.ctx)

@@ -394,17 +394,3 @@ func (s *Store) ListUnleasedAccounts(ctx context.Context, max int) ([]string, er
 	})
 	return out, err
 }
-
-// PollLeaseCounts counts leases held live and held but expired.
-type PollLeaseCounts struct{ Live, Expired int64 }
-
-// CountPollLeases counts the poll leases held, live and expired.
-func (s *Store) CountPollLeases(ctx context.Context) (PollLeaseCounts, error) {
-	var out PollLeaseCounts
-	err := s.read(ctx, "count poll leases", func(q *dbq.Queries) error {
-		r, err := q.CountPollLeases(ctx)
-		out = PollLeaseCounts{Live: r.Live, Expired: r.Expired}
-		return err
-	})
-	return out, err
-}

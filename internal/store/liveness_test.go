@@ -342,7 +342,7 @@ func TestADeadHoldersPollIsAdoptedOnceUnderItsAttemptOrLeftToTheClaim(t *testing
 	s, acct := leaseStore(t)
 	others := make([]string, 4)
 	for i := range others {
-		a, err := s.RegisterAccount(ctx, time.Now(), RegisterInput{ProviderAccountID: fmt.Sprintf("adopt-%d@im.bot", i),
+		a, err := enroll(ctx, s, time.Now(), ConfirmInput{ProviderAccountID: fmt.Sprintf("adopt-%d@im.bot", i),
 			OwnerPeerID: fmt.Sprintf("adopt-owner-%d@im.wechat", i), BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret("adopt-token")})
 		if err != nil {
 			t.Fatal(err)

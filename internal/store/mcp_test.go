@@ -74,9 +74,9 @@ func TestAnMCPRouteNamesAnExistingAgentAndNoOtherKindNamesOne(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	before := e.digest()
-	_, err := e.store.SetRoute(e.ctx, t0, store.RouteInput{AccountKey: b.key, Kind: store.RouteMCP, MCPAgent: "ghost", By: "alice"})
+	_, err := e.store.SetRoute(e.ctx, t0, store.RouteInput{AccountKey: b.key, Kind: vocab.RouteMCP, MCPAgent: "ghost", By: "alice"})
 	wantCode(t, err, vocab.CodeMCPAgentNotFound)
-	_, err = e.store.SetRoute(e.ctx, t0, store.RouteInput{AccountKey: b.key, Kind: store.RouteEcho, MCPAgent: "ghost", By: "alice"})
+	_, err = e.store.SetRoute(e.ctx, t0, store.RouteInput{AccountKey: b.key, Kind: vocab.RouteEcho, MCPAgent: "ghost", By: "alice"})
 	wantCode(t, err, vocab.CodeInvalidInput)
 	e.unchanged(before)
 	if routes, audits := e.routeRows(b.key); routes != 0 || audits != 0 {
@@ -85,12 +85,12 @@ func TestAnMCPRouteNamesAnExistingAgentAndNoOtherKindNamesOne(t *testing.T) {
 	if _, err := e.store.CreateMCPAgent(e.ctx, t0, "support", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	set, err := e.store.SetRoute(e.ctx, t0, store.RouteInput{AccountKey: b.key, Kind: store.RouteMCP, MCPAgent: "support", By: "alice"})
+	set, err := e.store.SetRoute(e.ctx, t0, store.RouteInput{AccountKey: b.key, Kind: vocab.RouteMCP, MCPAgent: "support", By: "alice"})
 	if err != nil || set.MCPAgent != "support" {
 		t.Fatalf("SetRoute: %+v %v", set, err)
 	}
 	got, found, err := e.store.GetRoute(e.ctx, b.key)
-	if err != nil || !found || got.Kind != store.RouteMCP || got.MCPAgent != "support" {
+	if err != nil || !found || got.Kind != vocab.RouteMCP || got.MCPAgent != "support" {
 		t.Fatalf("GetRoute: %+v %v %v", got, found, err)
 	}
 	changes, err := e.store.ListRouteChanges(e.ctx, b.key)

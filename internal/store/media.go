@@ -15,11 +15,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// MediaPositionBase is the first locator position of a file, voice or video attachment:
-// images keep positions 0..MediaPositionBase-1 among a message's sealed locators, and a
-// merge only ever moves images.
-const MediaPositionBase = 500
-
 // maxUploadRecordBytes bounds the sealed record of an upload (its CDN reference, key and
 // sizes: well under a kilobyte in practice).
 const maxUploadRecordBytes = 8 << 10
@@ -71,7 +66,7 @@ func (s *Store) GetAttachment(ctx context.Context, now time.Time, ref SessionRef
 			return fail(vocab.CodeAttachmentNotFound, "the message has %d attachments", len(p.Attachments))
 		}
 		a := p.Attachments[index]
-		if a.Kind != "image" && a.Position < MediaPositionBase {
+		if a.Kind != "image" && a.Position < vocab.MediaPositionBase {
 			return fail(vocab.CodeAttachmentNotFound, "the attachment has no media to download")
 		}
 		row, err := q.GetInboundImage(ctx, messageKey, int32(a.Position))

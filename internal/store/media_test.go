@@ -16,11 +16,11 @@ func mediaEntry(b *bot) store.PageEntry {
 	e := b.msg("[image]\n[file a.pdf]\n[voice]", t0)
 	e.Payload.Attachments = []store.Attachment{
 		{Kind: "image", Position: 0},
-		{Kind: "file", Name: "a.pdf", Size: 3, Position: store.MediaPositionBase},
+		{Kind: "file", Name: "a.pdf", Size: 3, Position: vocab.MediaPositionBase},
 		{Kind: "voice"},
 	}
 	e.Images = []store.ImageLocator{{Position: 0, Locator: sealing.NewSecret(`{"media":{"encrypt_query_param":"img"}}`)}}
-	e.Media = []store.ImageLocator{{Position: store.MediaPositionBase, Locator: sealing.NewSecret(`{"media":{"encrypt_query_param":"pdf"},"item_type":4}`)}}
+	e.Media = []store.ImageLocator{{Position: vocab.MediaPositionBase, Locator: sealing.NewSecret(`{"media":{"encrypt_query_param":"pdf"},"item_type":4}`)}}
 	return e
 }
 
@@ -87,11 +87,11 @@ func TestAbsorbedMessageLosesItsMediaLocatorsAndMergesOnlyImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range m.Payload.Attachments {
-		if a.Kind != "image" || a.Position >= store.MediaPositionBase {
+		if a.Kind != "image" || a.Position >= vocab.MediaPositionBase {
 			t.Fatalf("merged attachments %+v: only images move", m.Payload.Attachments)
 		}
 	}
-	if n := e.count(`SELECT count(*) FROM inbound_images WHERE message_key = $1 AND position < $2`, second.Deliverable.MessageKey, store.MediaPositionBase); n != 1 {
+	if n := e.count(`SELECT count(*) FROM inbound_images WHERE message_key = $1 AND position < $2`, second.Deliverable.MessageKey, vocab.MediaPositionBase); n != 1 {
 		t.Fatalf("the merged message holds %d image rows, want 1", n)
 	}
 }

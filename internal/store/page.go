@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -43,7 +44,7 @@ type PageEntry struct {
 	// Images are the CDN locators of the payload's image attachments, by position.
 	Images []ImageLocator
 	// Media are the CDN locators of the payload's file, voice and video attachments that
-	// have one, by position (MediaPositionBase and up, the attachment's Position). Only
+	// have one, by position (vocab.MediaPositionBase and up, the attachment's Position). Only
 	// the deliverable message keeps them: a merge carries images only.
 	Media []ImageLocator
 }
@@ -149,7 +150,7 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 	for _, a := range e.Payload.Attachments {
 		switch a.Kind {
 		case "image":
-			if a.Position < 0 || a.Position >= MediaPositionBase || imagePositions[int32(a.Position)] {
+			if a.Position < 0 || a.Position >= vocab.MediaPositionBase || imagePositions[int32(a.Position)] {
 				return fail(vocab.CodeInvalidInput, "image attachment positions are inconsistent")
 			}
 			imagePositions[int32(a.Position)] = true
@@ -158,7 +159,7 @@ func (s *Store) validateEntry(now time.Time, in PageInput, e *PageEntry) error {
 				return fail(vocab.CodeInvalidInput, "attachment size is negative")
 			}
 			if a.Position != 0 {
-				if a.Position < MediaPositionBase || a.Position >= maxSendIndex || mediaPositions[int32(a.Position)] {
+				if a.Position < vocab.MediaPositionBase || a.Position >= maxSendIndex || mediaPositions[int32(a.Position)] {
 					return fail(vocab.CodeInvalidInput, "media attachment positions are inconsistent")
 				}
 				mediaPositions[int32(a.Position)] = true
@@ -203,7 +204,7 @@ func checkLocators(kind string, locators []ImageLocator, positions map[int32]boo
 type newEntry struct {
 	key      string
 	entry    *PageEntry
-	order    orderKey
+	order    rules.OrderKey
 	deferred bool
 	// windowState and retiredReason are the state its reply window ends the page in.
 	windowState, retiredReason string
@@ -222,11 +223,12 @@ type pageRead struct {
 	held int32
 }
 
-// CommitPage commits one getupdates page atomically with its cursor (design.md §3,
-// "Polling and page commit"): the whole page is validated first; new messages enter the
-// deduplicated inbox, each gets a reply window, the newest message of the conversation
-// owns the open window and is the only deliverable one, every other new message and the
-// earlier undelivered backlog are merged into it, and the cursor moves by compare-and-set.
+// CommitPage commits one getupdates page atomically with its cursor
+// (docs/architecture.md#a-page-commit): the whole page is validated first; new
+// messages enter the deduplicated inbox, each gets a reply window, the newest message
+// of the conversation owns the open window and is the only deliverable one, every other
+// new message and the earlier undelivered backlog are merged into it, and the cursor
+// moves by compare-and-set.
 //
 // Whatever the page's size it costs two round trips: the cursor's compare-and-set
 // (which locks the account) with everything the page is decided on, then the writes
@@ -359,7 +361,7 @@ func (s *Store) decideAndWrite(ctx context.Context, p *pipeline, q *dbq.Queries,
 	return res, nil
 }
 
-const reasonSuperseded = "superseded_by_newer_message"
+const reasonSuperseded = rules.ReasonSuperseded
 
 // readPage moves the cursor by compare-and-set, which also locks the account row (page
 // commits of one account are serialized by it) and returns it, and reads in the same
@@ -487,37 +489,31 @@ func newEntries(in PageInput, rd pageRead, res *PageResult) ([]*newEntry, error)
 			res.Deferred++
 		}
 		news = append(news, &newEntry{key: key, entry: e, deferred: deferred,
-			order: orderKey{providerSeq: e.ProviderSeq, sentAt: e.SentAt, providerID: e.ProviderMessageID, pageIndex: i}})
+			order: rules.OrderKey{ProviderSeq: e.ProviderSeq, SentAt: e.SentAt, ProviderID: e.ProviderMessageID, PageIndex: i}})
 	}
 	return news, nil
 }
 
-// placeWindows gives each new message's window its state, taking the messages in page
-// order: a message opens its window when the conversation has no open window or it is
-// newer than the open one (supersedes), and the window it replaces is retired as
-// superseded; otherwise its window is born superseded (no reason, no context token). It
-// reports whether the window open before the page is retired, and the message that owns
-// the open window after the page when that is a new one (the deliverable).
+// placeWindows gives each new message's window its state (rules.PlaceWindows decides):
+// it reports whether the window open before the page is retired, and the message that
+// owns the open window after the page when that is a new one (the deliverable).
 func placeWindows(open *dbq.ReplyWindow, news []*newEntry) (retireOpen bool, owner *newEntry) {
-	var cur orderKey
+	var cur *rules.OrderKey
 	if open != nil {
-		cur = orderKey{providerSeq: open.ProviderSeq, sentAt: open.IssuedAt, providerID: open.ProviderMessageID}
+		cur = &rules.OrderKey{ProviderSeq: open.ProviderSeq, SentAt: open.IssuedAt, ProviderID: open.ProviderMessageID}
 	}
-	for _, n := range news {
-		if (open != nil || owner != nil) && !supersedes(n.order, cur, owner != nil) {
-			n.windowState = vocab.WindowSuperseded
-			continue
-		}
-		switch {
-		case owner != nil:
-			owner.windowState, owner.retiredReason = vocab.WindowSuperseded, reasonSuperseded
-		case open != nil:
-			retireOpen = true
-		}
-		n.windowState = vocab.WindowOpen
-		owner, cur = n, n.order
+	keys := make([]rules.OrderKey, len(news))
+	for i, n := range news {
+		keys[i] = n.order
 	}
-	return retireOpen, owner
+	p := rules.PlaceWindows(cur, keys)
+	for i, n := range news {
+		n.windowState, n.retiredReason = p.Windows[i].State, p.Windows[i].RetiredReason
+	}
+	if p.Owner >= 0 {
+		owner = news[p.Owner]
+	}
+	return p.RetireOpen, owner
 }
 
 // mergePlan is what merging into the deliverable writes besides the messages.
@@ -528,70 +524,43 @@ type mergePlan struct {
 	dropImagesOf []string // backlog messages whose image rows go
 }
 
-// pageImage is one image taking part in a merge: a page image (its locator in memory) or
-// a backlog image (sealed under its message).
-type pageImage struct {
-	locator sealing.Secret
-	stored  *dbq.ReceivedBacklogImagesRow
-}
-
 // planMerge merges the page's other new messages and the conversation's earlier
-// undelivered backlog into the deliverable message: summaries (backlog in inbox order,
-// then this page in provider order, capped), and the latest images (the deliverable's
-// own first) renumbered 0..3. Only a backlog image that moves is opened and sealed again;
-// a page image is sealed once, where it ends.
+// undelivered backlog into the deliverable message as rules.PlanMerge decides: texts
+// capped, and the latest images renumbered 0..3. Only a backlog image that moves is
+// opened and sealed again; a page image is sealed once, where it ends.
 func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan, error) {
 	var plan mergePlan
 	if d == nil {
 		return plan, nil // every new message is absorbed, with its images
 	}
-	var units []mergeUnit
-	droppedImages := 0 // images earlier merges involved but did not keep
-	held := map[string]int{}
-	for i := range rd.images {
-		held[rd.images[i].MessageKey]++
-	}
+	in := rules.MergeInput{MaxSummaryBytes: s.limits.MaxMergedSummaryBytes}
 	for _, b := range rd.backlog {
-		plan.absorbKeys = append(plan.absorbKeys, b.MessageKey)
 		var p Payload
 		if err := json.Unmarshal(b.Payload, &p); err != nil {
 			return plan, &Error{Code: vocab.CodeInternal, Msg: "stored payload of " + b.MessageKey + " does not decode", Err: err}
 		}
-		units = append(units, unitOf(p))
-		if p.ImagesInvolved > held[b.MessageKey] {
-			droppedImages += p.ImagesInvolved - held[b.MessageKey]
-		}
-		if held[b.MessageKey] > 0 || holdsMedia(p) {
-			plan.dropImagesOf = append(plan.dropImagesOf, b.MessageKey)
-		}
-	}
-	page := append([]*newEntry(nil), news...)
-	sortEntries(page)
-	for _, n := range page {
-		units = append(units, unitOf(n.entry.Payload))
-	}
-	// Images in merge order: the deliverable's own by position, then the newest message's.
-	var images []pageImage
-	appendOwn := func(e *PageEntry) {
-		own := append([]ImageLocator(nil), e.Images...)
-		slices.SortFunc(own, func(a, b ImageLocator) int { return int(a.Position - b.Position) })
-		for _, img := range own {
-			images = append(images, pageImage{locator: img.Locator})
-		}
-	}
-	appendOwn(d.entry)
-	for i := len(news) - 1; i >= 0; i-- {
-		if news[i] != d {
-			appendOwn(news[i].entry)
-		}
+		in.Backlog = append(in.Backlog, rules.BacklogMessage{Key: b.MessageKey, Text: mergeText(p),
+			ImagesInvolved: p.ImagesInvolved, HoldsMedia: holdsMedia(p)})
 	}
 	for i := range rd.images {
-		images = append(images, pageImage{stored: &rd.images[i]})
+		in.BacklogImages = append(in.BacklogImages, rd.images[i].MessageKey)
 	}
+	for i, n := range news {
+		m := rules.PageMessage{Order: n.order, Text: mergeText(n.entry.Payload)}
+		for _, img := range n.entry.Images {
+			m.ImagePositions = append(m.ImagePositions, img.Position)
+		}
+		in.Page = append(in.Page, m)
+		if n == d {
+			in.Deliverable = i
+		}
+	}
+	mp := rules.PlanMerge(in)
+	plan.absorbKeys, plan.dropImagesOf = mp.AbsorbKeys, mp.DropImagesOf
 	if err := s.planMedia(&plan, d); err != nil {
 		return plan, err
 	}
-	if len(units) <= 1 && len(images) == 0 {
+	if !mp.Merged {
 		var err error
 		plan.payload, err = json.Marshal(d.entry.Payload)
 		if err != nil {
@@ -599,24 +568,26 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 		}
 		return plan, nil
 	}
-	kept := images[:min(len(images), maxKeptImages)]
-	involved := len(images) + droppedImages
-	mt := mergeTexts(units, involved, s.limits.MaxMergedSummaryBytes)
-	merged := Payload{Summary: mt.summary, Body: mt.body, Merged: mt.messages, Omitted: mt.omitted}
-	if involved > len(kept) {
-		merged.ImagesInvolved = involved
-	}
+	merged := Payload{Summary: mp.Summary, Body: mp.Body, Merged: mp.Messages, Omitted: mp.Omitted,
+		ImagesInvolved: mp.ImagesInvolved}
 	for _, a := range d.entry.Payload.Attachments {
 		if a.Kind != "image" {
 			merged.Attachments = append(merged.Attachments, a)
 		}
 	}
-	for i, img := range kept {
-		loc := img.locator
-		if img.stored != nil {
+	for i, img := range mp.Kept {
+		var loc sealing.Secret
+		if img.FromPage {
+			for _, l := range news[img.Index].entry.Images {
+				if l.Position == img.Position {
+					loc = l.Locator
+				}
+			}
+		} else {
+			stored := rd.images[img.Index]
 			var err error
-			loc, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(img.stored.MessageKey, img.stored.Position),
-				sealing.Sealed{KeyGeneration: img.stored.KeyGeneration, Nonce: img.stored.Nonce, Ciphertext: img.stored.Ciphertext})
+			loc, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(stored.MessageKey, stored.Position),
+				sealing.Sealed{KeyGeneration: stored.KeyGeneration, Nonce: stored.Nonce, Ciphertext: stored.Ciphertext})
 			if err != nil {
 				return plan, &Error{Code: vocab.CodeInternal, Msg: "open image locator for merge", Err: err}
 			}
@@ -642,7 +613,7 @@ func (s *Store) planMerge(rd pageRead, news []*newEntry, d *newEntry) (mergePlan
 // row goes with the images when the message is absorbed: the merge drops its descriptor).
 func holdsMedia(p Payload) bool {
 	for _, a := range p.Attachments {
-		if a.Kind != "image" && a.Position >= MediaPositionBase {
+		if a.Kind != "image" && a.Position >= vocab.MediaPositionBase {
 			return true
 		}
 	}
@@ -650,7 +621,7 @@ func holdsMedia(p Payload) bool {
 }
 
 // planMedia seals the deliverable's own file, voice and video locators under their
-// positions (MediaPositionBase and up): they are inserted by the statement that inserts
+// positions (vocab.MediaPositionBase and up): they are inserted by the statement that inserts
 // the images, and never move.
 func (s *Store) planMedia(plan *mergePlan, d *newEntry) error {
 	for _, m := range d.entry.Media {
@@ -707,14 +678,4 @@ func (s *Store) insertParams(now time.Time, accountKey string, account dbq.Accou
 		p.SecretKeyGeneration, p.SecretNonce, p.SecretCiphertext = sealed.KeyGeneration, sealed.Nonce, sealed.Ciphertext
 	}
 	return p, nil
-}
-
-func sortEntries(es []*newEntry) {
-	// insertion sort: pages are small and the comparison is not a strict weak order
-	// across mixed sequence presence, so keep it stable and simple.
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && compareOrder(es[j-1].order, es[j].order) > 0; j-- {
-			es[j-1], es[j] = es[j], es[j-1]
-		}
-	}
 }

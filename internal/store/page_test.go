@@ -15,31 +15,39 @@ import (
 
 func seq(n int64) *int64 { return &n }
 
+// moveCursor commits an empty page: the poller's commit of a long poll that brought no
+// message, which only moves the cursor.
+func (e *env) moveCursor(key string, generation int32, expected, next string) error {
+	_, err := e.store.CommitPage(e.ctx, t0, store.PageInput{AccountKey: key, Generation: generation,
+		ExpectedCursor: expected, NextCursor: next})
+	return err
+}
+
 func TestCursorMovesOnlyByCompareAndSet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := e.register()
-	if _, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", "Ck1"); err != nil {
+	if err := e.moveCursor(b.key, 1, "", "Ck1"); err != nil {
 		t.Fatal(err)
 	}
 	before := e.digest()
-	_, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", "Ck2")
+	err := e.moveCursor(b.key, 1, "", "Ck2")
 	wantCode(t, err, vocab.CodeCursorConflict)
-	_, err = e.store.CompareAndSetCursor(e.ctx, t0, b.key, 2, "Ck1", "Ck2")
+	err = e.moveCursor(b.key, 2, "Ck1", "Ck2")
 	wantCode(t, err, vocab.CodeGenerationConflict)
-	_, err = e.store.CompareAndSetCursor(e.ctx, t0, store.AccountKey("nobody@im.bot"), 1, "Ck1", "Ck2")
+	err = e.moveCursor(store.AccountKey("nobody@im.bot"), 1, "Ck1", "Ck2")
 	wantCode(t, err, vocab.CodeAccountNotFound)
 	e.unchanged(before)
 	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0.Add(time.Hour), "test"); err != nil {
 		t.Fatal(err)
 	}
 	// A pause does not stop the page in flight: it is fenced by generation and cursor only.
-	if _, err = e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "Ck1", "Ck2"); err != nil {
+	if err = e.moveCursor(b.key, 1, "Ck1", "Ck2"); err != nil {
 		t.Fatalf("the cursor of a page in flight when the account was paused: %v", err)
 	}
-	c, err := e.store.GetCursor(e.ctx, b.key)
-	if err != nil || c.Cursor != "Ck2" {
-		t.Fatalf("cursor %q (%v)", c.Cursor, err)
+	a, err := e.store.GetAccount(e.ctx, b.key)
+	if err != nil || a.Cursor != "Ck2" {
+		t.Fatalf("cursor %q (%v)", a.Cursor, err)
 	}
 }
 
@@ -49,14 +57,14 @@ func TestCursorOver256KiBOrWithNULIsInvalid(t *testing.T) {
 	b := e.register()
 	before := e.digest()
 	for _, bad := range []string{strings.Repeat("C", 256*1024+1), "Ck\x00x", "\xff\xfe"} {
-		_, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", bad)
+		err := e.moveCursor(b.key, 1, "", bad)
 		wantCode(t, err, vocab.CodeInvalidInput)
 		_, err = e.store.CommitPage(e.ctx, t0, store.PageInput{AccountKey: b.key, Generation: 1, NextCursor: bad,
 			Entries: []store.PageEntry{b.msg("x", t0)}})
 		wantCode(t, err, vocab.CodeInvalidInput)
 	}
 	e.unchanged(before)
-	if _, err := e.store.CompareAndSetCursor(e.ctx, t0, b.key, 1, "", strings.Repeat("C", 256*1024)); err != nil {
+	if err := e.moveCursor(b.key, 1, "", strings.Repeat("C", 256*1024)); err != nil {
 		t.Fatalf("a 256 KiB cursor is allowed: %v", err)
 	}
 }
@@ -151,8 +159,13 @@ func TestDuplicateEntryIsStoredOnce(t *testing.T) {
 	if n := e.count("SELECT count(*) FROM inbound_messages"); n != 1 {
 		t.Fatalf("%d inbox rows, want 1", n)
 	}
-	w, err := e.store.GetWindowSecret(e.ctx, first.Deliverable.ReplyWindowID)
-	if err != nil || w.ContextToken.Reveal() != m.ContextToken.Reveal() {
+	// The token a send to the window uses is the first copy's.
+	tok := sealing.NewSecret("duplicate-session-token")
+	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: first.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "reply"), store.SendPacing{})
+	if err != nil || p.Started == nil || p.Started.ContextToken.Reveal() != m.ContextToken.Reveal() {
 		t.Fatalf("duplicate changed the window's token (%v)", err)
 	}
 }
@@ -162,7 +175,7 @@ func TestNewerMessageSupersedesOpenWindow(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	first, tok := e.deliver(b, "one")
-	if _, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "pending")); err != nil {
+	if _, err := e.reserve(t0, storeReply(tok, "pending")); err != nil {
 		t.Fatal(err)
 	}
 	second := e.commit(b, t0.Add(time.Second), b.msg("two", t0.Add(time.Second)))
@@ -292,11 +305,11 @@ func TestMessagesHandedToAnAgentAndAnsweredAreNotMerged(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	first, tok := e.deliver(b, "being processed")
-	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "an answer"))
+	a, err := e.reserve(t0, storeReply(tok, "an answer"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.StartReply(e.ctx, t0, store.ByToken(tok), a.AttemptID); err != nil {
+	if _, err := e.start(t0, store.ByToken(tok), a.AttemptID); err != nil {
 		t.Fatal(err)
 	}
 	res := e.commit(b, t0.Add(time.Second), b.msg("new", t0.Add(time.Second)))
@@ -328,7 +341,7 @@ func TestAHandedOutMessageSupersededBeforeAnyReplyGoesWithTheNextDelivery(t *tes
 	}
 	_, err := e.store.FinishMessage(e.ctx, t0, first.Deliverable.MessageKey, vocab.MessageHandled, "")
 	wantCode(t, err, vocab.CodeAttemptConflict)
-	_, err = e.store.ReserveReply(e.ctx, t0, storeReply(tok, "too late"))
+	_, err = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "too late"), store.SendPacing{})
 	wantCode(t, err, vocab.CodeReplyWindowInactive)
 }
 
@@ -365,13 +378,17 @@ func TestBacklogMergeOfSixImagesKeepsLatestFourRenumbered(t *testing.T) {
 		"loc-" + mid.ProviderMessageID + "-1",
 		"loc-" + old.ProviderMessageID + "-0",
 	}
+	tok := sealing.NewSecret("backlog-session-token")
+	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
 	for pos, want := range wantLocators {
-		loc, err := e.store.GetInboundImage(e.ctx, key, int32(pos))
+		loc, err := e.store.GetAttachment(e.ctx, t0, store.ByToken(tok), key, pos)
 		if err != nil {
 			t.Fatalf("image %d: %v", pos, err)
 		}
-		if loc.Reveal() != want {
-			t.Fatalf("image %d is %q, want %q", pos, loc.Reveal(), want)
+		if loc.Attachment.Position != pos || loc.Locator.Reveal() != want {
+			t.Fatalf("image %d is %q at position %d, want %q", pos, loc.Locator.Reveal(), loc.Attachment.Position, want)
 		}
 	}
 	m, _ := e.store.GetMessage(e.ctx, key)

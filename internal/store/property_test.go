@@ -44,7 +44,8 @@ type propBot struct {
 	seqBase int64
 }
 
-// propOrder is what design.md §3 orders messages of a conversation by.
+// propOrder is what the store orders messages of a conversation by
+// (docs/architecture.md#which-message-is-newer).
 type propOrder struct {
 	id     string
 	seq    *int64
@@ -52,8 +53,9 @@ type propOrder struct {
 	step   int // the page it came in
 }
 
-// propNewer is the rule of design.md §3, written from the text: higher provider sequence
-// when both have one, else later sent-at, else (same page) higher numeric message id.
+// propNewer is the rule of docs/architecture.md#which-message-is-newer, written
+// independently of the store: higher provider sequence when both have one, else later
+// sent-at, else (same page) higher numeric message id.
 func propNewer(c, o *propOrder) bool {
 	if c.seq != nil && o.seq != nil && *c.seq != *o.seq {
 		return *c.seq > *o.seq
@@ -98,7 +100,8 @@ func (p *propRun) fatalf(format string, args ...any) {
 // TestPropertyPageCommitKeepsInvariants commits random pages (new messages, duplicates of
 // earlier ids, out-of-order sent-at and provider sequences, images, deferred backlog) and
 // random reply traffic (sessions, reservations, releases, sends, finishes) and checks the
-// data-model invariants of design.md §2–3 in SQL after every page.
+// data-model invariants (docs/architecture.md#data-model, #store-rules) in SQL after
+// every page.
 func TestPropertyPageCommitKeepsInvariants(t *testing.T) {
 	t.Parallel()
 	for _, seed := range propSeeds {
@@ -128,9 +131,9 @@ func TestPropertyPageCommitKeepsInvariants(t *testing.T) {
 	}
 }
 
-// TestPropertyNewerMessageFollowsDesignOrder: the open window of a conversation belongs
-// to the message that the rule of design.md §3 makes newest, applied to each new message
-// in page order against the open window: "higher provider sequence when both have one,
+// TestPropertyNewerMessageFollowsTheOrderRule: the open window of a conversation belongs
+// to the message that the order rule (docs/architecture.md#which-message-is-newer) makes
+// newest, applied to each new message in page order against the open window: "higher provider sequence when both have one,
 // else later sent-at, else (same page) higher numeric message id". Two minimal cases pin
 // the tie-breaks; random pages on a coarse clock (many ties, mixed sequence presence)
 // compare the store with that rule written independently (propNewer).
@@ -192,7 +195,7 @@ func TestPropertyNewerMessageFollowsTheOrderRule(t *testing.T) {
 					t.Fatalf("seed=%d step=%d: open window: %v", seed, step, err)
 				}
 				if got != open.id {
-					t.Fatalf("seed=%d step=%d: open window belongs to %s, design order says %s (open before the page: %s)\npage: %s",
+					t.Fatalf("seed=%d step=%d: open window belongs to %s, the order rule says %s (open before the page: %s)\npage: %s",
 						seed, step, got, propOrderString(open), propOrderString(before), desc)
 				}
 			}
@@ -369,7 +372,7 @@ func (p *propRun) replyTraffic() {
 	if len(p.sessions) > 0 && p.r.Float64() < 0.6 {
 		s := p.sessions[p.r.IntN(len(p.sessions))]
 		for k := 1 + p.r.IntN(3); k > 0; k-- {
-			a, err := p.e.store.ReserveReply(p.e.ctx, p.now, storeReply(s.tok, "reply at step "+strconv.Itoa(p.step)))
+			a, err := p.e.reserve(p.now, storeReply(s.tok, "reply at step "+strconv.Itoa(p.step)))
 			switch store.CodeOf(err) {
 			case "":
 				p.pending = append(p.pending, propPending{attemptID: a.AttemptID, session: s})
@@ -381,7 +384,7 @@ func (p *propRun) replyTraffic() {
 	}
 	if len(p.pending) > 0 && p.r.Float64() < 0.3 {
 		i := p.r.IntN(len(p.pending))
-		if _, err := p.e.store.ReleaseAttempt(p.e.ctx, p.now, p.pending[i].attemptID, "prop_release"); err != nil {
+		if _, err := p.e.store.ReleaseSend(p.e.ctx, p.now, p.pending[i].attemptID, "prop_release"); err != nil {
 			p.fatalf("release: %v", err)
 		}
 		p.pending = slices.Delete(p.pending, i, i+1)
@@ -390,9 +393,12 @@ func (p *propRun) replyTraffic() {
 		i := p.r.IntN(len(p.pending))
 		pa := p.pending[i]
 		p.pending = slices.Delete(p.pending, i, i+1)
-		_, err := p.e.store.StartReply(p.e.ctx, p.now, store.ByToken(pa.session.tok), pa.attemptID)
+		st, err := p.e.start(p.now, store.ByToken(pa.session.tok), pa.attemptID)
 		switch store.CodeOf(err) {
 		case "":
+			if st.Started == nil {
+				p.fatalf("start: %s did not start: %+v", pa.attemptID, st)
+			}
 			outcomes := []store.Completion{
 				{Status: vocab.AttemptSent, ProviderMessageID: "pm-" + pa.attemptID},
 				{Status: vocab.AttemptFailed, FailType: vocab.FailTransport, ErrorCode: "dial"},
@@ -401,7 +407,7 @@ func (p *propRun) replyTraffic() {
 			}
 			c := outcomes[p.r.IntN(len(outcomes))]
 			c.AttemptID = pa.attemptID
-			if _, err := p.e.store.CompleteAttempt(p.e.ctx, p.now, c); err != nil {
+			if _, err := p.e.store.CompleteSend(p.e.ctx, p.now, c); err != nil {
 				p.fatalf("complete %s: %v", c.Status, err)
 			}
 		case vocab.CodeInvalidAgentSession, vocab.CodeReplyWindowInactive:

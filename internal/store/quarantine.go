@@ -44,8 +44,8 @@ type QuarantineInput struct {
 	ErrorCode    string
 	ErrorMessage string
 	// MoveCursor moves the account's cursor from ExpectedCursor to NextCursor in the same
-	// transaction (a whole page); the rule is CompareAndSetCursor's. A NextCursor the store
-	// cannot hold leaves the cursor where it was (CursorMoved false).
+	// transaction (a whole page); the rule is CommitPage's cursor compare-and-set. A
+	// NextCursor the store cannot hold leaves the cursor where it was (CursorMoved false).
 	MoveCursor     bool
 	ExpectedCursor string
 	NextCursor     string

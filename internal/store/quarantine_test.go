@@ -50,8 +50,8 @@ func TestAQuarantinedPageMovesTheCursorAndKeepsItsMessagesSealed(t *testing.T) {
 	if err != nil || !q.CursorMoved {
 		t.Fatalf("quarantine: %+v %v", q, err)
 	}
-	if c, err := e.store.GetCursor(e.ctx, b.key); err != nil || c.Cursor != "Ck-after" {
-		t.Fatalf("cursor %q (%v), want it moved past the quarantined page", c.Cursor, err)
+	if a, err := e.store.GetAccount(e.ctx, b.key); err != nil || a.Cursor != "Ck-after" {
+		t.Fatalf("cursor %q (%v), want it moved past the quarantined page", a.Cursor, err)
 	}
 	list, err := e.store.ListQuarantinedPages(e.ctx, b.key)
 	if err != nil || len(list) != 1 || list[0].QuarantineID != q.QuarantineID || list[0].Messages != 1 ||

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -21,15 +22,6 @@ func reminderOf(a dbq.Account) (time.Duration, string) {
 		return 0, ""
 	}
 	return time.Duration(*a.ReminderBeforeSeconds) * time.Second, *a.ReminderText
-}
-
-// sendsFor is a window's quota as the replies of an account see it: while the bot's
-// reminder is on, the last send is kept for it.
-func sendsFor(w dbq.ReplyWindow, a dbq.Account) int32 {
-	if before, _ := reminderOf(a); before > 0 && w.MaxSends > 1 {
-		return w.MaxSends - 1
-	}
-	return w.MaxSends
 }
 
 // SetReminder turns a bot's reminder before a window closes on (before > 0, with text)
@@ -133,8 +125,8 @@ func (s *Store) StartReminder(ctx context.Context, now time.Time, windowID int64
 		if err := checkWindowUsable(now, w, a); err != nil {
 			return err
 		}
-		if w.Reserved+w.Transmitted >= w.MaxSends {
-			return fail(vocab.CodeReplyQuotaExhausted, "reply quota of the window is exhausted")
+		if err := rules.CheckGatewayQuota(ruleWindow(w)); err != nil {
+			return ruled(err)
 		}
 		pc, err := s.validateContent(vocab.Content{Type: "text", Text: text}, map[string]any{"reminder": true})
 		if err != nil {

@@ -18,33 +18,9 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// Route kinds: the agent a bot's messages are handed to. The set is open: a new kind is
-// a constant here, a case of the route's validation and the CHECK of account_routes
-// (migrations 00013 and 00014). No route is the worker's default (its --handler flags).
+// Route kinds (vocab.RouteKinds) and the bounds of a webhook route are vocab's; these
+// are the store's own bounds of a route's settings.
 const (
-	// RouteWebhook POSTs each message to the route's URL, signed with its own secret.
-	RouteWebhook = "webhook"
-	// RouteWorkflow starts the route's workflow type on its task queue for each message.
-	RouteWorkflow = "workflow"
-	// RouteEcho answers each message with the built-in echo.
-	RouteEcho = "echo"
-	// RouteMCP offers each message to the route's MCP agent, which takes it with the MCP
-	// server's wait tool.
-	RouteMCP = "mcp"
-)
-
-// RouteKinds lists the route kinds, in the order help texts name them.
-var RouteKinds = []string{RouteWebhook, RouteWorkflow, RouteMCP, RouteEcho}
-
-// Bounds of a route's settings.
-const (
-	// MinWebhookSecretBytes is the shortest webhook signing secret accepted.
-	MinWebhookSecretBytes = 16
-	// MaxWebhookSecretBytes is the longest.
-	MaxWebhookSecretBytes = 4096
-	// MaxWebhookTimeout bounds one webhook request (the HandOff activity's start-to-close
-	// timeout, 2 minutes, must outlast it).
-	MaxWebhookTimeout = 90 * time.Second
 	// maxWebhookURLBytes bounds a webhook URL.
 	maxWebhookURLBytes = 4096
 	// maxRouteNameBytes bounds a workflow type and a task queue.
@@ -85,7 +61,7 @@ func WebhookHost(raw string) string {
 // RouteInput sets a bot's route.
 type RouteInput struct {
 	AccountKey string
-	// Kind is one of RouteKinds.
+	// Kind is one of vocab.RouteKinds.
 	Kind string
 	// WebhookURL, WebhookSecret (stored sealed) and WebhookTimeout (0: the handler's
 	// default) configure a webhook route.
@@ -165,11 +141,11 @@ func validateRoute(in RouteInput) error {
 	}
 	webhookSet := in.WebhookURL != "" || !in.WebhookSecret.IsZero() || in.WebhookTimeout != 0
 	workflowSet := in.WorkflowType != "" || in.TaskQueue != ""
-	if in.Kind != RouteMCP && in.MCPAgent != "" {
+	if in.Kind != vocab.RouteMCP && in.MCPAgent != "" {
 		return fail(vocab.CodeInvalidInput, "only an mcp route names an MCP agent")
 	}
 	switch in.Kind {
-	case RouteWebhook:
+	case vocab.RouteWebhook:
 		if workflowSet {
 			return fail(vocab.CodeInvalidInput, "a webhook route takes no workflow type or task queue")
 		}
@@ -183,15 +159,15 @@ func validateRoute(in RouteInput) error {
 			return fail(vocab.CodeInvalidInput, "webhook URL: %v", err)
 		}
 		switch n := len(in.WebhookSecret.Reveal()); {
-		case n < MinWebhookSecretBytes:
-			return fail(vocab.CodeInvalidInput, "webhook secret must be at least %d bytes (it has %d)", MinWebhookSecretBytes, n)
-		case n > MaxWebhookSecretBytes:
-			return fail(vocab.CodeInvalidInput, "webhook secret must be at most %d bytes", MaxWebhookSecretBytes)
+		case n < vocab.MinWebhookSecretBytes:
+			return fail(vocab.CodeInvalidInput, "webhook secret must be at least %d bytes (it has %d)", vocab.MinWebhookSecretBytes, n)
+		case n > vocab.MaxWebhookSecretBytes:
+			return fail(vocab.CodeInvalidInput, "webhook secret must be at most %d bytes", vocab.MaxWebhookSecretBytes)
 		}
-		if in.WebhookTimeout < 0 || in.WebhookTimeout > MaxWebhookTimeout || in.WebhookTimeout%time.Millisecond != 0 {
-			return fail(vocab.CodeInvalidInput, "webhook timeout must be whole milliseconds between 0 (the default) and %v", MaxWebhookTimeout)
+		if in.WebhookTimeout < 0 || in.WebhookTimeout > vocab.MaxWebhookTimeout || in.WebhookTimeout%time.Millisecond != 0 {
+			return fail(vocab.CodeInvalidInput, "webhook timeout must be whole milliseconds between 0 (the default) and %v", vocab.MaxWebhookTimeout)
 		}
-	case RouteWorkflow:
+	case vocab.RouteWorkflow:
 		if webhookSet {
 			return fail(vocab.CodeInvalidInput, "a workflow route takes no webhook settings")
 		}
@@ -201,19 +177,19 @@ func validateRoute(in RouteInput) error {
 		if err := checkRouteName(in.TaskQueue, "task queue"); err != nil {
 			return err
 		}
-	case RouteMCP:
+	case vocab.RouteMCP:
 		if webhookSet || workflowSet {
 			return fail(vocab.CodeInvalidInput, "an mcp route takes no webhook or workflow settings")
 		}
 		if err := CheckMCPAgentName(in.MCPAgent); err != nil {
 			return err
 		}
-	case RouteEcho:
+	case vocab.RouteEcho:
 		if webhookSet || workflowSet {
 			return fail(vocab.CodeInvalidInput, "an echo route takes no settings")
 		}
 	default:
-		return fail(vocab.CodeInvalidInput, "route kind %q is unknown: want one of %s", in.Kind, strings.Join(RouteKinds, ", "))
+		return fail(vocab.CodeInvalidInput, "route kind %q is unknown: want one of %s", in.Kind, strings.Join(vocab.RouteKinds, ", "))
 	}
 	return nil
 }
@@ -222,11 +198,11 @@ func validateRoute(in RouteInput) error {
 // and task queue.
 func routeDetail(in RouteInput) string {
 	switch in.Kind {
-	case RouteWebhook:
+	case vocab.RouteWebhook:
 		return "webhook host " + WebhookHost(in.WebhookURL)
-	case RouteWorkflow:
+	case vocab.RouteWorkflow:
 		return fmt.Sprintf("workflow %s on task queue %s", in.WorkflowType, in.TaskQueue)
-	case RouteMCP:
+	case vocab.RouteMCP:
 		return "mcp agent " + in.MCPAgent
 	}
 	return in.Kind
@@ -247,7 +223,7 @@ func (s *Store) SetRoute(ctx context.Context, now time.Time, in RouteInput) (Rou
 	}
 	params := dbq.UpsertRouteParams{AccountKey: in.AccountKey, Kind: in.Kind, Now: now, UpdatedBy: in.By}
 	switch in.Kind {
-	case RouteWebhook:
+	case vocab.RouteWebhook:
 		sealed, err := s.keys.Seal(sealing.PurposeRouteSecret, routeBinding(in.AccountKey), in.WebhookSecret)
 		if err != nil {
 			return Route{}, &Error{Code: vocab.CodeInternal, Msg: "seal route secret", Err: err}
@@ -257,14 +233,14 @@ func (s *Store) SetRoute(ctx context.Context, now time.Time, in RouteInput) (Rou
 		if ms > 0 {
 			params.WebhookTimeoutMs = &ms
 		}
-	case RouteWorkflow:
+	case vocab.RouteWorkflow:
 		params.WorkflowType, params.TaskQueue = &in.WorkflowType, &in.TaskQueue
-	case RouteMCP:
+	case vocab.RouteMCP:
 		params.McpAgent = &in.MCPAgent
 	}
 	out := Route{AccountKey: in.AccountKey, Kind: in.Kind, WebhookHost: WebhookHost(in.WebhookURL), WebhookTimeout: in.WebhookTimeout,
 		WorkflowType: in.WorkflowType, TaskQueue: in.TaskQueue, MCPAgent: in.MCPAgent, UpdatedAt: now, UpdatedBy: in.By}
-	if in.Kind != RouteWebhook {
+	if in.Kind != vocab.RouteWebhook {
 		out.WebhookHost = ""
 	}
 	err := s.inTx(ctx, "set route", func(q *dbq.Queries) error {
@@ -352,7 +328,7 @@ func (s *Store) GetRoute(ctx context.Context, accountKey string) (r Route, found
 	}
 	r = routeFrom(row.AccountKey, row.Kind, row.WebhookUrl, row.WebhookTimeoutMs, row.WorkflowType, row.TaskQueue, row.McpAgent,
 		row.Version, row.UpdatedAt, row.UpdatedBy)
-	if row.Kind == RouteWebhook && row.WebhookUrl != nil && row.KeyGeneration != nil {
+	if row.Kind == vocab.RouteWebhook && row.WebhookUrl != nil && row.KeyGeneration != nil {
 		r.WebhookURL = *row.WebhookUrl
 		r.WebhookSecret, err = s.keys.Open(sealing.PurposeRouteSecret, routeBinding(accountKey),
 			sealing.Sealed{KeyGeneration: *row.KeyGeneration, Nonce: row.Nonce, Ciphertext: row.Ciphertext})
@@ -427,5 +403,5 @@ func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowT
 	return r
 }
 
-// ValidRouteKind reports whether kind is one of RouteKinds.
-func ValidRouteKind(kind string) bool { return slices.Contains(RouteKinds, kind) }
+// ValidRouteKind reports whether kind is one of vocab.RouteKinds.
+func ValidRouteKind(kind string) bool { return slices.Contains(vocab.RouteKinds, kind) }

@@ -14,7 +14,7 @@ import (
 const routeSecret = "route-secret-0123456789abcdef"
 
 func webhookRoute(key, url, secret string) store.RouteInput {
-	return store.RouteInput{AccountKey: key, Kind: store.RouteWebhook, WebhookURL: url,
+	return store.RouteInput{AccountKey: key, Kind: vocab.RouteWebhook, WebhookURL: url,
 		WebhookSecret: sealing.NewSecret(secret), WebhookTimeout: 5 * time.Second, By: "alice"}
 }
 
@@ -98,14 +98,14 @@ func TestBadRouteInputIsRefusedAndWritesNothing(t *testing.T) {
 		"negative timeout":         func(in *store.RouteInput) { in.WebhookTimeout = -time.Second },
 		"webhook with a workflow":  func(in *store.RouteInput) { in.WorkflowType = "Agent" },
 		"workflow without a queue": func(in *store.RouteInput) {
-			*in = store.RouteInput{AccountKey: in.AccountKey, Kind: store.RouteWorkflow, WorkflowType: "Agent", By: "alice"}
+			*in = store.RouteInput{AccountKey: in.AccountKey, Kind: vocab.RouteWorkflow, WorkflowType: "Agent", By: "alice"}
 		},
 		"workflow with a URL": func(in *store.RouteInput) {
-			in.Kind, in.WorkflowType, in.TaskQueue = store.RouteWorkflow, "Agent", "agents"
+			in.Kind, in.WorkflowType, in.TaskQueue = vocab.RouteWorkflow, "Agent", "agents"
 		},
-		"echo with settings": func(in *store.RouteInput) { in.Kind = store.RouteEcho },
+		"echo with settings": func(in *store.RouteInput) { in.Kind = vocab.RouteEcho },
 		"control in task name": func(in *store.RouteInput) {
-			*in = store.RouteInput{AccountKey: in.AccountKey, Kind: store.RouteWorkflow, WorkflowType: "A\nB", TaskQueue: "q", By: "alice"}
+			*in = store.RouteInput{AccountKey: in.AccountKey, Kind: vocab.RouteWorkflow, WorkflowType: "A\nB", TaskQueue: "q", By: "alice"}
 		},
 		"nobody changed it": func(in *store.RouteInput) { in.By = "" },
 		"bad account key":   func(in *store.RouteInput) { in.AccountKey = "ilk_nothex" },
@@ -146,7 +146,7 @@ func TestEveryRouteChangeIsAuditedWithoutTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := e.store.SetRoute(e.ctx, t0.Add(time.Minute), store.RouteInput{AccountKey: a.key, Kind: store.RouteWorkflow,
+	second, err := e.store.SetRoute(e.ctx, t0.Add(time.Minute), store.RouteInput{AccountKey: a.key, Kind: vocab.RouteWorkflow,
 		WorkflowType: "MyAgent", TaskQueue: "agents", By: "bob"})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestEveryRouteChangeIsAuditedWithoutTheSecret(t *testing.T) {
 	if cleared, err := e.store.ClearRoute(e.ctx, t0.Add(3*time.Minute), a.key, "carol"); err != nil || cleared {
 		t.Fatalf("second ClearRoute: %v %v", cleared, err)
 	}
-	third, err := e.store.SetRoute(e.ctx, t0.Add(4*time.Minute), store.RouteInput{AccountKey: a.key, Kind: store.RouteEcho, By: "dave"})
+	third, err := e.store.SetRoute(e.ctx, t0.Add(4*time.Minute), store.RouteInput{AccountKey: a.key, Kind: vocab.RouteEcho, By: "dave"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +173,10 @@ func TestEveryRouteChangeIsAuditedWithoutTheSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []store.RouteChange{
-		{ChangedBy: "alice", OldKind: "", NewKind: store.RouteWebhook, Detail: "webhook host agent-a.example", NewVersion: first.Version},
-		{ChangedBy: "bob", OldKind: store.RouteWebhook, NewKind: store.RouteWorkflow, Detail: "workflow MyAgent on task queue agents", NewVersion: second.Version},
-		{ChangedBy: "carol", OldKind: store.RouteWorkflow, NewKind: "", Detail: "default route"},
-		{ChangedBy: "dave", OldKind: "", NewKind: store.RouteEcho, Detail: store.RouteEcho, NewVersion: third.Version},
+		{ChangedBy: "alice", OldKind: "", NewKind: vocab.RouteWebhook, Detail: "webhook host agent-a.example", NewVersion: first.Version},
+		{ChangedBy: "bob", OldKind: vocab.RouteWebhook, NewKind: vocab.RouteWorkflow, Detail: "workflow MyAgent on task queue agents", NewVersion: second.Version},
+		{ChangedBy: "carol", OldKind: vocab.RouteWorkflow, NewKind: "", Detail: "default route"},
+		{ChangedBy: "dave", OldKind: "", NewKind: vocab.RouteEcho, Detail: vocab.RouteEcho, NewVersion: third.Version},
 	}
 	if len(changes) != len(want) {
 		t.Fatalf("%d audit rows, want %d: %+v", len(changes), len(want), changes)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -31,24 +32,33 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		FROM reply_window_secrets src WHERE src.reply_window_id = $1 AND reply_window_secrets.reply_window_id = $2`, w1, w3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetWindowSecret(e.ctx, w3); store.CodeOf(err) != vocab.CodeInternal {
+	tok3 := sealing.NewSecret("session-of-window-3")
+	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: w3, Token: tok3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok3, "x"), store.SendPacing{}); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("a context token moved to another window opened: %v", err)
 	}
 	// An image locator copied to another position, and a ciphertext of another purpose.
 	m := withImages(c.msg("two images", t0.Add(time.Second)), 2)
-	key := e.commit(c, t0.Add(time.Second), m).Deliverable.MessageKey
+	d := e.commit(c, t0.Add(time.Second), m).Deliverable
+	key := d.MessageKey
+	tok := sealing.NewSecret("session-of-the-images")
+	if _, _, err := e.store.OpenAgentSession(e.ctx, t0.Add(time.Second), store.OpenSessionInput{ReplyWindowID: d.ReplyWindowID, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_images SET nonce = src.nonce, ciphertext = src.ciphertext
 		FROM inbound_images src WHERE src.message_key = $1 AND src.position = 0 AND inbound_images.position = 1`, key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetInboundImage(e.ctx, key, 1); store.CodeOf(err) != vocab.CodeInternal {
+	if _, err := e.store.GetAttachment(e.ctx, t0.Add(time.Second), store.ByToken(tok), key, 1); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("an image locator moved to another position opened: %v", err)
 	}
 	if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_images SET nonce = s.nonce, ciphertext = s.ciphertext
 		FROM account_secrets s WHERE s.account_key = $1 AND inbound_images.position = 0`, c.key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.GetInboundImage(e.ctx, key, 0); store.CodeOf(err) != vocab.CodeInternal {
+	if _, err := e.store.GetAttachment(e.ctx, t0.Add(time.Second), store.ByToken(tok), key, 0); store.CodeOf(err) != vocab.CodeInternal {
 		t.Fatalf("a bot token opened as an image locator: %v", err)
 	}
 }
@@ -71,7 +81,7 @@ func TestKeyRotationKeepsOldRowsReadableAndSealsNewOnesWithNewGeneration(t *test
 	if _, err := rotated.GetAccountWithSecret(e.ctx, old.key); err != nil {
 		t.Fatalf("old row unreadable after key rotation: %v", err)
 	}
-	a, err := rotated.RegisterAccount(e.ctx, t0, registerInput("a0000000000f@im.bot", "o9-new-owner@im.wechat"))
+	a, err := storetest.RegisterAccount(e.ctx, rotated, t0, registerInput("a0000000000f@im.bot", "o9-new-owner@im.wechat"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +100,13 @@ func TestNoSecretInStoreErrors(t *testing.T) {
 	res, tok := e.deliver(b, "hello")
 	secrets := []string{tok.Reveal(), "CKctx-"}
 	var errs []error
-	_, err := e.store.ReserveReply(e.ctx, t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("wrong-" + tok.Reveal())), Content: text("x")})
+	_, err := e.reserve(t0, store.ReplyInput{Session: store.ByToken(sealing.NewSecret("wrong-" + tok.Reveal())), Content: text("x")})
 	errs = append(errs, err)
 	bad := b.msg("x", t0)
 	bad.PeerID = "o9-other@im.wechat"
 	_, err = e.tryCommit(b, t0, bad)
 	errs = append(errs, err)
-	_, err = e.store.RegisterAccount(e.ctx, t0, store.RegisterInput{ProviderAccountID: b.provider, OwnerPeerID: b.owner,
+	_, err = storetest.RegisterAccount(e.ctx, e.store, t0, store.ConfirmInput{ProviderAccountID: b.provider, OwnerPeerID: b.owner,
 		BaseURL: "https://x", BotToken: sealing.NewSecret("bot-token-in-error?")})
 	errs = append(errs, err)
 	secrets = append(secrets, "bot-token-in-error?")

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -82,23 +83,11 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 	return sess, msg, err
 }
 
-// checkWindowUsable is the one rule for whether a window accepts work: it is open and not
-// expired, and its account (a is the window's account) is active at the window's
-// generation.
+// checkWindowUsable is the one rule for whether a window accepts work
+// (rules.CheckWindowUsable): it is open and not expired, and its account (a is the
+// window's account) is active at the window's generation.
 func checkWindowUsable(now time.Time, w dbq.ReplyWindow, a dbq.Account) error {
-	switch {
-	case w.State == vocab.WindowExpired:
-		return fail(vocab.CodeReplyWindowExpired, "reply window has expired")
-	case w.State != vocab.WindowOpen:
-		return fail(vocab.CodeReplyWindowInactive, "reply window is %s", w.State)
-	case !now.Before(w.ExpiresAt):
-		return fail(vocab.CodeReplyWindowExpired, "reply window has expired")
-	case a.Status != vocab.AccountActive:
-		return fail(vocab.CodeAccountNotActive, "account is %s", a.Status)
-	case a.Generation != w.AccountGeneration:
-		return fail(vocab.CodeGenerationConflict, "account generation changed")
-	}
-	return nil
+	return ruled(rules.CheckWindowUsable(now, ruleWindow(w), ruleAccount(a)))
 }
 
 // findSession resolves a session reference to its session and its message's status.
@@ -179,10 +168,11 @@ func queueWindowLock(ctx context.Context, q *dbq.Queries, windowID int64) func()
 	return func() (dbq.ReplyWindow, error) { return batchRow[dbq.ReplyWindow](b) }
 }
 
-// check reads the locks and checks, in this order: the session is bound to the window;
-// the window accepts work (checkWindowUsable, so a late agent hears "expired" rather than
-// "invalid session"); the session itself is live (not closed, not past its own expiry,
-// its message processing). On a rule error the window and account are returned too.
+// check reads the locks and checks them (rules.CheckSession), in this order: the session
+// is bound to the window; the window accepts work (so a late agent hears "expired" rather
+// than "invalid session"); the session itself is live (not closed, not past its own
+// expiry, its message processing). On a rule error the window and account are returned
+// too.
 func (l sessionLocks) check(now time.Time) (dbq.ReplyWindow, dbq.Account, error) {
 	a, err := l.account()
 	if err != nil {
@@ -192,17 +182,7 @@ func (l sessionLocks) check(now time.Time) (dbq.ReplyWindow, dbq.Account, error)
 	if err != nil {
 		return w, a, err
 	}
-	sess := l.row.AgentSession
-	if w.SourceMessageKey != sess.SourceMessageKey || w.AccountKey != sess.AccountKey || w.PeerID != sess.PeerID {
-		return w, a, fail(vocab.CodeInvalidAgentSession, "agent session does not match its window")
-	}
-	if err := checkWindowUsable(now, w, a); err != nil {
-		return w, a, err
-	}
-	if sess.ClosedAt != nil || !now.Before(sess.ExpiresAt) || l.row.MessageStatus != vocab.MessageProcessing {
-		return w, a, fail(vocab.CodeInvalidAgentSession, "agent session is not active")
-	}
-	return w, a, nil
+	return w, a, ruled(rules.CheckSession(now, ruleSession(l.row), ruleWindow(w), ruleAccount(a)))
 }
 
 // sessionWindow resolves a session reference, locks its account and window and checks
@@ -251,21 +231,6 @@ func (s *Store) ValidateSession(ctx context.Context, now time.Time, ref SessionR
 	return out, err
 }
 
-// CloseAgentSession closes a session; closing a closed or unknown session is a no-op
-// that reports false.
-func (s *Store) CloseAgentSession(ctx context.Context, now time.Time, token sealing.Secret) (bool, error) {
-	if err := validNow(now); err != nil {
-		return false, err
-	}
-	var closed bool
-	err := s.inTx(ctx, "close agent session", func(q *dbq.Queries) error {
-		n, err := q.CloseSession(ctx, now, tokenHash(token.Reveal()))
-		closed = n == 1
-		return err
-	})
-	return closed, err
-}
-
 // FinishMessage records the agent's verdict on a message it was handed: handled, or
 // failed with a reason. Its sessions close. Handled while some of its answer is held
 // makes it held (handled once those replies are sent). Finishing twice with the same verdict is a
@@ -291,22 +256,20 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 		if err != nil {
 			return notFound(err, vocab.CodeInvalidInput, "unknown message")
 		}
-		switch {
-		case m.Status == status, m.Status == vocab.MessageHeld && status == vocab.MessageHandled:
-		case m.Status == vocab.MessageReceived, m.Status == vocab.MessageProcessing:
-			set := status
+		step, err := rules.DecideVerdict(m.Status, status)
+		if err != nil {
+			return ruled(err)
+		}
+		if step == rules.VerdictRecorded {
+			held := false
 			if status == vocab.MessageHandled {
 				// Handled means answered: while some of the answer is held, the message is held.
-				held, err := q.MessageHasWaitingHeld(ctx, messageKey)
-				if err != nil {
+				if held, err = q.MessageHasWaitingHeld(ctx, messageKey); err != nil {
 					return err
-				}
-				if held {
-					set = vocab.MessageHeld
 				}
 			}
 			if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
-				MessageKey: messageKey, Status: set, FailureReason: reason, Now: now,
+				MessageKey: messageKey, Status: rules.VerdictStatus(status, held), FailureReason: reason, Now: now,
 				FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
 			}); err != nil {
 				return err
@@ -317,8 +280,6 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 			if m, err = q.GetInboundMessage(ctx, messageKey); err != nil {
 				return err
 			}
-		default:
-			return fail(vocab.CodeAttemptConflict, "message is already %s", m.Status)
 		}
 		out, err = messageFrom(m)
 		return err

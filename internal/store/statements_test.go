@@ -128,7 +128,7 @@ func TestSchemaRulesStillRefuseBadValues(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res, tok := e.deliver(b, "hello")
-	a, err := e.store.ReserveReply(e.ctx, t0, storeReply(tok, "reply"))
+	a, err := e.reserve(t0, storeReply(tok, "reply"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,10 @@
 //
 // Every exported operation validates its whole input before it writes, runs in exactly one
 // transaction, takes the current time explicitly (it never reads the wall clock), and
-// fails with an *Error carrying one of the codes of design.md §3. A failed operation
-// writes nothing. Secrets (bot tokens, context tokens, image locators) are sealed with the
-// store's key ring before they reach the database and are only returned as sealing.Secret.
+// fails with an *Error carrying one of vocab's codes (docs/architecture.md#failure-codes).
+// A failed operation writes nothing. Secrets (bot tokens, context tokens, image locators)
+// are sealed with the store's key ring before they reach the database and are only
+// returned as sealing.Secret.
 package store
 
 import (

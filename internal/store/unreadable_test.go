@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
@@ -31,12 +32,12 @@ func TestAnUnreadableBotTokenIsReportedApartAndNeverHidesTheReadableOnes(t *test
 	readable := e.register()
 	// One sealed under a generation e's keys lack, one under generation 1 with another key
 	// (a dev key file, then a key from `starter keygen`).
-	missing, err := e.otherStore(3, "fedcba9876543210fedcba9876543210").RegisterAccount(e.ctx, t0,
+	missing, err := storetest.RegisterAccount(e.ctx, e.otherStore(3, "fedcba9876543210fedcba9876543210"), t0,
 		registerInput("0000000000a3@im.bot", "o9-unreadable-3@im.wechat"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := e.otherStore(1, "another-key-under-generation-1!!").RegisterAccount(e.ctx, t0,
+	other, err := storetest.RegisterAccount(e.ctx, e.otherStore(1, "another-key-under-generation-1!!"), t0,
 		registerInput("0000000000a1@im.bot", "o9-unreadable-1@im.wechat"))
 	if err != nil {
 		t.Fatal(err)

@@ -59,23 +59,6 @@ func (s *Store) GetWindow(ctx context.Context, windowID int64) (Window, error) {
 	return out, err
 }
 
-// GetWindowBySource returns the reply window of an inbound message.
-func (s *Store) GetWindowBySource(ctx context.Context, messageKey string) (Window, error) {
-	if err := validMessageKey(messageKey); err != nil {
-		return Window{}, err
-	}
-	var out Window
-	err := s.read(ctx, "get window by source", func(q *dbq.Queries) error {
-		row, err := q.GetReplyWindowBySource(ctx, messageKey)
-		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "message has no reply window")
-		}
-		out = windowFrom(row)
-		return nil
-	})
-	return out, err
-}
-
 // WindowFilter selects windows for ListWindows.
 type WindowFilter struct {
 	AccountKey string // empty: every account
@@ -120,55 +103,6 @@ func (s *Store) SentCounts(ctx context.Context, windowIDs []int64) (map[int64]in
 			out[r.ReplyWindowID] = r.Sent
 		}
 		return err
-	})
-	return out, err
-}
-
-// WindowSecret is an open window with its opened context token.
-type WindowSecret struct {
-	Window
-	ContextToken sealing.Secret
-}
-
-// GetWindowSecret returns the context token of an open window. A retired window has no
-// token (reply_window_inactive).
-func (s *Store) GetWindowSecret(ctx context.Context, windowID int64) (WindowSecret, error) {
-	var out WindowSecret
-	err := s.inTx(ctx, "get window secret", func(q *dbq.Queries) error {
-		window := q.GetReplyWindow(ctx, []int64{windowID})
-		secret := q.GetWindowSecret(ctx, []int64{windowID})
-		row, err := batchRow[dbq.ReplyWindow](window)
-		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
-		}
-		out.Window = windowFrom(row)
-		sec, err := batchRow[dbq.ReplyWindowSecret](secret)
-		if err != nil {
-			return notFound(err, vocab.CodeReplyWindowInactive, "reply window holds no context token")
-		}
-		out.ContextToken, err = s.openContextToken(row, sec)
-		return err
-	})
-	return out, err
-}
-
-// GetInboundImage returns the opened CDN locator of an inbound image.
-func (s *Store) GetInboundImage(ctx context.Context, messageKey string, position int32) (sealing.Secret, error) {
-	if err := validMessageKey(messageKey); err != nil {
-		return sealing.Secret{}, err
-	}
-	var out sealing.Secret
-	err := s.read(ctx, "get inbound image", func(q *dbq.Queries) error {
-		row, err := q.GetInboundImage(ctx, messageKey, position)
-		if err != nil {
-			return notFound(err, vocab.CodeInvalidInput, "message has no image at that position")
-		}
-		out, err = s.keys.Open(sealing.PurposeImageLocator, imageBinding(messageKey, position),
-			sealing.Sealed{KeyGeneration: row.KeyGeneration, Nonce: row.Nonce, Ciphertext: row.Ciphertext})
-		if err != nil {
-			return &Error{Code: vocab.CodeInternal, Msg: "open image locator", Err: err}
-		}
-		return nil
 	})
 	return out, err
 }

@@ -273,7 +273,7 @@ func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *sess
 
 	back := q.query()
 	forms := routeForms{Prefix: s.cfg.Prefix, CSRF: sess.csrf, Key: routeKeyPlaceholder, Back: back,
-		MinSecret: store.MinWebhookSecretBytes, Agents: agents}
+		MinSecret: vocab.MinWebhookSecretBytes, Agents: agents}
 	var own *routeForms
 	for _, row := range shown {
 		if row.AccountKey == q.Route && routable(row.Status) {
@@ -546,7 +546,7 @@ func steerFailure(err error) string {
 const RouteBy = "webui"
 
 // route sets a bot's route, or puts it back on the default route, from the accounts
-// page's route forms: field kind is a store.RouteKinds kind or "default", and only the
+// page's route forms: field kind is a vocab.RouteKinds kind or "default", and only the
 // fields of that kind are read. The store validates the input (a refused change writes
 // nothing) and audits the change. The webhook's secret is sealed by the store and never
 // shown, logged or sent back; the page shows the webhook's host only.
@@ -598,7 +598,7 @@ func (s *server) route(w http.ResponseWriter, r *http.Request, sess *session) {
 func routeInput(r *http.Request, key, kind string) store.RouteInput {
 	in := store.RouteInput{AccountKey: key, Kind: kind, By: RouteBy}
 	switch kind {
-	case store.RouteWebhook:
+	case vocab.RouteWebhook:
 		in.WebhookURL = strings.TrimSpace(r.PostFormValue("webhook_url"))
 		if v := r.PostFormValue("webhook_secret"); v != "" {
 			in.WebhookSecret = sealing.NewSecret(v)
@@ -610,10 +610,10 @@ func routeInput(r *http.Request, key, kind string) store.RouteInput {
 			}
 			in.WebhookTimeout = d
 		}
-	case store.RouteWorkflow:
+	case vocab.RouteWorkflow:
 		in.WorkflowType = strings.TrimSpace(r.PostFormValue("workflow_type"))
 		in.TaskQueue = strings.TrimSpace(r.PostFormValue("task_queue"))
-	case store.RouteMCP:
+	case vocab.RouteMCP:
 		in.MCPAgent = r.PostFormValue("mcp_agent")
 	}
 	return in

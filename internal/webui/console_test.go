@@ -23,6 +23,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -77,7 +78,7 @@ func botToken(i int) string { return fmt.Sprintf("c0ffee%06d@im.bot:bot-token-se
 // register registers bot i: iLink id c0ffee<i>@im.bot, owner o9cq8Owner<i>@im.wechat.
 func (c *consoleUI) register(i int) store.Account {
 	c.t.Helper()
-	a, err := c.st.RegisterAccount(c.ctx, time.Now().Add(-48*time.Hour), store.RegisterInput{
+	a, err := storetest.RegisterAccount(c.ctx, c.st, time.Now().Add(-48*time.Hour), store.ConfirmInput{
 		ProviderAccountID: fmt.Sprintf("c0ffee%06d@im.bot", i), OwnerPeerID: fmt.Sprintf("o9cq8Owner%03d@im.wechat", i),
 		BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(botToken(i))})
 	if err != nil {
@@ -202,12 +203,12 @@ func (c *consoleUI) fleet() *fleet {
 		var route *store.RouteInput
 		switch {
 		case i%11 == 0:
-			route = &store.RouteInput{Kind: store.RouteWebhook, WebhookURL: "https://agent.example/hooks/" + strconv.Itoa(i),
+			route = &store.RouteInput{Kind: vocab.RouteWebhook, WebhookURL: "https://agent.example/hooks/" + strconv.Itoa(i),
 				WebhookSecret: sealing.NewSecret("webhook-signing-secret-" + strconv.Itoa(i))}
 		case i%13 == 0:
-			route = &store.RouteInput{Kind: store.RouteWorkflow, WorkflowType: "SupportAgent", TaskQueue: "agents"}
+			route = &store.RouteInput{Kind: vocab.RouteWorkflow, WorkflowType: "SupportAgent", TaskQueue: "agents"}
 		case i%17 == 0:
-			route = &store.RouteInput{Kind: store.RouteMCP, MCPAgent: "support"}
+			route = &store.RouteInput{Kind: vocab.RouteMCP, MCPAgent: "support"}
 		}
 		if route != nil {
 			route.AccountKey, route.By = key, "test"
@@ -696,7 +697,7 @@ func TestTheWorkersTemporalUIURLAndNamespaceReachTheAccountsTable(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.RegisterAccount(context.Background(), time.Now(), store.RegisterInput{ProviderAccountID: "c0ffee777777@im.bot",
+	a, err := storetest.RegisterAccount(context.Background(), st, time.Now(), store.ConfirmInput{ProviderAccountID: "c0ffee777777@im.bot",
 		OwnerPeerID: "o9cq8Owner777@im.wechat", BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(botToken(777))})
 	if err != nil {
 		t.Fatal(err)
@@ -747,7 +748,7 @@ func TestWithoutJavaScriptTheRouteFormsOfOneBotAreRenderedInItsRowAndReturnToThe
 	if res.status != http.StatusSeeOther || res.header.Get("Location") != "/accounts?q="+key {
 		t.Fatalf("route from the filtered table: %d to %q, want back to /accounts?q=%s", res.status, res.header.Get("Location"), key)
 	}
-	if rt, found, err := c.st.GetRoute(c.ctx, key); err != nil || !found || rt.Kind != store.RouteEcho {
+	if rt, found, err := c.st.GetRoute(c.ctx, key); err != nil || !found || rt.Kind != vocab.RouteEcho {
 		t.Fatalf("route after the form: %+v %v %v", rt, found, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/store"
+	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -54,7 +55,7 @@ func TestTheAccountsPageShowsHowManyRepliesEachBotHolds(t *testing.T) {
 	base := time.Now().Add(-25 * time.Hour)
 	var accounts []store.Account
 	for _, bot := range []string{"0000000uih01", "0000000uih02"} {
-		a, err := st.RegisterAccount(ctx, base.Add(-time.Minute), store.RegisterInput{ProviderAccountID: bot + "@im.bot",
+		a, err := storetest.RegisterAccount(ctx, st, base.Add(-time.Minute), store.ConfirmInput{ProviderAccountID: bot + "@im.bot",
 			OwnerPeerID: "o9-" + bot + "@im.wechat", BaseURL: "https://ilinkai.weixin.qq.com", BotToken: sealing.NewSecret(bot + ":token")})
 		if err != nil {
 			t.Fatal(err)

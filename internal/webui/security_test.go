@@ -432,7 +432,7 @@ func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNo
 	if _, err := f.store.CreateMCPAgent(f.ctx, now, "support", "test"); err != nil {
 		t.Fatal(err)
 	}
-	before, err := f.store.SetRoute(f.ctx, now, store.RouteInput{AccountKey: f.account, Kind: store.RouteWorkflow,
+	before, err := f.store.SetRoute(f.ctx, now, store.RouteInput{AccountKey: f.account, Kind: vocab.RouteWorkflow,
 		WorkflowType: "Before", TaskQueue: "agents", By: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +497,7 @@ func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNo
 	post(b, "from another origin", good, map[string]string{"Origin": "https://attacker.example"}, http.StatusForbidden)
 
 	r, found, changes := f.routeOf()
-	if !found || r.Kind != store.RouteWorkflow || r.WorkflowType != "Before" || r.Version != before.Version || changes != 1 {
+	if !found || r.Kind != vocab.RouteWorkflow || r.WorkflowType != "Before" || r.Version != before.Version || changes != 1 {
 		t.Fatalf("after refused route changes: found %v, route %s %s version %d (was %d), %d audited changes (want 1)",
 			found, r.Kind, r.WorkflowType, r.Version, before.Version, changes)
 	}
@@ -512,7 +512,7 @@ func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNo
 	if r := b.do(http.MethodPost, path, url.Values{"csrf": {good}, "kind": {"echo"}}, sameOrigin); r.status != http.StatusSeeOther {
 		t.Fatalf("echo route with the right token: %d %s", r.status, r.body)
 	}
-	if r, found, changes := f.routeOf(); !found || r.Kind != store.RouteEcho || r.UpdatedBy != webui.RouteBy || changes != 2 {
+	if r, found, changes := f.routeOf(); !found || r.Kind != vocab.RouteEcho || r.UpdatedBy != webui.RouteBy || changes != 2 {
 		t.Fatalf("after the echo route: found %v, %s by %q, %d changes", found, r.Kind, r.UpdatedBy, changes)
 	}
 }

@@ -10,36 +10,6 @@ import (
 	"time"
 )
 
-const countAttemptsByStatus = `-- name: CountAttemptsByStatus :many
-SELECT status, count(*)::integer AS attempts FROM send_attempts
-WHERE reply_window_id = $1 GROUP BY status ORDER BY status
-`
-
-type CountAttemptsByStatusRow struct {
-	Status   string
-	Attempts int32
-}
-
-func (q *Queries) CountAttemptsByStatus(ctx context.Context, replyWindowID int64) ([]CountAttemptsByStatusRow, error) {
-	rows, err := q.db.Query(ctx, countAttemptsByStatus, replyWindowID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []CountAttemptsByStatusRow{}
-	for rows.Next() {
-		var i CountAttemptsByStatusRow
-		if err := rows.Scan(&i.Status, &i.Attempts); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const failPendingAttemptsOfWindow = `-- name: FailPendingAttemptsOfWindow :execrows
 UPDATE send_attempts
 SET status = 'failed', error_code = $1, error_message = $2,
@@ -100,52 +70,6 @@ func (q *Queries) GetSendAttempt(ctx context.Context, attemptID string) (SendAtt
 		&i.RequestID,
 	)
 	return i, err
-}
-
-const listAttemptsOfMessage = `-- name: ListAttemptsOfMessage :many
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 ORDER BY send_index
-`
-
-func (q *Queries) ListAttemptsOfMessage(ctx context.Context, sourceMessageKey string) ([]SendAttempt, error) {
-	rows, err := q.db.Query(ctx, listAttemptsOfMessage, sourceMessageKey)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []SendAttempt{}
-	for rows.Next() {
-		var i SendAttempt
-		if err := rows.Scan(
-			&i.AttemptID,
-			&i.ClientMessageID,
-			&i.SourceMessageKey,
-			&i.AccountKey,
-			&i.PeerID,
-			&i.ReplyWindowID,
-			&i.SendIndex,
-			&i.WindowSendIndex,
-			&i.Source,
-			&i.ContentType,
-			&i.Payload,
-			&i.Metadata,
-			&i.Fingerprint,
-			&i.Status,
-			&i.ProviderMessageID,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.FailType,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.RequestID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const pendingAttemptCounts = `-- name: PendingAttemptCounts :many

@@ -646,57 +646,6 @@ func (b *GetReplyWindowBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const getWindowSecret = `-- name: GetWindowSecret :batchone
-SELECT reply_window_id, key_generation, nonce, ciphertext, updated_at FROM reply_window_secrets WHERE reply_window_id = $1
-`
-
-type GetWindowSecretBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-func (q *Queries) GetWindowSecret(ctx context.Context, replyWindowID []int64) *GetWindowSecretBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range replyWindowID {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(getWindowSecret, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &GetWindowSecretBatchResults{br, len(replyWindowID), false}
-}
-
-func (b *GetWindowSecretBatchResults) QueryRow(f func(int, ReplyWindowSecret, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		var i ReplyWindowSecret
-		if b.closed {
-			if f != nil {
-				f(t, i, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		row := b.br.QueryRow()
-		err := row.Scan(
-			&i.ReplyWindowID,
-			&i.KeyGeneration,
-			&i.Nonce,
-			&i.Ciphertext,
-			&i.UpdatedAt,
-		)
-		if f != nil {
-			f(t, i, err)
-		}
-	}
-}
-
-func (b *GetWindowSecretBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
 const insertInboundImages = `-- name: InsertInboundImages :batchexec
 INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
 SELECT $1, unnest($2::integer[]), $3, $4,
@@ -1583,7 +1532,7 @@ type ReceivedBacklogImagesRow struct {
 	Ciphertext    []byte
 }
 
-// The images of ReceivedBacklog's messages, newest first (store.MediaPositionBase: 500).
+// The images of ReceivedBacklog's messages, newest first (vocab.MediaPositionBase: 500).
 func (q *Queries) ReceivedBacklogImages(ctx context.Context, arg []ReceivedBacklogImagesParams) *ReceivedBacklogImagesBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

@@ -10,18 +10,6 @@ import (
 	"time"
 )
 
-const deleteExpiredLoginOffers = `-- name: DeleteExpiredLoginOffers :execrows
-DELETE FROM login_offers WHERE expires_at <= $1
-`
-
-func (q *Queries) DeleteExpiredLoginOffers(ctx context.Context, now time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteExpiredLoginOffers, now)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const deleteLoginOffer = `-- name: DeleteLoginOffer :execrows
 DELETE FROM login_offers WHERE offer_id = $1
 `

@@ -81,67 +81,6 @@ func (q *Queries) DropHeldReply(ctx context.Context, arg DropHeldReplyParams) (H
 	return i, err
 }
 
-const expiredHeldOf = `-- name: ExpiredHeldOf :many
-SELECT held_id FROM held_replies
-WHERE account_key = $1 AND peer_id = $2 AND status = 'held' AND expires_at <= $3::timestamptz
-ORDER BY held_seq
-`
-
-// A conversation's held replies past their age limit.
-func (q *Queries) ExpiredHeldOf(ctx context.Context, accountKey string, peerID string, now time.Time) ([]string, error) {
-	rows, err := q.db.Query(ctx, expiredHeldOf, accountKey, peerID, now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []string{}
-	for rows.Next() {
-		var held_id string
-		if err := rows.Scan(&held_id); err != nil {
-			return nil, err
-		}
-		items = append(items, held_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const getHeldReply = `-- name: GetHeldReply :one
-SELECT held_id, held_seq, account_key, peer_id, source_message_key, reply_window_id, request_id, content_type, final, fingerprint, size_bytes, reason, status, attempt_id, key_generation, nonce, ciphertext, drop_reason, dropped_by, created_at, expires_at, updated_at FROM held_replies WHERE held_id = $1
-`
-
-func (q *Queries) GetHeldReply(ctx context.Context, heldID string) (HeldReply, error) {
-	row := q.db.QueryRow(ctx, getHeldReply, heldID)
-	var i HeldReply
-	err := row.Scan(
-		&i.HeldID,
-		&i.HeldSeq,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.SourceMessageKey,
-		&i.ReplyWindowID,
-		&i.RequestID,
-		&i.ContentType,
-		&i.Final,
-		&i.Fingerprint,
-		&i.SizeBytes,
-		&i.Reason,
-		&i.Status,
-		&i.AttemptID,
-		&i.KeyGeneration,
-		&i.Nonce,
-		&i.Ciphertext,
-		&i.DropReason,
-		&i.DroppedBy,
-		&i.CreatedAt,
-		&i.ExpiresAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const heldReplyByRequest = `-- name: HeldReplyByRequest :one
 SELECT held_id, held_seq, account_key, peer_id, source_message_key, reply_window_id, request_id, content_type, final, fingerprint, size_bytes, reason, status, attempt_id, key_generation, nonce, ciphertext, drop_reason, dropped_by, created_at, expires_at, updated_at FROM held_replies WHERE source_message_key = $1 AND request_id = $2
 `

@@ -10,36 +10,6 @@ import (
 	"time"
 )
 
-const countInboxByStatus = `-- name: CountInboxByStatus :many
-SELECT status, count(*) AS messages FROM inbound_messages
-WHERE account_key = $1 GROUP BY status ORDER BY status
-`
-
-type CountInboxByStatusRow struct {
-	Status   string
-	Messages int64
-}
-
-func (q *Queries) CountInboxByStatus(ctx context.Context, accountKey string) ([]CountInboxByStatusRow, error) {
-	rows, err := q.db.Query(ctx, countInboxByStatus, accountKey)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []CountInboxByStatusRow{}
-	for rows.Next() {
-		var i CountInboxByStatusRow
-		if err := rows.Scan(&i.Status, &i.Messages); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const getInboundImage = `-- name: GetInboundImage :one
 SELECT message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at FROM inbound_images WHERE message_key = $1 AND position = $2
 `

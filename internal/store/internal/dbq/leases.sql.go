@@ -210,25 +210,6 @@ func (q *Queries) ClaimDeadPollLeases(ctx context.Context, arg ClaimDeadPollLeas
 	return items, nil
 }
 
-const countPollLeases = `-- name: CountPollLeases :one
-SELECT count(*) FILTER (WHERE holder IS NOT NULL AND expires_at > clock_timestamp())::bigint AS live,
-       count(*) FILTER (WHERE holder IS NOT NULL AND expires_at <= clock_timestamp())::bigint AS expired
-FROM poll_leases
-`
-
-type CountPollLeasesRow struct {
-	Live    int64
-	Expired int64
-}
-
-// Leases held (by anyone, live) and expired-but-held: for metrics and tests.
-func (q *Queries) CountPollLeases(ctx context.Context) (CountPollLeasesRow, error) {
-	row := q.db.QueryRow(ctx, countPollLeases)
-	var i CountPollLeasesRow
-	err := row.Scan(&i.Live, &i.Expired)
-	return i, err
-}
-
 const forgetDeadPollWorkers = `-- name: ForgetDeadPollWorkers :execrows
 DELETE FROM poll_workers WHERE dead_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
 `

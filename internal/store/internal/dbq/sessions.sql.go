@@ -25,19 +25,6 @@ func (q *Queries) CloseMessageSessions(ctx context.Context, now time.Time, messa
 	return result.RowsAffected(), nil
 }
 
-const closeSession = `-- name: CloseSession :execrows
-UPDATE agent_sessions SET closed_at = $1::timestamptz
-WHERE token_hash = $2 AND closed_at IS NULL
-`
-
-func (q *Queries) CloseSession(ctx context.Context, now time.Time, tokenHash []byte) (int64, error) {
-	result, err := q.db.Exec(ctx, closeSession, now, tokenHash)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const insertAgentSession = `-- name: InsertAgentSession :exec
 INSERT INTO agent_sessions (
     session_id, token_hash, source_message_key, reply_window_id, account_key, peer_id, created_at, expires_at

@@ -10,37 +10,6 @@ import (
 	"time"
 )
 
-const getReplyWindowBySource = `-- name: GetReplyWindowBySource :one
-SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows WHERE source_message_key = $1
-`
-
-func (q *Queries) GetReplyWindowBySource(ctx context.Context, sourceMessageKey string) (ReplyWindow, error) {
-	row := q.db.QueryRow(ctx, getReplyWindowBySource, sourceMessageKey)
-	var i ReplyWindow
-	err := row.Scan(
-		&i.ReplyWindowID,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.AccountGeneration,
-		&i.SourceMessageKey,
-		&i.SourceInboxSeq,
-		&i.ProviderMessageID,
-		&i.ProviderSeq,
-		&i.IssuedAt,
-		&i.ExpiresAt,
-		&i.MaxSends,
-		&i.NextSendIndex,
-		&i.Reserved,
-		&i.Transmitted,
-		&i.State,
-		&i.RetiredReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ReminderRequested,
-	)
-	return i, err
-}
-
 const listOpenWindows = `-- name: ListOpenWindows :many
 SELECT reply_windows.reply_window_id, reply_windows.account_key, reply_windows.source_message_key,
        reply_windows.peer_id, reply_windows.expires_at, reply_windows.max_sends,
