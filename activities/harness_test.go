@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/db"
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 )
 
 // An index a migration builds concurrently on a table without rows (a fresh installation,

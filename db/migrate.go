@@ -1,6 +1,6 @@
 // Package db holds the embedded PostgreSQL migrations of ilinkflow and applies them.
-// The sqlc-generated queries live in the dbq subpackage; sqlc reads the same migration
-// files, so the schema has one source of truth.
+// The store's sqlc-generated queries (internal to it) are generated from the same
+// migration files, so the schema has one source of truth.
 //
 // Migrations keep no session state, so they run through a pooler in transaction mode
 // (PgBouncer) as well as directly: concurrent runs are serialised by a lock row in a

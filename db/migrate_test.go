@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ilinkflow/ilinkflow/db"
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 )
 
 // schemaPool is a pool on a fresh, empty schema of its own.

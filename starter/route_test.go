@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/operator"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/store/storetest"

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/db"
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"

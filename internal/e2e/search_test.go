@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/store"

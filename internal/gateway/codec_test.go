@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/payloadcodec"

@@ -8,7 +8,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/store"

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/activities"
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/store"

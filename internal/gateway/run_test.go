@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/store"

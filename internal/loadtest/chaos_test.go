@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/loadtest"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"

@@ -12,7 +12,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/ilinkflow/ilinkflow/db"
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"

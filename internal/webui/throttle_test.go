@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/db/dbtest"
+	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/tcpproxy"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
