@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
 // storeImportPath is the import path of the package whose exported API the test checks.
@@ -35,7 +37,7 @@ var interfaceMethods = map[string]bool{
 // name in an interface (a consumer's interface the store satisfies); inside it, a call
 // through a receiver, parameter or field of the method's type.
 func TestEveryExportedStoreMethodHasAProductionCaller(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	storeDir, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
@@ -259,23 +261,4 @@ func parseModule(t *testing.T, root string) []parsedFile {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// moduleRoot is the directory of the go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }

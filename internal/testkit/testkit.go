@@ -8,6 +8,8 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -128,3 +130,23 @@ var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
 }{ports: map[int]bool{}}
+
+// ModuleRoot is the directory of the module's go.mod, above the test's directory: where a
+// test that reads the module's own source files starts.
+func ModuleRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}

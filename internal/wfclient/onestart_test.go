@@ -5,10 +5,11 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ilinkflow/ilinkflow/internal/testkit"
 )
 
 // TestAReplyWindowIsStartedFromOnePlace holds the module's non-test code to one start of
@@ -16,7 +17,7 @@ import (
 // starts the workflow type itself, and LaunchWindow alone makes a first offer before the
 // start (firstOffer), so that a poll, a sync and a reconcile start a window the same way.
 func TestAReplyWindowIsStartedFromOnePlace(t *testing.T) {
-	calls := callSites(t, moduleRoot(t))
+	calls := callSites(t, testkit.ModuleRoot(t))
 	if got := calls["StartWindow"]; len(got) != 1 || got[0].fn != "LaunchWindow" || got[0].dir != "internal/wfclient" {
 		t.Errorf("StartWindow is called from %v, want once, from wfclient.LaunchWindow (every caller uses LaunchWindow)", got)
 	}
@@ -101,23 +102,4 @@ func calledName(fun ast.Expr) string {
 		}
 	}
 	return ""
-}
-
-// moduleRoot is the directory of the module's go.mod, above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
