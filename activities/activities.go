@@ -65,7 +65,7 @@ type Config struct {
 // Activities carries the dependencies of every activity. Register a *Activities with the
 // worker; its exported methods are the activities.
 type Activities struct {
-	Store    *store.Store
+	Store    Store
 	Pool     *pgxpool.Pool
 	Temporal client.Client
 	// Handler is the default route's agent handler (nil: none), for the bots without a

@@ -27,12 +27,19 @@ const (
 	typingTicketTTL = 10 * time.Minute
 )
 
+// TyperStore is what a Typer reads in the store (a *store.Store).
+type TyperStore interface {
+	GetAccountWithSecret(ctx context.Context, accountKey string) (store.AccountWithSecret, error)
+	GetWindow(ctx context.Context, windowID int64) (store.Window, error)
+	GetMessage(ctx context.Context, messageKey string) (store.Message, error)
+}
+
 // Typer shows and cancels "typing" to a bot's peer: getconfig for the peer's typing
 // ticket (cached), then sendtyping. It is not an activity: the hand-off, the sends, the
 // verdict and the window's end use it, and the reply API's POST /v1/typing. Typing never
 // costs reply quota and its failures are only logged by the gateway's own callers.
 type Typer struct {
-	Store *store.Store
+	Store TyperStore
 	// Client is the iLink client configuration; NewClient builds clients (nil: ilink.New).
 	Client    ilink.Config
 	NewClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)

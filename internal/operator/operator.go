@@ -86,7 +86,7 @@ func (a Account) TokenState() string {
 // Accounts lists the accounts (only those with status when it is not empty) with their
 // open window and route. With checkTokens it also tells whether the store's sealing keys open each
 // account's bot token (store.Store.UnreadableTokens); without, Token is TokenUnchecked.
-func Accounts(ctx context.Context, st *store.Store, status string, checkTokens bool) ([]Account, error) {
+func Accounts(ctx context.Context, st Store, status string, checkTokens bool) ([]Account, error) {
 	accounts, err := st.ListAccounts(ctx, status)
 	if err != nil {
 		return nil, err
@@ -166,7 +166,7 @@ type SteerResult struct {
 // signalled (under wfapi.Installation.PollerID); a removal also tells the workflows of
 // the windows it cancelled, a resume those of its open windows (which offer what the
 // pause refused again). No running poller is not an error (PollerSignalled is false).
-func Steer(ctx context.Context, st *store.Store, tc client.Client, req SteerRequest) (SteerResult, error) {
+func Steer(ctx context.Context, st Store, tc client.Client, req SteerRequest) (SteerResult, error) {
 	now := req.Now
 	if now.IsZero() {
 		now = time.Now()
