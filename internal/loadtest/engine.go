@@ -126,7 +126,7 @@ func (e *engineSystem) exchangeTimed(ctx context.Context, b, n int) (time.Durati
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		EnableEagerStart:                         true, // as wfclient.StartWindow
+		EnableEagerStart:                         true, // as wfclient.startWindow
 	}, "ilk_ceiling_"+strconv.Itoa(b), "peer"), engineWorkflow, engineInput{ID: id})
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", id, err)

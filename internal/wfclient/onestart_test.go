@@ -13,19 +13,19 @@ import (
 )
 
 // TestAReplyWindowIsStartedFromOnePlace holds the module's non-test code to one start of
-// a ReplyWindow workflow: StartWindow is called from LaunchWindow only, no other code
+// a ReplyWindow workflow: startWindow is called from LaunchWindow only, no other code
 // starts the workflow type itself, and LaunchWindow alone makes a first offer before the
 // start (firstOffer), so that a poll, a sync and a reconcile start a window the same way.
 func TestAReplyWindowIsStartedFromOnePlace(t *testing.T) {
 	calls := callSites(t, testkit.ModuleRoot(t))
-	if got := calls["StartWindow"]; len(got) != 1 || got[0].fn != "LaunchWindow" || got[0].dir != "internal/wfclient" {
-		t.Errorf("StartWindow is called from %v, want once, from wfclient.LaunchWindow (every caller uses LaunchWindow)", got)
+	if got := calls["startWindow"]; len(got) != 1 || got[0].fn != "LaunchWindow" || got[0].dir != "internal/wfclient" {
+		t.Errorf("startWindow is called from %v, want once, from wfclient.LaunchWindow (every caller uses LaunchWindow)", got)
 	}
 	if got := calls["firstOffer"]; len(got) != 1 || got[0].fn != "LaunchWindow" || got[0].dir != "internal/wfclient" {
 		t.Errorf("firstOffer is called from %v, want once, from wfclient.LaunchWindow", got)
 	}
-	if got := calls["wfapi.ReplyWindowWorkflow"]; len(got) != 1 || got[0].fn != "StartWindow" || got[0].dir != "internal/wfclient" {
-		t.Errorf("a ReplyWindow workflow is started from %v, want only wfclient.StartWindow", got)
+	if got := calls["wfapi.ReplyWindowWorkflow"]; len(got) != 1 || got[0].fn != "startWindow" || got[0].dir != "internal/wfclient" {
+		t.Errorf("a ReplyWindow workflow is started from %v, want only wfclient.startWindow", got)
 	}
 }
 
@@ -35,7 +35,7 @@ type site struct{ dir, file, fn string }
 func (s site) String() string { return s.dir + "/" + s.file + ":" + s.fn }
 
 // callSites parses every non-test Go file under root and returns, by name, the calls of
-// functions named StartWindow or firstOffer (bare or package-qualified), and the calls
+// functions named startWindow or firstOffer (bare or package-qualified), and the calls
 // that pass wfapi.ReplyWindowWorkflow (the workflow type) as an argument.
 func callSites(t *testing.T, root string) map[string][]site {
 	t.Helper()
@@ -70,7 +70,7 @@ func callSites(t *testing.T, root string) map[string][]site {
 				if !ok {
 					return true
 				}
-				if name := calledName(call.Fun); name == "StartWindow" || name == "firstOffer" {
+				if name := calledName(call.Fun); name == "startWindow" || name == "firstOffer" {
 					calls[name] = append(calls[name], at)
 				}
 				for _, arg := range call.Args {

@@ -30,9 +30,9 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// WindowInput is the one ReplyWindow input of a window (LaunchWindow's); offer is the
+// windowInput is the one ReplyWindow input of a window (LaunchWindow's); offer is the
 // first offer made before the start (nil: none).
-func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Offer) wfapi.WindowInput {
+func windowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Offer) wfapi.WindowInput {
 	return wfapi.WindowInput{
 		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
 		ExpiresAt: w.ExpiresAt, MaxSends: w.MaxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
@@ -40,10 +40,10 @@ func WindowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Of
 	}
 }
 
-// WindowOutcome is what StartWindow found.
+// WindowOutcome is what startWindow found.
 type WindowOutcome int
 
-// StartWindow outcomes.
+// startWindow outcomes.
 const (
 	// WindowStarted: a new ReplyWindow workflow started.
 	WindowStarted WindowOutcome = iota + 1
@@ -92,13 +92,13 @@ type WindowLaunch struct {
 // deliverable window's message is handed off first (firstOffer) and the workflow starts
 // with the outcome (wfapi.WindowInput.Offered), which costs it no HandOff activity; the
 // workflow itself makes an offer only when none came with its start. The start is
-// StartWindow's (idempotent).
+// startWindow's (idempotent).
 func LaunchWindow(ctx context.Context, l WindowLaunch) (WindowOutcome, error) {
 	var offer *wfapi.Offer
 	if l.HandOff != nil && l.Window.Deliverable {
 		offer = firstOffer(ctx, l.Window, l.HandOff)
 	}
-	return StartWindow(ctx, l.Temporal, l.TaskQueue, l.WorkflowID, WindowInput(l.Window, l.ReofferAfter, offer))
+	return startWindow(ctx, l.Temporal, l.TaskQueue, l.WorkflowID, windowInput(l.Window, l.ReofferAfter, offer))
 }
 
 // firstOffer hands a window's message off before its workflow exists (attempt 1). It
@@ -119,13 +119,13 @@ func firstOffer(ctx context.Context, w actapi.WindowRef,
 		Replies: out.Replies, Handled: out.Handled}
 }
 
-// StartWindow starts a ReplyWindow workflow, with one set of options; LaunchWindow is its
+// startWindow starts a ReplyWindow workflow, with one set of options; LaunchWindow is its
 // one caller (TestAReplyWindowIsStartedFromOnePlace):
 // unless its id is taken, a running workflow is left alone and a closed one is not run
 // again (REJECT_DUPLICATE), so starting is idempotent and "already started" is not an
 // error. Only when the id is taken does it ask Temporal which of the two it was. id is the
 // window's workflow id (store.Store.WindowWorkflowID).
-func StartWindow(ctx context.Context, tc client.Client, taskQueue, id string, in wfapi.WindowInput) (WindowOutcome, error) {
+func startWindow(ctx context.Context, tc client.Client, taskQueue, id string, in wfapi.WindowInput) (WindowOutcome, error) {
 	if tc == nil {
 		return 0, ErrNoTemporal
 	}
