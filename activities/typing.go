@@ -13,8 +13,12 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// Typing defaults (Config.TypingEvery, Config.TypingFor).
+// Typing defaults (Typer.After, Typer.Every, Typer.For).
 const (
+	// DefaultTypingAfter is how long an agent may work before "typing" is shown: an agent
+	// that answers sooner costs iLink no typing call at all (neither the show nor its
+	// cancel), and the user sees the reply without a flicker of "typing" before it.
+	DefaultTypingAfter = time.Second
 	// DefaultTypingEvery is how often "typing" is shown again while an agent works.
 	DefaultTypingEvery = 5 * time.Second
 	// DefaultTypingFor bounds how long "typing" is kept alive after a hand-off.
@@ -44,8 +48,9 @@ type Typer struct {
 	Client    ilink.Config
 	NewClient func(cfg ilink.Config, token ilink.Secret) (*ilink.Client, error)
 	Logger    *slog.Logger
-	// Every and For are the keep-alive period and bound (0: the defaults).
-	Every, For time.Duration
+	// After, Every and For are the keep-alive's delay before its first show, its period
+	// and its bound (0: the defaults).
+	After, Every, For time.Duration
 
 	mu      sync.Mutex
 	tickets map[string]typingTicket
@@ -53,8 +58,13 @@ type Typer struct {
 	stripes [64]sync.Mutex
 }
 
-// keepAliveRun is one keep-alive in progress.
-type keepAliveRun struct{ cancel context.CancelFunc }
+// keepAliveRun is one keep-alive in progress. shown (under Typer.mu) is set before its
+// first show leaves, and kept by a keep-alive that replaces it: while it is false, the
+// user sees no "typing" that this Typer made, so a cancel has nothing to end.
+type keepAliveRun struct {
+	cancel context.CancelFunc
+	shown  bool
+}
 
 type typingTicket struct {
 	ticket ilink.Secret
@@ -71,17 +81,25 @@ func (t *Typer) log() *slog.Logger {
 }
 
 // Typing shows (on) or cancels "typing" to peerID on the account's bot. Cancelling also
-// ends a keep-alive this Typer runs for the conversation; calls for one conversation are
-// made one at a time, so a cancel is never overtaken by a keep-alive's show.
+// ends a keep-alive this Typer runs for the conversation, and calls nothing when that
+// keep-alive never showed "typing" (the agent answered within After); without a
+// keep-alive here (another worker's hand-off, a restart) the cancel is always sent.
+// Calls for one conversation are made one at a time, so a cancel is never overtaken by a
+// keep-alive's show.
 func (t *Typer) Typing(ctx context.Context, accountKey, peerID string, on bool) error {
 	key := conversation(accountKey, peerID)
-	if !on {
-		t.mu.Lock()
-		if k := t.alive[key]; k != nil {
-			k.cancel()
-			delete(t.alive, key)
-		}
-		t.mu.Unlock()
+	t.mu.Lock()
+	k := t.alive[key]
+	if k != nil && on {
+		k.shown = true
+	}
+	if k != nil && !on {
+		k.cancel()
+		delete(t.alive, key)
+	}
+	t.mu.Unlock()
+	if k != nil && !on && !k.shown {
+		return nil // nothing shown to end
 	}
 	mu := t.lockOf(key)
 	mu.Lock()
@@ -162,12 +180,17 @@ func (t *Typer) ticket(ctx context.Context, cl *ilink.Client, accountKey, peerID
 	return cfg.TypingTicket, nil
 }
 
-// keepAlive shows "typing" for a window's message now (in the background: a hand-off
-// never waits for it) and again every Every until the window has a reply sent or
-// reserved, its message is finished, the window is no longer open, Typing(off) is called
-// for the conversation, or For has passed. Failures are logged.
+// keepAlive shows "typing" for a window's message once After has passed (in the
+// background: a hand-off never waits for it) and again every Every until the window has
+// a reply sent or reserved, its message is finished, the window is no longer open,
+// Typing(off) is called for the conversation, or For has passed. Each show after the
+// first wait checks the store first, since the reply may have been sent by another
+// worker. Failures are logged.
 func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
-	every, bound := t.Every, t.For
+	after, every, bound := t.After, t.Every, t.For
+	if after <= 0 {
+		after = DefaultTypingAfter
+	}
 	if every <= 0 {
 		every = DefaultTypingEvery
 	}
@@ -184,6 +207,7 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 	}
 	if prev := t.alive[key]; prev != nil {
 		prev.cancel()
+		run.shown = prev.shown // still on the user's screen
 	}
 	t.alive[key] = run
 	t.mu.Unlock()
@@ -191,9 +215,13 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 		mu := t.lockOf(key)
 		mu.Lock()
 		defer mu.Unlock()
+		t.mu.Lock()
 		if kctx.Err() != nil {
+			t.mu.Unlock()
 			return // cancelled meanwhile: never show after a cancel
 		}
+		run.shown = true // before the call: it may reach iLink even if it fails
+		t.mu.Unlock()
 		sctx, scancel := context.WithTimeout(kctx, typingFirstTimeout)
 		defer scancel()
 		if err := t.send(sctx, w.AccountKey, w.PeerID, true); err != nil {
@@ -211,14 +239,14 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 			}
 			t.mu.Unlock()
 		}()
-		show("shown")
-		tick := time.NewTicker(every)
-		defer tick.Stop()
+		wait := time.NewTimer(after)
+		defer wait.Stop()
+		what := "shown"
 		for {
 			select {
 			case <-kctx.Done():
 				return
-			case <-tick.C:
+			case <-wait.C:
 			}
 			cur, err := t.Store.GetWindow(kctx, w.ReplyWindowID)
 			if err != nil || cur.State != vocab.WindowOpen || cur.Transmitted > 0 || cur.Reserved > 0 {
@@ -228,7 +256,9 @@ func (t *Typer) keepAlive(ctx context.Context, w store.Window) {
 			if err != nil || m.Status != vocab.MessageProcessing {
 				return
 			}
-			show("kept alive")
+			show(what)
+			what = "kept alive"
+			wait.Reset(every)
 		}
 	}()
 }

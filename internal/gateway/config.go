@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"go.temporal.io/sdk/client"
 	"io"
 	"log/slog"
 	"time"
@@ -39,6 +40,11 @@ type Config struct {
 	// config file (TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE; "" the SDK's defaults).
 	TemporalProfile    string
 	TemporalConfigFile string
+	// TemporalCompression is the gRPC compression of the worker's requests to Temporal:
+	// CompressionNone (the default) or CompressionGzip. Every payload is encrypted
+	// (docs/payload-codec.md), so gzip finds little to shrink and costs CPU in the worker
+	// and the server on every call; gzip may still pay on a slow link.
+	TemporalCompression string
 	// Temporal is the resolved connection (TLS, client certificate, API key) that
 	// ConfigFromEnv builds with package temporalconn; its address and namespace are
 	// TemporalAddress and TemporalNamespace. Zero (a configuration built in code):
@@ -175,6 +181,20 @@ const (
 	MaxPollLeaseTTL = 10 * time.Minute
 )
 
+// The gRPC compressions of Config.TemporalCompression.
+const (
+	CompressionNone = "none"
+	CompressionGzip = "gzip"
+)
+
+// grpcCompression is the SDK's option for a TemporalCompression the config validated.
+func grpcCompression(name string) client.GrpcCompression {
+	if name == CompressionGzip {
+		return &client.GrpcCompressionGzip{}
+	}
+	return &client.GrpcCompressionNone{}
+}
+
 // DefaultDBMaxConns is the default bound of a worker's PostgreSQL connections.
 const DefaultDBMaxConns = 16
 
@@ -186,6 +206,7 @@ func DefaultConfig() Config {
 		TemporalAddress:         "127.0.0.1:7233",
 		TemporalNamespace:       "default",
 		TaskQueue:               wfapi.DefaultTaskQueue,
+		TemporalCompression:     CompressionNone,
 		DatabaseURL:             DefaultDatabaseURL,
 		ILinkBaseURL:            ilink.DefaultBaseURL,
 		ILinkCDNBaseURL:         ilink.DefaultCDNBaseURL,
@@ -262,6 +283,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("temporal", conn),
 		slog.String("versioning", versioning),
 		slog.String("task_queue", c.TaskQueue),
+		slog.String("temporal_compression", c.TemporalCompression),
 		slog.String("database", db),
 		slog.String("ilink", c.ILinkBaseURL),
 		slog.String("ilink_cdn", c.ILinkCDNBaseURL),

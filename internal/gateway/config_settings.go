@@ -50,6 +50,15 @@ var settings = []setting{
 	{flag: "temporal-config-file", env: "TEMPORAL_CONFIG_FILE", help: "Temporal client config file (TOML profiles; unset: the user's temporalio/temporal.toml when present)",
 		def: func(c Config) string { return c.TemporalConfigFile },
 		set: func(c *Config, v string) error { c.TemporalConfigFile = v; return nil }},
+	{flag: "temporal-compression", env: "ILINKFLOW_TEMPORAL_COMPRESSION", help: "gRPC compression of requests to Temporal: none or gzip (payloads are encrypted, so gzip mostly costs CPU)",
+		def: func(c Config) string { return c.TemporalCompression },
+		set: func(c *Config, v string) error {
+			if v != CompressionNone && v != CompressionGzip {
+				return errors.New("want none or gzip")
+			}
+			c.TemporalCompression = v
+			return nil
+		}},
 	{flag: "deployment-name", env: EnvDeploymentName, help: "Worker Deployment name: with --build-id, the worker runs as that deployment version (Worker Versioning)",
 		def: func(c Config) string { return c.DeploymentName },
 		set: func(c *Config, v string) error { c.DeploymentName = v; return nil }},

@@ -55,7 +55,7 @@ func TestConfigDefaults(t *testing.T) {
 	if cfg.TemporalAddress != "127.0.0.1:7233" || cfg.TemporalNamespace != "default" || cfg.TaskQueue != "ilinkflow" ||
 		cfg.ILinkBaseURL != "https://ilinkai.weixin.qq.com" || cfg.Limits.MaxSends != 10 ||
 		cfg.Limits.WindowLifetime != 24*time.Hour || cfg.SendGap != 2*time.Second || cfg.ThrottlePenalty != time.Hour ||
-		cfg.StalePause != time.Hour || cfg.DeferredBefore != nil {
+		cfg.StalePause != time.Hour || cfg.DeferredBefore != nil || cfg.TemporalCompression != gateway.CompressionNone {
 		t.Fatalf("documented defaults changed: %+v", cfg)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -66,30 +66,31 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	env := withKeys(map[string]string{
-		"TEMPORAL_ADDRESS":             "temporal.internal:7233",
-		"TEMPORAL_NAMESPACE":           "prod",
-		"ILINKFLOW_TASK_QUEUE":         "ilinkflow-eu",
-		"DATABASE_URL":                 "postgres://app:pw@db.internal:5432/ilinkflow",
-		"ILINK_BASE_URL":               "http://127.0.0.1:9000",
-		"ILINK_CDN_BASE_URL":           "http://127.0.0.1:9001/c2c",
-		"ILINKFLOW_WINDOW_LIFETIME":    "12h",
-		"ILINKFLOW_MAX_SENDS":          "5",
-		"ILINKFLOW_MAX_MEDIA_BYTES":    "1048576",
-		"ILINKFLOW_SEND_GAP":           "0s",
-		"ILINKFLOW_THROTTLE_PENALTY":   "30m",
-		"ILINKFLOW_STALE_PAUSE":        "2h",
-		"ILINKFLOW_POLL_SESSION":       "5m",
-		"ILINKFLOW_POLL_LEASE_TTL":     "2m",
-		"ILINKFLOW_DB_MAX_CONNS":       "7",
-		"ILINKFLOW_MAX_ACCOUNTS":       "3",
-		"ILINKFLOW_SESSION_TTL":        "1h",
-		"ILINKFLOW_HEARTBEAT":          "3s",
-		"ILINKFLOW_SHUTDOWN_GRACE":     "45s",
-		"ILINKFLOW_DEFER_BEFORE":       "2026-11-30T08:00:00Z",
-		"ILINKFLOW_LOG_LEVEL":          "debug",
-		"ILINKFLOW_LOG_FORMAT":         "json",
-		"UNRELATED_VARIABLE_IS_FINE":   "x",
-		"ILINKFLOW_UNKNOWN_IS_IGNORED": "x",
+		"TEMPORAL_ADDRESS":               "temporal.internal:7233",
+		"TEMPORAL_NAMESPACE":             "prod",
+		"ILINKFLOW_TASK_QUEUE":           "ilinkflow-eu",
+		"DATABASE_URL":                   "postgres://app:pw@db.internal:5432/ilinkflow",
+		"ILINK_BASE_URL":                 "http://127.0.0.1:9000",
+		"ILINK_CDN_BASE_URL":             "http://127.0.0.1:9001/c2c",
+		"ILINKFLOW_WINDOW_LIFETIME":      "12h",
+		"ILINKFLOW_MAX_SENDS":            "5",
+		"ILINKFLOW_MAX_MEDIA_BYTES":      "1048576",
+		"ILINKFLOW_SEND_GAP":             "0s",
+		"ILINKFLOW_THROTTLE_PENALTY":     "30m",
+		"ILINKFLOW_STALE_PAUSE":          "2h",
+		"ILINKFLOW_POLL_SESSION":         "5m",
+		"ILINKFLOW_POLL_LEASE_TTL":       "2m",
+		"ILINKFLOW_DB_MAX_CONNS":         "7",
+		"ILINKFLOW_TEMPORAL_COMPRESSION": "gzip",
+		"ILINKFLOW_MAX_ACCOUNTS":         "3",
+		"ILINKFLOW_SESSION_TTL":          "1h",
+		"ILINKFLOW_HEARTBEAT":            "3s",
+		"ILINKFLOW_SHUTDOWN_GRACE":       "45s",
+		"ILINKFLOW_DEFER_BEFORE":         "2026-11-30T08:00:00Z",
+		"ILINKFLOW_LOG_LEVEL":            "debug",
+		"ILINKFLOW_LOG_FORMAT":           "json",
+		"UNRELATED_VARIABLE_IS_FINE":     "x",
+		"ILINKFLOW_UNKNOWN_IS_IGNORED":   "x",
 	})
 	cfg, err := gateway.ConfigFromEnv(envOf(env), nil)
 	if err != nil {
@@ -103,7 +104,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		cfg.ThrottlePenalty != 30*time.Minute || cfg.StalePause != 2*time.Hour || cfg.PollSession != 5*time.Minute || cfg.PollLeaseTTL != 2*time.Minute || cfg.DBMaxConns != 7 ||
 		cfg.MaxAccounts != 3 || cfg.SessionTTL != time.Hour || cfg.Heartbeat != 3*time.Second ||
 		cfg.ShutdownGrace != 45*time.Second || cfg.DeferredBefore == nil || !cfg.DeferredBefore.Equal(deferred) ||
-		cfg.LogLevel.String() != "DEBUG" || cfg.LogFormat != "json" {
+		cfg.LogLevel.String() != "DEBUG" || cfg.LogFormat != "json" || cfg.TemporalCompression != gateway.CompressionGzip {
 		t.Fatalf("environment not applied: %+v", cfg)
 	}
 	// The store's other limits keep their defaults.
@@ -182,6 +183,8 @@ func TestConfigRefusesBadValuesClearly(t *testing.T) {
 			[]string{"poll lease ttl 1s must be between 3s and 10m0s"}},
 		{"poll lease ttl too long", map[string]string{"ILINKFLOW_POLL_LEASE_TTL": "1h"}, nil,
 			[]string{"poll lease ttl 1h0m0s must be between 3s and 10m0s"}},
+		{"Temporal compression unknown", map[string]string{"ILINKFLOW_TEMPORAL_COMPRESSION": "brotli"}, nil,
+			[]string{"ILINKFLOW_TEMPORAL_COMPRESSION", "none or gzip"}},
 		{"database connections under two", nil, []string{"--db-max-conns", "1"},
 			[]string{"db-max-conns"}},
 		{"heartbeat not shorter than poll session", nil, []string{"--heartbeat", "10m", "--poll-session", "10m"},

@@ -29,6 +29,9 @@ func (c Config) validate(needKeys bool) error {
 	if strings.TrimSpace(c.TaskQueue) == "" {
 		bad("task queue is empty")
 	}
+	if c.TemporalCompression != "" && c.TemporalCompression != CompressionNone && c.TemporalCompression != CompressionGzip {
+		bad("Temporal compression %q: want %s or %s", c.TemporalCompression, CompressionNone, CompressionGzip)
+	}
 	if (c.DeploymentName == "") != (c.BuildID == "") {
 		bad("Worker Versioning needs both a deployment name (%s) and a build id (%s), or neither", EnvDeploymentName, EnvBuildID)
 	}

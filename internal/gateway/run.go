@@ -498,6 +498,9 @@ func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Re
 		MetricsHandler: temporalMetrics(reg),
 		DataConverter:  dc,
 		Interceptors:   interceptors,
+		ConnectionOptions: client.ConnectionOptions{
+			GrpcCompression: grpcCompression(cfg.TemporalCompression),
+		},
 	})
 	if err != nil {
 		return nil, nil, err

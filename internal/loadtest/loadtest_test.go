@@ -157,6 +157,14 @@ func TestSaturationReportAddsUpAndLosesNothing(t *testing.T) {
 			} else if st.Actions <= 0 || !near(st.ActionsPerMessage, float64(st.Actions)/float64(st.Answered)) {
 				t.Errorf("%s: %d actions, %v per message", name, st.Actions, st.ActionsPerMessage)
 			}
+			// Each message's window runs at least its first workflow task.
+			if se.System == loadtest.SystemStore {
+				if st.WorkflowTasks != -1 || st.WorkflowTasksPerMessage != -1 {
+					t.Errorf("%s: %d workflow tasks counted for the store alone", name, st.WorkflowTasks)
+				}
+			} else if st.WorkflowTasks < st.Answered || !near(st.WorkflowTasksPerMessage, float64(st.WorkflowTasks)/float64(st.Answered)) {
+				t.Errorf("%s: %d workflow tasks for %d answered messages, %v per message", name, st.WorkflowTasks, st.Answered, st.WorkflowTasksPerMessage)
+			}
 			if se.System == loadtest.SystemEngine && (st.PGTransactions != -1 || st.PGRoundTrips != -1) {
 				t.Errorf("%s: PostgreSQL counted for the engine, which uses none", name)
 			}

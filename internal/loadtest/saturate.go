@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -19,8 +18,6 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/db"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
-	"github.com/ilinkflow/ilinkflow/internal/handoff"
-	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -79,6 +76,12 @@ type SatStep struct {
 	Actions           int            `json:"actions"`
 	ActionsByKind     map[string]int `json:"actions_by_kind,omitempty"`
 	ActionsPerMessage float64        `json:"actions_per_message"`
+	// WorkflowTasks are the workflow tasks completed in the step (history; -1 before
+	// counted): each is a round of the server handing a workflow's new events to a worker
+	// and taking its commands back, the server's largest cost per message after the
+	// actions themselves. WorkflowTasksPerMessage per answered message.
+	WorkflowTasks           int     `json:"workflow_tasks"`
+	WorkflowTasksPerMessage float64 `json:"workflow_tasks_per_message"`
 	// PGTransactions are the committed and rolled-back transactions of the run's own
 	// database in the step (pg_stat_database: the idle worker's lease renewals and the
 	// run's own readings count too; -1 for the engine, which uses no database);
@@ -348,7 +351,7 @@ func (r *run) satSetup(ctx context.Context, name string) (satSystem, *procMeter,
 
 // satStep runs one closed-loop step of bots bots.
 func (r *run) satStep(ctx context.Context, sys satSystem, m *procMeter, bots int) (SatStep, error) {
-	st := SatStep{Bots: bots, Actions: -1, PGRoundTrips: -1}
+	st := SatStep{Bots: bots, Actions: -1, WorkflowTasks: -1, PGRoundTrips: -1}
 	stepCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -466,6 +469,10 @@ func (st *SatStep) perMessage() {
 	if st.Actions >= 0 {
 		st.ActionsPerMessage = per(float64(st.Actions))
 	}
+	st.WorkflowTasksPerMessage = -1
+	if st.WorkflowTasks >= 0 {
+		st.WorkflowTasksPerMessage = per(float64(st.WorkflowTasks))
+	}
 }
 
 // countSaturation counts the Temporal actions of every step of the series that use
@@ -498,6 +505,7 @@ func (r *run) countSaturation(ctx context.Context, rep *SatReport) error {
 	for k, rf := range refs {
 		st := &rep.Series[rf.se].Steps[rf.st]
 		st.Actions, st.ActionsByKind = costs[k].Actions, costs[k].ByKind
+		st.WorkflowTasks = costs[k].WorkflowTasks
 		st.perMessage()
 	}
 	return nil
@@ -537,120 +545,13 @@ func (r *run) temporalPIDs() []int {
 	return pids
 }
 
-// ilinkflowSystem drives the worker through the simulator: a message is injected at the
-// simulator (the bot's getupdates hands it to the worker) and its reply read from the
-// simulator's send log.
-type ilinkflowSystem struct {
-	r       *run
-	mu      sync.Mutex
-	byToken map[string]*satMsg
-	twice   atomic.Int64
-	wrong   atomic.Int64 // first replies that are not the echo of their message
-}
-
-// satMsg is one message of the ilinkflow system.
-type satMsg struct {
-	text     string
-	injected time.Time
-	replies  int
-	received time.Time
-	answered chan struct{}
-}
-
-func (r *run) newILinkflowSystem(ctx context.Context) (satSystem, func(), error) {
-	if r.cfg.Bots < slices.Max(r.cfg.SatSteps) {
-		return nil, nil, fmt.Errorf("%d bots enrolled, the largest step needs %d", r.cfg.Bots, slices.Max(r.cfg.SatSteps))
-	}
-	stats, err := r.ctl.Stats(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	s := &ilinkflowSystem{r: r, byToken: map[string]*satMsg{}}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.watch(wctx, stats.Sent) }()
-	return s, func() {
-		// Later replies (doubles) are looked for until the series ends.
-		cancel()
-		if err := <-done; err != nil {
-			r.rep.Problems = append(r.rep.Problems, "ilinkflow: "+err.Error())
-		}
-		if n := s.wrong.Load(); n > 0 {
-			r.rep.Problems = append(r.rep.Problems, fmt.Sprintf("ilinkflow: %d replies were not the echo of their message", n))
-		}
-	}, nil
-}
-
-func (s *ilinkflowSystem) exchange(ctx context.Context, b, n int) error {
-	_, err := s.exchangeTimed(ctx, b, n)
-	return err
-}
-
-func (s *ilinkflowSystem) exchangeTimed(ctx context.Context, b, n int) (time.Duration, error) {
-	m := &satMsg{text: fmt.Sprintf("saturation message %d", n), answered: make(chan struct{})}
-	// The lock is held across the injection so the watcher knows the token before it can
-	// see the reply.
-	s.mu.Lock()
-	m.injected = time.Now()
-	in, err := s.r.ctl.InjectText(ctx, s.r.bots[b].id, "", m.text)
-	if err == nil && (in.ContextToken == "" || s.byToken[in.ContextToken] != nil) {
-		err = fmt.Errorf("the simulator issued no fresh context token (%q)", in.ContextToken)
-	}
-	if err == nil {
-		s.byToken[in.ContextToken] = m
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return 0, fmt.Errorf("inject: %w", err)
-	}
-	select {
-	case <-m.answered:
-		return m.received.Sub(m.injected), nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-func (s *ilinkflowSystem) doubled() int { return int(s.twice.Load()) }
-
-// watch reads the simulator's send log every 10 ms until ctx ends, then once more.
-func (s *ilinkflowSystem) watch(ctx context.Context, after int) error {
-	return s.r.followSendLog(ctx, after, 10*time.Millisecond, func(sent []ilinksim.SentMessage) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, e := range sent {
-			s.record(e)
-		}
-	})
-}
-
-// record takes one sendmessage call into account (s.mu held).
-func (s *ilinkflowSystem) record(e ilinksim.SentMessage) {
-	m := s.byToken[e.ContextToken]
-	if e.Outcome != ilinksim.OutcomeAccepted || m == nil {
-		return
-	}
-	m.replies++
-	if m.replies > 1 {
-		if m.replies == 2 {
-			s.twice.Add(1)
-		}
-		return
-	}
-	if e.Text != handoff.EchoPrefix+m.text {
-		s.wrong.Add(1)
-	}
-	m.received = e.Received
-	close(m.answered)
-}
-
 // writeText writes the saturation table: one row per step, then the saturation of each
 // system and the two ratios.
 func (s *SatReport) writeText(w io.Writer) error {
 	fmt.Fprintf(w, "\nsaturation: a closed loop (each bot's next message as soon as its reply arrived), steps of %v, p99 bound %v\n",
 		time.Duration(s.StepSeconds*float64(time.Second)), dur(s.P99BoundMS))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tbots\tanswered\tmsg/s\tp50 ms\tp99 ms\tmax ms\tlost\tdoubled\tCPU ms/msg: worker\ttemporal\tpostgres\tdriver\tactions/msg\tPG xacts/msg\tPG round trips/msg\t")
+	fmt.Fprintln(tw, "system\tbots\tanswered\tmsg/s\tp50 ms\tp99 ms\tmax ms\tlost\tdoubled\tCPU ms/msg: worker\ttemporal\tpostgres\tdriver\tactions/msg\tWF tasks/msg\tPG xacts/msg\tPG round trips/msg\t")
 	for _, se := range s.Series {
 		for _, st := range se.Steps {
 			cpu := func(role string) string {
@@ -669,10 +570,10 @@ func (s *SatReport) writeText(w io.Writer) error {
 			if !st.WithinBound {
 				mark = " *"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				se.System, st.Bots, st.Answered, st.PerSecond, st.P50MS, st.P99MS, st.MaxMS, st.Lost, st.Doubled,
 				cpu("worker"), cpu("temporal"), cpu("postgres"), cpu("driver"),
-				opt(st.ActionsPerMessage), opt(st.PGTransactionsPerMessage), opt(st.PGRoundTripsPerMessage), mark)
+				opt(st.ActionsPerMessage), opt(st.WorkflowTasksPerMessage), opt(st.PGTransactionsPerMessage), opt(st.PGRoundTripsPerMessage), mark)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -40,7 +40,10 @@ func startDevServer(ctx context.Context, logger *slog.Logger, partitions int) (*
 // openNamespace returns a client of the given namespace, or registers a fresh one named
 // fresh and returns a function that deletes it.
 func openNamespace(ctx context.Context, addr, given, fresh string, logger *slog.Logger) (string, client.Client, func() error, error) {
-	sdkLog := tlog.NewStructuredLogger(logger)
+	// The gateway's worker sends uncompressed by default (gateway.CompressionNone); the
+	// engine ceiling's worker and loop use this client, so they do the same.
+	opts := client.Options{Logger: tlog.NewStructuredLogger(logger),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	// TLS, a client certificate or an API key come from the same settings the worker
@@ -50,14 +53,14 @@ func openNamespace(ctx context.Context, addr, given, fresh string, logger *slog.
 		return "", nil, nil, err
 	}
 	if given != "" {
-		c, err := temporalconn.Dial(ctx, conn.WithTarget(addr, given), client.Options{Logger: sdkLog})
+		c, err := temporalconn.Dial(ctx, conn.WithTarget(addr, given), opts)
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("connect Temporal at %s: %w", addr, err)
 		}
 		return given, c, nil, nil
 	}
 	// The fresh namespace does not exist yet: no namespace check on this dial.
-	c, err := client.DialContext(ctx, conn.ClientOptions(client.Options{Logger: sdkLog}))
+	c, err := client.DialContext(ctx, conn.ClientOptions(opts))
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("connect Temporal at %s: %w", addr, err)
 	}
@@ -142,10 +145,16 @@ type Cost struct {
 	Actions int `json:"actions"`
 	// ByKind splits Actions by kind.
 	ByKind map[string]int `json:"by_kind"`
+	// WorkflowTasks counts the workflow tasks completed (not an action, but the server's
+	// and the worker's work of each round of a workflow).
+	WorkflowTasks int `json:"workflow_tasks"`
 }
 
 func (c *Cost) add(ev *historypb.HistoryEvent) {
 	c.Events++
+	if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+		c.WorkflowTasks++
+	}
 	for k, n := range billed(ev) {
 		if c.ByKind == nil {
 			c.ByKind = map[string]int{}
@@ -158,6 +167,7 @@ func (c *Cost) add(ev *historypb.HistoryEvent) {
 func (c *Cost) merge(o Cost) {
 	c.Events += o.Events
 	c.Actions += o.Actions
+	c.WorkflowTasks += o.WorkflowTasks
 	for k, n := range o.ByKind {
 		if c.ByKind == nil {
 			c.ByKind = map[string]int{}
