@@ -56,6 +56,9 @@ func TestEveryCommandHelpBadFlagAndBadValue(t *testing.T) {
 			[]string{"--account", "ilk_x", "--echo", "--default"}, "route: give one route only"},
 		{"mcp-agent", []string{"-by", "-json", "-database-url"}, []string{"-temporal-address", "-status"},
 			[]string{"frobnicate"}, `mcp-agent: unknown action "frobnicate"`},
+		{"forget", []string{"-peer", "-account", "-dry-run", "-yes", "-by", "-json", "-temporal-address", "-database-url"},
+			[]string{"-status", "-show"},
+			[]string{"--peer", "o9cq8user@im.wechat"}, "forget: the erasure cannot be undone and needs explicit confirmation"},
 		{"dev", []string{"-ui-port", "-sim-addr", "-http-addr", "-log-level", "-database-url", "-temporal-address"}, []string{"-json"},
 			[]string{"--log-level", "loud"}, `--log-level "loud": must be one of debug, info, warn, error`},
 	}

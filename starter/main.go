@@ -1,6 +1,6 @@
 // Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
-// windows, held, reminder, quarantine, pause, resume, remove, route, mcp-agent and dev. It exits 0
-// on success, 1 on failure and 2 on a usage mistake.
+// windows, held, reminder, quarantine, pause, resume, remove, route, mcp-agent, forget and
+// dev. It exits 0 on success, 1 on failure and 2 on a usage mistake.
 package main
 
 import (
@@ -33,6 +33,7 @@ commands:
   remove    disable an account: cancel its windows and stop its poller
   route     route a bot to its own agent (webhook, workflow, MCP agent, echo) or back to the default
   mcp-agent add, re-token, revoke or list the agents that connect to the MCP server
+  forget    erase a WeChat user's content and their workflows' histories (--peer ID, --dry-run or --yes)
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
   version   print the version, commit and build date (also --version)
 
@@ -106,6 +107,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return routeCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
 	case "mcp-agent":
 		return mcpAgentCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "forget":
+		return forgetCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "pause", "resume", "remove":
 		return steerCmd(ctx, args[0], args[1:], stdout, stderr, getenv)
 	default:

@@ -102,7 +102,7 @@ func TestNoSecretInHelpLogsOrErrors(t *testing.T) {
 			t.Fatalf("worker --help: %v\n%s", err, out)
 		}
 		assertNoSecret(t, "worker --help", out, secrets...)
-		for _, cmd := range []string{"", "migrate", "keygen", "enroll", "accounts", "windows", "held", "quarantine", "pause", "resume", "remove", "dev"} {
+		for _, cmd := range []string{"", "migrate", "keygen", "enroll", "accounts", "windows", "held", "quarantine", "pause", "resume", "remove", "forget", "dev"} {
 			args := []string{"--help"}
 			if cmd != "" {
 				args = []string{cmd, "--help"}

@@ -60,6 +60,9 @@ const (
 	CodeReplyNotHoldable Code = "reply_not_holdable"
 	// CodeHeldReplyExpired: the held reply passed its age limit and was dropped, unsent.
 	CodeHeldReplyExpired Code = "held_reply_expired"
+	// CodePeerNotFound: the WeChat user to erase (starter forget) has no message, bot or
+	// quarantined page on the accounts asked about.
+	CodePeerNotFound Code = "peer_not_found"
 )
 
 // Account statuses.

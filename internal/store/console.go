@@ -183,8 +183,8 @@ func (s *Store) Conversations(ctx context.Context, accountKey string, limit int3
 // MessageText returns the text of one of a bot's inbound messages, as its agent was
 // handed it (the payload: its summary and attachment descriptors). found is false when
 // the bot has no message of that key (another bot's message is not found either). The
-// payload is nil when the message was absorbed into a later one, which holds its text.
-// It is the one read of a message's text for the operator's console: the caller audits
+// payload is nil when the message was absorbed into a later one, which holds its text, or
+// when its content was erased (ForgetPeer). It is the one read of a message's text for the operator's console: the caller audits
 // it, and neither the store nor the caller logs the text.
 func (s *Store) MessageText(ctx context.Context, accountKey, messageKey string) (payload *Payload, found bool, err error) {
 	if err := validAccountKey(accountKey); err != nil {

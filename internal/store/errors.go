@@ -60,6 +60,7 @@ var (
 	ErrInvalidAgentSession = &Error{Code: vocab.CodeInvalidAgentSession}
 	ErrUnavailable         = &Error{Code: vocab.CodeUnavailable}
 	ErrSealedUnreadable    = &Error{Code: vocab.CodeSealedUnreadable}
+	ErrPeerNotFound        = &Error{Code: vocab.CodePeerNotFound}
 )
 
 // CodeOf returns the store code carried by err, or "" when err is not a store error.

@@ -107,3 +107,10 @@ func validOfferID(id string) error {
 	}
 	return nil
 }
+
+// ValidPeerID checks the form of a WeChat user's id (a peer id): 1..256 bytes of UTF-8,
+// trimmed, without control characters.
+func ValidPeerID(id string) error { return providerIdentity(id, "peer id") }
+
+// ValidAccountKey checks the form of an account key: ilk_ and 32 lower-case hex digits.
+func ValidAccountKey(key string) error { return validAccountKey(key) }

@@ -40,7 +40,7 @@ func (q *Queries) FailPendingAttemptsOfWindow(ctx context.Context, arg FailPendi
 }
 
 const getSendAttempt = `-- name: GetSendAttempt :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE attempt_id = $1
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at FROM send_attempts WHERE attempt_id = $1
 `
 
 func (q *Queries) GetSendAttempt(ctx context.Context, attemptID string) (SendAttempt, error) {
@@ -68,6 +68,7 @@ func (q *Queries) GetSendAttempt(ctx context.Context, attemptID string) (SendAtt
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.RequestID,
+		&i.ErasedAt,
 	)
 	return i, err
 }

@@ -77,7 +77,7 @@ func (b *AbsorbMessagesBatchResults) Close() error {
 }
 
 const attemptByRequest = `-- name: AttemptByRequest :batchone
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 AND request_id = $2
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at FROM send_attempts WHERE source_message_key = $1 AND request_id = $2
 `
 
 type AttemptByRequestBatchResults struct {
@@ -137,6 +137,7 @@ func (b *AttemptByRequestBatchResults) QueryRow(f func(int, SendAttempt, error))
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RequestID,
+			&i.ErasedAt,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -150,7 +151,7 @@ func (b *AttemptByRequestBatchResults) Close() error {
 }
 
 const attemptByRequestOfWindow = `-- name: AttemptByRequestOfWindow :batchone
-SELECT send_attempts.attempt_id, send_attempts.client_message_id, send_attempts.source_message_key, send_attempts.account_key, send_attempts.peer_id, send_attempts.reply_window_id, send_attempts.send_index, send_attempts.window_send_index, send_attempts.source, send_attempts.content_type, send_attempts.payload, send_attempts.metadata, send_attempts.fingerprint, send_attempts.status, send_attempts.provider_message_id, send_attempts.error_code, send_attempts.error_message, send_attempts.fail_type, send_attempts.created_at, send_attempts.updated_at, send_attempts.request_id FROM send_attempts
+SELECT send_attempts.attempt_id, send_attempts.client_message_id, send_attempts.source_message_key, send_attempts.account_key, send_attempts.peer_id, send_attempts.reply_window_id, send_attempts.send_index, send_attempts.window_send_index, send_attempts.source, send_attempts.content_type, send_attempts.payload, send_attempts.metadata, send_attempts.fingerprint, send_attempts.status, send_attempts.provider_message_id, send_attempts.error_code, send_attempts.error_message, send_attempts.fail_type, send_attempts.created_at, send_attempts.updated_at, send_attempts.request_id, send_attempts.erased_at FROM send_attempts
 WHERE send_attempts.source_message_key = (
     SELECT reply_windows.source_message_key FROM reply_windows WHERE reply_windows.reply_window_id = $1)
   AND send_attempts.request_id = $2
@@ -215,6 +216,7 @@ func (b *AttemptByRequestOfWindowBatchResults) QueryRow(f func(int, SendAttempt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RequestID,
+			&i.ErasedAt,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -323,7 +325,7 @@ WHERE attempt.attempt_id = $7 AND attempt.status = 'sending'
   -- The window by its key, so that it is one probe whatever the planner thinks of the
   -- table's size (joined, a small table was hashed for every completion).
   AND w.reply_window_id = (SELECT completed.reply_window_id FROM send_attempts AS completed WHERE completed.attempt_id = $7)
-RETURNING attempt.attempt_id, attempt.client_message_id, attempt.source_message_key, attempt.account_key, attempt.peer_id, attempt.reply_window_id, attempt.send_index, attempt.window_send_index, attempt.source, attempt.content_type, attempt.payload, attempt.metadata, attempt.fingerprint, attempt.status, attempt.provider_message_id, attempt.error_code, attempt.error_message, attempt.fail_type, attempt.created_at, attempt.updated_at, attempt.request_id, w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, w.reminder_requested
+RETURNING attempt.attempt_id, attempt.client_message_id, attempt.source_message_key, attempt.account_key, attempt.peer_id, attempt.reply_window_id, attempt.send_index, attempt.window_send_index, attempt.source, attempt.content_type, attempt.payload, attempt.metadata, attempt.fingerprint, attempt.status, attempt.provider_message_id, attempt.error_code, attempt.error_message, attempt.fail_type, attempt.created_at, attempt.updated_at, attempt.request_id, attempt.erased_at, w.reply_window_id, w.account_key, w.peer_id, w.account_generation, w.source_message_key, w.source_inbox_seq, w.provider_message_id, w.provider_seq, w.issued_at, w.expires_at, w.max_sends, w.next_send_index, w.reserved, w.transmitted, w.state, w.retired_reason, w.created_at, w.updated_at, w.reminder_requested
 `
 
 type CompleteSendingAttemptBatchResults struct {
@@ -402,6 +404,7 @@ func (b *CompleteSendingAttemptBatchResults) QueryRow(f func(int, CompleteSendin
 			&i.SendAttempt.CreatedAt,
 			&i.SendAttempt.UpdatedAt,
 			&i.SendAttempt.RequestID,
+			&i.SendAttempt.ErasedAt,
 			&i.ReplyWindow.ReplyWindowID,
 			&i.ReplyWindow.AccountKey,
 			&i.ReplyWindow.PeerID,
@@ -884,7 +887,7 @@ WHERE ($14::text = 'failed'
        OR EXISTS (SELECT 1 FROM reply_windows AS reserved_window
                   WHERE reserved_window.reply_window_id = $6
                     AND reserved_window.next_send_index = $8::integer + 1))
-RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
+RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at
 `
 
 type InsertSendAttemptBatchResults struct {
@@ -983,6 +986,7 @@ func (b *InsertSendAttemptBatchResults) QueryRow(f func(int, SendAttempt, error)
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RequestID,
+			&i.ErasedAt,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -1268,7 +1272,7 @@ func (b *LockReplyWindowBatchResults) Close() error {
 }
 
 const lockSendAttempt = `-- name: LockSendAttempt :batchone
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at FROM send_attempts WHERE attempt_id = $1 FOR NO KEY UPDATE
 `
 
 type LockSendAttemptBatchResults struct {
@@ -1322,6 +1326,7 @@ func (b *LockSendAttemptBatchResults) QueryRow(f func(int, SendAttempt, error)) 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RequestID,
+			&i.ErasedAt,
 		)
 		if f != nil {
 			f(t, i, err)
@@ -2175,7 +2180,7 @@ SET status = $1::text, provider_message_id = $2,
     error_code = $3, error_message = $4,
     fail_type = $5::text, updated_at = $6
 WHERE attempt_id = $7 AND status = $8
-RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id
+RETURNING attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at
 `
 
 type SetAttemptStatusBatchResults struct {
@@ -2247,6 +2252,7 @@ func (b *SetAttemptStatusBatchResults) QueryRow(f func(int, SendAttempt, error))
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RequestID,
+			&i.ErasedAt,
 		)
 		if f != nil {
 			f(t, i, err)

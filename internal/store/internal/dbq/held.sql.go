@@ -352,7 +352,7 @@ func (q *Queries) MessageHasWaitingHeld(ctx context.Context, sourceMessageKey st
 }
 
 const reminderAttempt = `-- name: ReminderAttempt :one
-SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id FROM send_attempts WHERE source_message_key = $1 AND request_id = 'reminder'
+SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at FROM send_attempts WHERE source_message_key = $1 AND request_id = 'reminder'
 `
 
 // The reminder a window's message already has (one per message: never twice).
@@ -381,6 +381,7 @@ func (q *Queries) ReminderAttempt(ctx context.Context, sourceMessageKey string) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.RequestID,
+		&i.ErasedAt,
 	)
 	return i, err
 }

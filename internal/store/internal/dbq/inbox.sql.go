@@ -31,7 +31,7 @@ func (q *Queries) GetInboundImage(ctx context.Context, messageKey string, positi
 }
 
 const getInboundMessage = `-- name: GetInboundMessage :one
-SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at FROM inbound_messages WHERE message_key = $1
+SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at, erased_at FROM inbound_messages WHERE message_key = $1
 `
 
 func (q *Queries) GetInboundMessage(ctx context.Context, messageKey string) (InboundMessage, error) {
@@ -50,6 +50,7 @@ func (q *Queries) GetInboundMessage(ctx context.Context, messageKey string) (Inb
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ErasedAt,
 	)
 	return i, err
 }
@@ -128,7 +129,7 @@ func (q *Queries) ListQuarantinedPages(ctx context.Context, accountKey string) (
 }
 
 const lockInboundMessage = `-- name: LockInboundMessage :one
-SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
+SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at, erased_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
 `
 
 func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (InboundMessage, error) {
@@ -147,6 +148,7 @@ func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (In
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ErasedAt,
 	)
 	return i, err
 }

@@ -81,6 +81,15 @@ type EnrollmentAudit struct {
 	CompletedAt         time.Time
 }
 
+type ForgetAudit struct {
+	AuditID     int64
+	RequestedAt time.Time
+	CompletedAt time.Time
+	RequestedBy string
+	AccountKey  *string
+	Counts      json.RawMessage
+}
+
 type HeldReply struct {
 	HeldID           string
 	HeldSeq          int64
@@ -130,6 +139,7 @@ type InboundMessage struct {
 	FailureReason     string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	ErasedAt          *time.Time
 }
 
 type Installation struct {
@@ -294,6 +304,7 @@ type SendAttempt struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	RequestID         *string
+	ErasedAt          *time.Time
 }
 
 type UnansweredMessage struct {
