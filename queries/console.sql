@@ -78,6 +78,7 @@ LIMIT sqlc.arg(max_rows);
 -- name: ConsoleMessageText :one
 -- One message's payload (its text), when the message is the bot's: the console's one read
 -- of a message's text, on the operator's request (audited by the caller). NULL: the
--- message was absorbed into a later one, which holds its text.
-SELECT payload FROM inbound_messages
+-- message was absorbed into a later one, which holds its text, or its content was erased
+-- (erased_at set).
+SELECT payload, erased_at FROM inbound_messages
 WHERE account_key = sqlc.arg(account_key)::text AND message_key = sqlc.arg(message_key)::text;

@@ -180,21 +180,29 @@ func (s *Store) Conversations(ctx context.Context, accountKey string, limit int3
 	return out, nil
 }
 
-// MessageText returns the text of one of a bot's inbound messages, as its agent was
-// handed it (the payload: its summary and attachment descriptors). found is false when
-// the bot has no message of that key (another bot's message is not found either). The
-// payload is nil when the message was absorbed into a later one, which holds its text, or
-// when its content was erased (ForgetPeer). It is the one read of a message's text for the operator's console: the caller audits
-// it, and neither the store nor the caller logs the text.
-func (s *Store) MessageText(ctx context.Context, accountKey, messageKey string) (payload *Payload, found bool, err error) {
+// MessageContent is one message's content as the console reveals it.
+type MessageContent struct {
+	// Payload is the text as the message's agent was handed it (its summary and attachment
+	// descriptors); nil when the message was absorbed into a later one, which holds its
+	// text, or when its content was erased.
+	Payload *Payload
+	// Erased: the content was erased (ForgetPeer), not absorbed.
+	Erased bool
+}
+
+// MessageText returns the content of one of a bot's inbound messages. found is false when
+// the bot has no message of that key (another bot's message is not found either). It is
+// the one read of a message's text for the operator's console: the caller audits it, and
+// neither the store nor the caller logs the text.
+func (s *Store) MessageText(ctx context.Context, accountKey, messageKey string) (content MessageContent, found bool, err error) {
 	if err := validAccountKey(accountKey); err != nil {
-		return nil, false, err
+		return MessageContent{}, false, err
 	}
 	if err := validMessageKey(messageKey); err != nil {
-		return nil, false, err
+		return MessageContent{}, false, err
 	}
 	err = s.read(ctx, "message text", func(q *dbq.Queries) error {
-		raw, err := q.ConsoleMessageText(ctx, accountKey, messageKey)
+		row, err := q.ConsoleMessageText(ctx, accountKey, messageKey)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -202,11 +210,12 @@ func (s *Store) MessageText(ctx context.Context, accountKey, messageKey string) 
 			return err
 		}
 		found = true
-		payload, err = payloadFrom(messageKey, raw)
+		content.Erased = row.ErasedAt != nil
+		content.Payload, err = payloadFrom(messageKey, row.Payload)
 		return err
 	})
 	if err != nil {
-		return nil, false, err
+		return MessageContent{}, false, err
 	}
-	return payload, found, nil
+	return content, found, nil
 }

@@ -288,21 +288,28 @@ func TestMessageTextRevealsOneMessageOfTheBotAndNoOtherBots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	f := newConversationFixture(e)
-	p, found, err := e.store.MessageText(e.ctx, f.bot.key, f.gaveUp)
-	if err != nil || !found || p == nil || p.Summary != "second secret question" {
-		t.Fatalf("the bot's message: %+v %v %v", p, found, err)
+	c, found, err := e.store.MessageText(e.ctx, f.bot.key, f.gaveUp)
+	if err != nil || !found || c.Payload == nil || c.Payload.Summary != "second secret question" || c.Erased {
+		t.Fatalf("the bot's message: %+v %v %v", c, found, err)
 	}
 	for _, c := range []struct{ account, message string }{
 		{f.bot.key, f.othersMessage},
 		{f.other.key, f.gaveUp},
 		{f.bot.key, "im_00000000000000000000000000000000"},
 	} {
-		if p, found, err := e.store.MessageText(e.ctx, c.account, c.message); err != nil || found || p != nil {
-			t.Errorf("message %s of %s: %+v %v %v, want not found", c.message, c.account, p, found, err)
+		if got, found, err := e.store.MessageText(e.ctx, c.account, c.message); err != nil || found || got.Payload != nil {
+			t.Errorf("message %s of %s: %+v %v %v, want not found", c.message, c.account, got, found, err)
 		}
 	}
-	if p, found, err := e.store.MessageText(e.ctx, f.bot.key, f.absorbed); err != nil || !found || p != nil {
-		t.Errorf("an absorbed message: %+v %v %v, want found without text", p, found, err)
+	if got, found, err := e.store.MessageText(e.ctx, f.bot.key, f.absorbed); err != nil || !found || got.Payload != nil || got.Erased {
+		t.Errorf("an absorbed message: %+v %v %v, want found without text, not erased", got, found, err)
+	}
+	// Erased content is told apart from an absorbed message's.
+	if _, err := e.store.ForgetPeer(e.ctx, t0.Add(48*time.Hour), store.ForgetInput{PeerID: f.bot.owner, AccountKey: f.bot.key, RequestedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := e.store.MessageText(e.ctx, f.bot.key, f.gaveUp); err != nil || !found || got.Payload != nil || !got.Erased {
+		t.Errorf("an erased message: %+v %v %v, want found, erased, without text", got, found, err)
 	}
 	if _, _, err := e.store.MessageText(e.ctx, f.bot.key, "im_not-a-key"); store.CodeOf(err) != vocab.CodeInvalidInput {
 		t.Errorf("a malformed key: %v", err)

@@ -685,9 +685,9 @@ type convHeld struct {
 type revealed struct {
 	MessageKey string
 	// Found: the bot has a message of that key; Absorbed: it has no text of its own any
-	// more (a later message absorbed it).
-	Found, Absorbed bool
-	Text            string
+	// more (a later message absorbed it); Erased: its content was erased.
+	Found, Absorbed, Erased bool
+	Text                    string
 }
 
 // conversationsPage shows one bot's open and recent reply windows, its latest messages
@@ -726,10 +726,10 @@ func (s *server) conversationsPage(w http.ResponseWriter, r *http.Request, sess 
 	if mk := r.URL.Query().Get("reveal"); mk != "" {
 		shown = &revealed{MessageKey: mk}
 		if messageKeyPattern.MatchString(mk) {
-			var p *store.Payload
+			var c store.MessageContent
 			var found bool
 			err := s.bounded(r, func(ctx context.Context) (err error) {
-				p, found, err = s.cfg.Store.MessageText(ctx, key, mk)
+				c, found, err = s.cfg.Store.MessageText(ctx, key, mk)
 				return err
 			})
 			if err != nil {
@@ -738,9 +738,9 @@ func (s *server) conversationsPage(w http.ResponseWriter, r *http.Request, sess 
 			}
 			if found {
 				s.log.Info("webui: message text revealed", "account", key, "message", mk)
-				shown.Found, shown.Absorbed = true, p == nil
-				if p != nil {
-					shown.Text = p.Summary
+				shown.Found, shown.Absorbed, shown.Erased = true, c.Payload == nil && !c.Erased, c.Erased
+				if c.Payload != nil {
+					shown.Text = c.Payload.Summary
 				}
 			}
 		}

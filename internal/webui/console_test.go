@@ -570,6 +570,14 @@ func TestRevealShowsExactlyThatMessagesTextAndLogsTheRevealWithoutTheText(t *tes
 	if n := strings.Count(logs, "message text revealed"); n != 1 {
 		t.Errorf("%d reveals logged, want 1", n)
 	}
+	// Once the user's content is erased, the reveal says so: not absorbed, no text.
+	if _, err := c.st.ForgetPeer(c.ctx, time.Now(), store.ForgetInput{PeerID: v.bot.OwnerPeerID, AccountKey: v.bot.AccountKey, RequestedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	r = b.get(page + "?reveal=" + v.gaveUp)
+	if !strings.Contains(r.body, `id="revealed-erased"`) || strings.Contains(r.body, `id="revealed-absorbed"`) || strings.Contains(r.body, `id="revealed-text"`) {
+		t.Errorf("the reveal of an erased message does not say it was erased:\n%s", between(r.body, `id="revealed"`, "</section>"))
+	}
 }
 
 // The conversations page needs the operator's session (without one, the login form; no

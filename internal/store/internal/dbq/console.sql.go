@@ -158,18 +158,24 @@ func (q *Queries) ConsoleAttempts(ctx context.Context, accountKey string, maxRow
 }
 
 const consoleMessageText = `-- name: ConsoleMessageText :one
-SELECT payload FROM inbound_messages
+SELECT payload, erased_at FROM inbound_messages
 WHERE account_key = $1::text AND message_key = $2::text
 `
 
+type ConsoleMessageTextRow struct {
+	Payload  []byte
+	ErasedAt *time.Time
+}
+
 // One message's payload (its text), when the message is the bot's: the console's one read
 // of a message's text, on the operator's request (audited by the caller). NULL: the
-// message was absorbed into a later one, which holds its text.
-func (q *Queries) ConsoleMessageText(ctx context.Context, accountKey string, messageKey string) ([]byte, error) {
+// message was absorbed into a later one, which holds its text, or its content was erased
+// (erased_at set).
+func (q *Queries) ConsoleMessageText(ctx context.Context, accountKey string, messageKey string) (ConsoleMessageTextRow, error) {
 	row := q.db.QueryRow(ctx, consoleMessageText, accountKey, messageKey)
-	var payload []byte
-	err := row.Scan(&payload)
-	return payload, err
+	var i ConsoleMessageTextRow
+	err := row.Scan(&i.Payload, &i.ErasedAt)
+	return i, err
 }
 
 const consoleMessages = `-- name: ConsoleMessages :many
