@@ -138,7 +138,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	redact.DatabaseURLVar(fs, &cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (default $DATABASE_URL, its password not shown); a fresh schema is created and dropped")
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", cfg.TemporalAddress, "Temporal frontend host:port (default $TEMPORAL_ADDRESS; empty: start the dev server)")
 	fs.StringVar(&cfg.Engine, "temporal", cfg.Engine, "Temporal server the run starts without -temporal-address: dev (the pinned CLI's dev server: SQLite, one connection, one shard) or pg (the pinned server release on the local PostgreSQL: 4 shards, default partitions; built and cached on first use)")
-	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "task-queue partitions of the dev server the run starts (0: the server's default, 4)")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "task-queue partitions of the Temporal server the run starts, dev or pg (0: the server's default, 4)")
 	fs.StringVar(&cfg.TemporalNamespace, "namespace", "", "existing Temporal namespace without earlier runs (default: register a fresh one)")
 	fs.StringVar(&cfg.WorkerBin, "worker-bin", "", "worker binary to run (default: go build ./worker)")
 	fs.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "bound the worker's PostgreSQL pool (ILINKFLOW_DB_MAX_CONNS; 0: not passed, the worker's default)")

@@ -85,10 +85,10 @@ type Config struct {
 	// Engine is the Temporal server the run starts when TemporalAddress is empty:
 	// EngineDev (the dev server of the pinned CLI: SQLite, one connection, one shard) or
 	// EnginePostgres (the pinned server release on the local PostgreSQL, package
-	// pgtemporal: four shards, the default task-queue partitions).
+	// pgtemporal: four shards, the task-queue partitions of Partitions).
 	Engine string
-	// Partitions is the number of partitions of each task queue on a dev server the run
-	// starts (0, the default: the server's own, four, as every cluster runs). The worker
+	// Partitions is the number of partitions of each task queue on the server the run
+	// starts, dev or pg (0, the default: the server's own, four, as every cluster runs). The worker
 	// and the engine ceiling keep one request for tasks open per default partition and
 	// start windows eagerly, so that no task waits on a partition nobody polls
 	// (docs/scale-test.md); 1 measures a single-partition queue.
@@ -398,7 +398,8 @@ func (r *run) setupTemporal(ctx context.Context) error {
 	sdkLog := slog.New(slog.NewTextHandler(logWriter(r.cfg.Log), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if addr == "" && r.cfg.Engine == EnginePostgres {
 		r.log.Info("starting the Temporal server on PostgreSQL (" + pgtemporal.ServerVersion + ")")
-		srv, err := pgtemporal.New(ctx, pgtemporal.Options{DatabaseURL: r.cfg.DatabaseURL, Namespace: "ilinkflow-loadtest", Logger: sdkLog})
+		srv, err := pgtemporal.New(ctx, pgtemporal.Options{DatabaseURL: r.cfg.DatabaseURL, Namespace: "ilinkflow-loadtest", Logger: sdkLog,
+			Dynamic: partitionSettings(r.cfg.Partitions)})
 		if err != nil {
 			return err
 		}
@@ -409,7 +410,11 @@ func (r *run) setupTemporal(ctx context.Context) error {
 		})
 		addr = srv.HostPort
 		r.temporalPID, r.temporalDBs = srv.PID(), srv.Databases()
-		r.rep.Temporal = "Temporal server " + pgtemporal.ServerVersion + " on PostgreSQL started by the run at " + addr + " (4 history shards, default task-queue partitions)"
+		parts := "default task-queue partitions"
+		if r.cfg.Partitions > 0 {
+			parts = fmt.Sprintf("%d task-queue partitions", r.cfg.Partitions)
+		}
+		r.rep.Temporal = "Temporal server " + pgtemporal.ServerVersion + " on PostgreSQL started by the run at " + addr + " (4 history shards, " + parts + ")"
 	} else if addr == "" {
 		r.log.Info("starting the Temporal dev server (temporal CLI)")
 		srv, err := startDevServer(ctx, sdkLog, r.cfg.Partitions)

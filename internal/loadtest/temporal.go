@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,14 +27,21 @@ import (
 	"github.com/ilinkflow/ilinkflow/temporalconn"
 )
 
+// partitionSettings are the dynamic-config values that serve every task queue through
+// partitions partitions (none for 0: the server's default, four).
+func partitionSettings(partitions int) map[string]any {
+	if partitions <= 0 {
+		return nil
+	}
+	return map[string]any{"matching.numTaskqueueReadPartitions": partitions, "matching.numTaskqueueWritePartitions": partitions}
+}
+
 // startDevServer starts the dev server with the pinned temporal CLI, its task queues
 // served through partitions partitions (0: the server's default, four).
 func startDevServer(ctx context.Context, logger *slog.Logger, partitions int) (*devserver.Server, error) {
 	var args []string
-	if partitions > 0 {
-		n := strconv.Itoa(partitions)
-		args = []string{"--dynamic-config-value", "matching.numTaskqueueReadPartitions=" + n,
-			"--dynamic-config-value", "matching.numTaskqueueWritePartitions=" + n}
+	for _, name := range slices.Sorted(maps.Keys(partitionSettings(partitions))) {
+		args = append(args, "--dynamic-config-value", name+"="+strconv.Itoa(partitions))
 	}
 	return devserver.New(ctx, devserver.Options{Namespace: "ilinkflow-loadtest", Logger: logger, ExtraArgs: args})
 }
