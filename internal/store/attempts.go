@@ -129,13 +129,13 @@ type SendStart struct {
 func (s *Store) ReserveAndStart(ctx context.Context, now time.Time, in ReplyInput, pacing SendPacing) (traced PreparedSend, tracedErr error) {
 	ctx, span := startSpan(ctx, "ReserveAndStart", "")
 	defer func() { endSpan(span, tracedErr, traced.Window.AccountKey, traced.Window.SourceMessageKey) }()
-	return s.reserve(ctx, now, in, false, &pacing)
+	return s.reserve(ctx, now, in, &pacing)
 }
 
 // reserve is ReserveAndStart: one transaction whose locks and reads share a round trip,
 // and whose writes travel with COMMIT.
-func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, record bool, pacing *SendPacing) (PreparedSend, error) {
-	r, err := s.newReservation(now, in, record, pacing)
+func (s *Store) reserve(ctx context.Context, now time.Time, in ReplyInput, pacing *SendPacing) (PreparedSend, error) {
+	r, err := s.newReservation(now, in, pacing)
 	if err != nil {
 		return PreparedSend{}, err
 	}
@@ -166,7 +166,6 @@ type reservation struct {
 	s         *Store
 	now       time.Time
 	in        ReplyInput
-	record    bool
 	pacing    *SendPacing
 	pc        preparedContent
 	requestID *string
@@ -175,10 +174,9 @@ type reservation struct {
 	sessRow dbq.SessionByTokenHashRow // sess with its message's status
 	w       dbq.ReplyWindow
 	acct    dbq.Account
-	lockErr error // a rule the locks broke (recorded as a refusal or raised by decide)
+	lockErr error // a rule the locks broke (raised by decide)
 	reads   startRead
 	index   int32
-	refused vocab.Code
 	// startNow: the attempt starts in the reserving transaction (ReserveAndStart).
 	startNow bool
 
@@ -187,7 +185,7 @@ type reservation struct {
 
 // newReservation checks a reply before anything is reserved: the clock, the content and
 // its metadata, the request id.
-func (s *Store) newReservation(now time.Time, in ReplyInput, record bool, pacing *SendPacing) (*reservation, error) {
+func (s *Store) newReservation(now time.Time, in ReplyInput, pacing *SendPacing) (*reservation, error) {
 	if err := validNow(now); err != nil {
 		return nil, err
 	}
@@ -198,7 +196,7 @@ func (s *Store) newReservation(now time.Time, in ReplyInput, record bool, pacing
 	if len(in.RequestID) > 256 {
 		return nil, fail(vocab.CodeInvalidInput, "request id is too long")
 	}
-	r := &reservation{s: s, now: now, in: in, record: record, pacing: pacing, pc: pc}
+	r := &reservation{s: s, now: now, in: in, pacing: pacing, pc: pc}
 	if in.RequestID != "" {
 		r.requestID = &r.in.RequestID
 	}
@@ -295,8 +293,7 @@ func (r *reservation) earlierAttempt(prior attemptRead) (found bool, err error) 
 
 // decide reads the send context and decides the reservation under the locks
 // (rules.DecideReservation): its send index, whether it is refused (expired window or
-// exhausted quota, recorded as a failed attempt when record allows it, else raised) and,
-// with pacing, whether it starts now.
+// exhausted quota, raised) and, with pacing, whether it starts now.
 func (r *reservation) decide(sendCtx sendContext) error {
 	reads, err := sendCtx.read()
 	if err != nil {
@@ -305,13 +302,12 @@ func (r *reservation) decide(sendCtx sendContext) error {
 	r.reads, r.index = reads, reads.nextIndex
 	d, err := rules.DecideReservation(rules.ReserveInput{
 		Now: r.now, Window: ruleWindow(r.w), Bot: ruleAccount(r.acct), LockRefusal: refusalOf(r.lockErr),
-		Record: r.record, Final: r.in.Final, FinalSlots: r.s.limits.FinalSlots, NextIndex: r.index,
+		Final: r.in.Final, FinalSlots: r.s.limits.FinalSlots, NextIndex: r.index,
 		Pacing: rulePacing(r.pacing), PeerSending: reads.peerSending,
 	})
 	if err != nil {
 		return ruled(err)
 	}
-	r.refused = d.Refused
 	if r.pacing != nil {
 		r.out.NotBefore, r.out.BlockedUntil, r.out.InFlight = d.Turn.NotBefore, d.Turn.BlockedUntil, d.Turn.InFlight
 		r.startNow = d.StartNow
@@ -333,11 +329,8 @@ type reservationWrites struct {
 func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservationWrites {
 	var out reservationWrites
 	w, sess, pc, now := r.w, r.sess, r.pc, r.now
-	status, failType, message := vocab.AttemptPending, "", ""
+	status := vocab.AttemptPending
 	switch {
-	case r.refused != "":
-		status, failType = vocab.AttemptFailed, vocab.FailRefused
-		message = "refused before transmission: " + string(r.refused)
 	case r.startNow:
 		status = vocab.AttemptSending
 		out.started = q.ReserveStartedWindowSend(ctx, []dbq.ReserveStartedWindowSendParams{{
@@ -352,7 +345,7 @@ func (r *reservation) queueWrites(ctx context.Context, q *dbq.Queries) reservati
 		SourceMessageKey: sess.SourceMessageKey, AccountKey: w.AccountKey, PeerID: w.PeerID,
 		ReplyWindowID: w.ReplyWindowID, SendIndex: index, WindowSendIndex: w.NextSendIndex, Source: "agent",
 		ContentType: r.in.Content.Type, Payload: pc.payload, Metadata: pc.metadata, Fingerprint: pc.fingerprint,
-		Status: status, ErrorCode: string(r.refused), ErrorMessage: message, FailType: failType,
+		Status:    status,
 		RequestID: r.requestID, Now: now,
 	}})
 	return out
@@ -385,7 +378,6 @@ func (r *reservation) readWrites(writes reservationWrites) error {
 	if r.out.Attempt, err = attemptFrom(a); err != nil {
 		return err
 	}
-	r.out.Refused = r.refused
 	r.out.Window = windowFrom(w)
 	if r.startNow {
 		st, err := r.s.sendStart(r.out.Attempt, w, acct, r.reads)

@@ -15,9 +15,6 @@ type ReserveInput struct {
 	// LockRefusal is the session or window rule the locks broke (CheckSession), nil when
 	// none was.
 	LockRefusal *Refusal
-	// Record: a refusal the window causes (expired, quota) is recorded as a failed
-	// attempt rather than raised.
-	Record bool
 	// Final marks the agent's final answer, which may use the FinalSlots kept for it.
 	Final      bool
 	FinalSlots int32
@@ -29,11 +26,8 @@ type ReserveInput struct {
 	PeerSending bool
 }
 
-// ReserveDecision is what DecideReservation decides.
+// ReserveDecision is what DecideReservation decides of a reply it reserves.
 type ReserveDecision struct {
-	// Refused is reply_window_expired, reply_quota_exhausted or reply_slots_reserved when
-	// the reservation is recorded as a refused (failed) attempt; "" when it is reserved.
-	Refused vocab.Code
 	// Turn is the send's turn (with pacing only); StartNow that it starts in the
 	// reserving transaction.
 	Turn     Turn
@@ -41,26 +35,19 @@ type ReserveDecision struct {
 }
 
 // DecideReservation decides a reservation under the locks: a broken lock rule is raised,
-// except an expired window when the refusal is recorded; a reply past the quota
-// (QuotaRefusal) is raised or, when recorded, refused; a message whose send indexes are
-// used up is refused (CheckSendIndex) either way; and, with pacing, the attempt starts
-// at once when its turn is ready. The error is a *Refusal.
+// a reply past the quota (QuotaRefusal) is refused, a message whose send indexes are used
+// up is refused (CheckSendIndex); and, with pacing, the attempt starts at once when its
+// turn is ready. The error is a *Refusal.
 func DecideReservation(in ReserveInput) (ReserveDecision, error) {
 	var d ReserveDecision
 	if in.LockRefusal != nil {
-		if !in.Record || in.LockRefusal.Code != vocab.CodeReplyWindowExpired {
-			return d, in.LockRefusal
-		}
-		d.Refused = vocab.CodeReplyWindowExpired
+		return d, in.LockRefusal
 	}
-	if code := QuotaRefusal(in.Window, in.Bot, in.FinalSlots, in.Final); d.Refused == "" && code != "" {
-		if !in.Record {
-			if code == vocab.CodeReplySlotsReserved {
-				return d, refuse(code, "the window's sends left are kept for the final answer")
-			}
-			return d, refuse(code, "reply quota of the window is exhausted")
+	if code := QuotaRefusal(in.Window, in.Bot, in.FinalSlots, in.Final); code != "" {
+		if code == vocab.CodeReplySlotsReserved {
+			return d, refuse(code, "the window's sends left are kept for the final answer")
 		}
-		d.Refused = code
+		return d, refuse(code, "reply quota of the window is exhausted")
 	}
 	if err := CheckSendIndex(in.NextIndex); err != nil {
 		return d, err

@@ -13,32 +13,23 @@ func TestAReservationIsDecidedUnderTheLocks(t *testing.T) {
 	expired := &rules.Refusal{Code: vocab.CodeReplyWindowExpired, Msg: "reply window has expired"}
 	invalid := &rules.Refusal{Code: vocab.CodeInvalidAgentSession, Msg: "agent session is not active"}
 	cases := []struct {
-		name    string
-		edit    func(in *rules.ReserveInput)
-		refused vocab.Code
-		start   bool
-		err     vocab.Code
+		name  string
+		edit  func(in *rules.ReserveInput)
+		start bool
+		err   vocab.Code
 	}{
 		{name: "sends left: reserved", edit: func(*rules.ReserveInput) {}},
 		{name: "a broken session rule is raised", edit: func(in *rules.ReserveInput) { in.LockRefusal = invalid },
 			err: vocab.CodeInvalidAgentSession},
-		{name: "a broken session rule is raised even when recording", edit: func(in *rules.ReserveInput) {
-			in.LockRefusal, in.Record = invalid, true
-		}, err: vocab.CodeInvalidAgentSession},
 		{name: "an expired window is raised", edit: func(in *rules.ReserveInput) { in.LockRefusal = expired },
 			err: vocab.CodeReplyWindowExpired},
-		{name: "an expired window is recorded", edit: func(in *rules.ReserveInput) { in.LockRefusal, in.Record = expired, true },
-			refused: vocab.CodeReplyWindowExpired},
 		{name: "quota used up is raised", edit: func(in *rules.ReserveInput) { in.Window.Transmitted = 8 },
 			err: vocab.CodeReplyQuotaExhausted},
-		{name: "quota used up is recorded", edit: func(in *rules.ReserveInput) { in.Window.Transmitted, in.Record = 8, true },
-			refused: vocab.CodeReplyQuotaExhausted},
 		{name: "the final answer's slot refuses another reply", edit: func(in *rules.ReserveInput) { in.Window.Transmitted = 7 },
 			err: vocab.CodeReplySlotsReserved},
 		{name: "the final answer takes its slot", edit: func(in *rules.ReserveInput) { in.Window.Transmitted, in.Final = 7, true }},
-		{name: "send indexes used up, even when recording", edit: func(in *rules.ReserveInput) {
-			in.NextIndex, in.Record = rules.MaxSendIndex, true
-		}, err: vocab.CodeReplyQuotaExhausted},
+		{name: "send indexes used up", edit: func(in *rules.ReserveInput) { in.NextIndex = rules.MaxSendIndex },
+			err: vocab.CodeReplyQuotaExhausted},
 		{name: "paced and free: starts at once", edit: func(in *rules.ReserveInput) { in.Pacing = &rules.Pacing{Gap: time.Second} },
 			start: true},
 		{name: "paced, another send in flight: waits", edit: func(in *rules.ReserveInput) {
@@ -53,8 +44,8 @@ func TestAReservationIsDecidedUnderTheLocks(t *testing.T) {
 		in := rules.ReserveInput{Now: t0, Window: openWindow(), Bot: activeBot(), FinalSlots: 1, NextIndex: 5}
 		c.edit(&in)
 		d, err := rules.DecideReservation(in)
-		if codeOf(err) != c.err || (err == nil && (d.Refused != c.refused || d.StartNow != c.start)) {
-			t.Errorf("%s: DecideReservation = %+v, %v; want refused %q, start %v, error %q", c.name, d, err, c.refused, c.start, c.err)
+		if codeOf(err) != c.err || (err == nil && d.StartNow != c.start) {
+			t.Errorf("%s: DecideReservation = %+v, %v; want start %v, error %q", c.name, d, err, c.start, c.err)
 		}
 	}
 }
