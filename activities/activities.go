@@ -60,6 +60,9 @@ type Config struct {
 	// ReofferAfter is the re-offer interval of the ReplyWindow workflows SyncWindows
 	// starts (wfapi.WindowInput.ReofferAfter: 0 the workflow's default, negative never).
 	ReofferAfter time.Duration
+	// Retention is how long the store keeps each kind of data (PurgeExpired; zero:
+	// forever).
+	Retention store.RetentionPolicy
 }
 
 // Activities carries the dependencies of every activity. Register a *Activities with the

@@ -47,6 +47,7 @@ type Store interface {
 	OpenWindowIDs(ctx context.Context, accountKey string) ([]int64, error)
 	PauseAccount(ctx context.Context, now time.Time, accountKey string, generation int32, until time.Time, reason string) (store.Account, error)
 	PollAttemptAdopted(ctx context.Context, l store.PollLease) (bool, error)
+	PurgeBatch(ctx context.Context, now time.Time, policy store.RetentionPolicy, class string, limit int) (int, error)
 	QuarantinePage(ctx context.Context, now time.Time, in store.QuarantineInput) (store.QuarantinedPage, error)
 	ReadPollLoad(ctx context.Context, seenWithin time.Duration) (store.PollLoad, error)
 	RecheckClaimedPollLeases(ctx context.Context, after, afterDead time.Duration, max int) ([]store.ClaimedPollLease, error)

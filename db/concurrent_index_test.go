@@ -21,18 +21,18 @@ import (
 // a NO TRANSACTION migration. Add a new table of that kind here; a table whose name ends
 // in _audit, _log or _logs (an audit trail, a reveal log) counts as growing without it.
 var growingTables = map[string]string{
-	"inbound_messages":     "a row per message received, never deleted",
+	"inbound_messages":     "a row per message received, kept for the retention horizon (months)",
 	"inbound_images":       "a row per media attachment of a message received",
 	"reply_windows":        "a row per message answered (its reply window)",
 	"reply_window_secrets": "a row per reply window (its sealed context token)",
 	"agent_sessions":       "a row per message handed to an agent",
-	"send_attempts":        "a row per reply sent, never deleted",
+	"send_attempts":        "a row per reply sent, kept for the retention horizon (months)",
 	"held_replies":         "a row per reply held for a later window, kept as its audit record",
 	"outbound_media":       "a row per media reply (deleted after expiry, but as many as the traffic)",
 	"mcp_offers":           "a row per message handed to an MCP agent",
 	"quarantined_pages":    "the quarantine: a row per page, or messages of a page, the store could not take; kept as the audit record",
-	"enrollment_audit":     "the account audit: a row per enrollment, never deleted",
-	"route_audit":          "the route audit: a row per change of a bot's route, never deleted",
+	"enrollment_audit":     "the account audit: a row per enrollment, kept for the audit horizon",
+	"route_audit":          "the route audit: a row per change of a bot's route, kept for the audit horizon",
 }
 
 // growingTable says whether table grows with traffic, and why.

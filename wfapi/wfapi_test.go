@@ -16,6 +16,7 @@ func TestWorkflowIDsNameTheInstallation(t *testing.T) {
 		{inst.PollerID("ilk_1"), "ilink-account/0123456789ab/ilk_1"},
 		{wfapi.AccountPollerID(inst.ID, "ilk_1"), "ilink-account/0123456789ab/ilk_1"},
 		{wfapi.EnrollmentID("qo_1"), "ilink-enrollment/qo_1"},
+		{inst.RetentionScheduleID(), "ilink-retention/0123456789ab"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %s, want %s", c.got, c.want)

@@ -1,7 +1,8 @@
-// Package workflows holds ilinkflow's three Temporal workflows: AccountPoller (one per
-// active account), ReplyWindow (one per reply window) and Enrollment (one per QR login
-// offer). They are deterministic state machines (docs/architecture.md#temporal-orchestration);
-// every effect runs in an activity. Names, ids and payloads are in package wfapi.
+// Package workflows holds ilinkflow's Temporal workflows: AccountPoller (one per
+// active account), ReplyWindow (one per reply window), Enrollment (one per QR login
+// offer) and Retention (one per run of the installation's retention schedule). They are
+// deterministic state machines (docs/architecture.md#temporal-orchestration); every
+// effect runs in an activity. Names, ids and payloads are in package wfapi.
 package workflows
 
 import (
@@ -11,7 +12,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
-// Register registers the three workflows under their wfapi names, each with its
+// Register registers the workflows under their wfapi names, each with its
 // versioning behaviour, which a worker uses only when it runs as a Worker Deployment
 // Version (an unversioned worker ignores it):
 //
@@ -22,9 +23,9 @@ import (
 //     Pinned with upgrade on continue-as-new would let the new code start from a fresh
 //     run only, but that is experimental and the servers this is tested on (the dev
 //     server of the pinned CLI) do not honour it.
-//   - ReplyWindow and Enrollment are Pinned: a window (up to 24 h) and an enrollment
-//     (minutes) finish on the version they started on, which drains, and a change to
-//     them needs no patch.
+//   - ReplyWindow, Enrollment and Retention are Pinned: a window (up to 24 h), an
+//     enrollment and a retention run (minutes) finish on the version they started on,
+//     which drains, and a change to them needs no patch.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(AccountPoller, workflow.RegisterOptions{Name: wfapi.AccountPollerWorkflow,
 		VersioningBehavior: VersioningAccountPoller})
@@ -32,6 +33,8 @@ func Register(r worker.WorkflowRegistry) {
 		VersioningBehavior: VersioningReplyWindow})
 	r.RegisterWorkflowWithOptions(Enrollment, workflow.RegisterOptions{Name: wfapi.EnrollmentWorkflow,
 		VersioningBehavior: VersioningEnrollment})
+	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: wfapi.RetentionWorkflow,
+		VersioningBehavior: VersioningRetention})
 }
 
 // The versioning behaviour of each workflow type (see Register).
@@ -39,4 +42,5 @@ const (
 	VersioningAccountPoller = workflow.VersioningBehaviorAutoUpgrade
 	VersioningReplyWindow   = workflow.VersioningBehaviorPinned
 	VersioningEnrollment    = workflow.VersioningBehaviorPinned
+	VersioningRetention     = workflow.VersioningBehaviorPinned
 )

@@ -222,6 +222,26 @@ type ExpireInput struct {
 	Now           time.Time
 }
 
+// PurgeInput runs the retention purge: the worker's retention horizons counted back from
+// Now (the workflow's time). Limit bounds each batch (0: the store's default), Budget the
+// activity's time (0: DefaultPurgeBudget).
+type PurgeInput struct {
+	Now    time.Time
+	Limit  int
+	Budget wfapi.Duration
+}
+
+// DefaultPurgeBudget is how long one PurgeExpired runs batches before it returns what it
+// did (the next scheduled run goes on).
+const DefaultPurgeBudget = 4 * time.Minute
+
+// PurgeOutput counts what a PurgeExpired purged, by retention class; Done is false when
+// the budget ran out with some class still due.
+type PurgeOutput struct {
+	Purged map[string]int
+	Done   bool
+}
+
 // WindowState is the stored state of a window, for the workflow.
 type WindowState struct {
 	State     string
@@ -305,6 +325,7 @@ const (
 	FinishMessage    = "FinishMessage"
 	Send             = "Send"
 	ExpireWindow     = "ExpireWindow"
+	PurgeExpired     = "PurgeExpired"
 	CreateOffer      = "CreateOffer"
 	FetchQRCode      = "FetchQRCode"
 	PollQRStatus     = "PollQRStatus"
@@ -318,7 +339,7 @@ const (
 // Names lists every activity name above.
 var Names = []string{PollAccount, ReadAccountState, PauseAccount, ResumeAccount, MarkNeedsRelogin, SyncWindows,
 	StartPoller, StopPollers, NotifyStart, NotifyStop, HandOff, FinishMessage, Send, ExpireWindow, CreateOffer,
-	FetchQRCode, PollQRStatus, CloseOffer, HoldReply, WaitingHeld, SendHeld, SendReminder}
+	FetchQRCode, PollQRStatus, CloseOffer, HoldReply, WaitingHeld, SendHeld, SendReminder, PurgeExpired}
 
 // Failures of the media fetch and typing helpers, which the activities return and the
 // reply API maps to its answers.

@@ -142,6 +142,7 @@ func startIn(t *testing.T, ns string, tc client.Client, tq string, limits store.
 	t.Cleanup(srv.Close)
 
 	cfg := gateway.DefaultConfig()
+	cfg.Retention = store.RetentionPolicy{} // no retention schedule: its runs would join the namespace's workflows the tests count
 	cfg.TaskQueue = tq
 	cfg.ILinkBaseURL = srv.URL
 	cfg.ILinkCDNBaseURL = srv.URL + "/c2c"

@@ -93,6 +93,7 @@ func startAPIWith(t *testing.T, limits store.Limits, tune func(*ilinksim.Config,
 	simCfg.ThrottleBurst = 0
 
 	cfg := gateway.DefaultConfig()
+	cfg.Retention = store.RetentionPolicy{} // no retention schedule: its runs would join the namespace's workflows the tests count
 	cfg.TaskQueue = devserver.TaskQueue(t)
 	cfg.Limits = limits
 	cfg.SendGap = 5 * time.Millisecond

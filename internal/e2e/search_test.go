@@ -130,6 +130,7 @@ func TestWorkerRefusesANamespaceWithoutTheSearchAttributesAndNamesTheCommand(t *
 	}
 	defer tc.Close()
 	cfg := gateway.DefaultConfig()
+	cfg.Retention = store.RetentionPolicy{} // no retention schedule: its runs would join the namespace's workflows the tests count
 	cfg.TaskQueue = devserver.TaskQueue(t)
 	cfg.HTTPAddr = ""
 	err = gateway.Run(ctx, cfg, gateway.Options{Pool: dbtest.NewPool(t), Keyring: keyring, Temporal: tc})

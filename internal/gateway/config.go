@@ -164,7 +164,27 @@ type Config struct {
 	// TemporalUIURL is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233):
 	// the web front end links each bot to its workflows there ("": no links).
 	TemporalUIURL string
+
+	// Retention is how long the store keeps each kind of data, 0 forever
+	// (docs/operations.md, "Retention"); RetentionEvery is the interval of the
+	// installation's retention schedule, which the worker creates or updates at start.
+	Retention      store.RetentionPolicy
+	RetentionEvery time.Duration
 }
+
+// Defaults of the retention settings.
+const (
+	DefaultRetainContent    = 30 * 24 * time.Hour
+	DefaultRetainRows       = 90 * 24 * time.Hour
+	DefaultRetainQuarantine = 30 * 24 * time.Hour
+	DefaultRetainAudit      = 365 * 24 * time.Hour
+	DefaultRetentionEvery   = time.Hour
+	// MinRetainRows bounds the rows horizon from below: a message's key must outlive any
+	// chance that iLink hands the message out again (docs/operations.md, "Retention").
+	MinRetainRows = 7 * 24 * time.Hour
+	// MinRetentionEvery bounds the schedule's interval from below.
+	MinRetentionEvery = time.Minute
+)
 
 // DefaultShutdownGrace is how long a stopping worker waits for its activities: above
 // iLink's long-poll timeout (35 s), so that a graceful stop lets every long poll in flight
@@ -233,6 +253,9 @@ func DefaultConfig() Config {
 		Handler:                 handoff.KindNone,
 		WebhookTimeout:          handoff.DefaultTimeout,
 		ReofferAfter:            wfapi.DefaultReofferAfter,
+		Retention: store.RetentionPolicy{Content: DefaultRetainContent, Rows: DefaultRetainRows,
+			Quarantine: DefaultRetainQuarantine, Audit: DefaultRetainAudit},
+		RetentionEvery: DefaultRetentionEvery,
 	}
 }
 
@@ -311,6 +334,11 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("api_max_uploads", c.APIMaxUploads),
 		slog.Bool("codec_endpoint", !c.CodecToken.IsZero()),
 		slog.Bool("web_ui", !c.UIToken.IsZero()),
+		slog.Duration("retain_content", c.Retention.Content),
+		slog.Duration("retain_rows", c.Retention.Rows),
+		slog.Duration("retain_quarantine", c.Retention.Quarantine),
+		slog.Duration("retain_audit", c.Retention.Audit),
+		slog.Duration("retention_every", c.RetentionEvery),
 		slog.Any("tracing", c.Tracing),
 	)
 }

@@ -95,5 +95,29 @@ func (c Config) validate(needKeys bool) error {
 	if c.ReofferAfter < 0 {
 		bad("re-offer interval %v must not be negative", c.ReofferAfter)
 	}
+	c.validateRetention(bad)
 	return errors.Join(errs...)
+}
+
+// validateRetention checks the retention settings: no negative horizon, the rows kept at
+// least as long as their content (and at least MinRetainRows: the dedupe key), a content
+// horizon set when the rows one is, and a schedule interval of at least MinRetentionEvery
+// (0 in a configuration built in code: DefaultRetentionEvery).
+func (c Config) validateRetention(bad func(format string, args ...any)) {
+	r := c.Retention
+	if r.Content < 0 || r.Rows < 0 || r.Quarantine < 0 || r.Audit < 0 {
+		bad("retention horizons must not be negative (0 keeps forever)")
+	}
+	if r.Rows > 0 && r.Content == 0 {
+		bad("retain-rows %v deletes the content that retain-content 0 keeps forever: set retain-content at most retain-rows", r.Rows)
+	}
+	if r.Rows > 0 && r.Content > r.Rows {
+		bad("retain-content %v must not be longer than retain-rows %v (deleting a row deletes its content)", r.Content, r.Rows)
+	}
+	if r.Rows > 0 && r.Rows < MinRetainRows {
+		bad("retain-rows %v must be at least %v: a message's key must outlive a redelivery by iLink", r.Rows, MinRetainRows)
+	}
+	if c.RetentionEvery != 0 && c.RetentionEvery < MinRetentionEvery { // 0: the default
+		bad("retention-every %v must be at least %v", c.RetentionEvery, MinRetentionEvery)
+	}
 }

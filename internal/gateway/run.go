@@ -268,6 +268,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	logger.Info("reconciled", "report", rep)
+	ensureRetention(ctx, st, tc, cfg, logger.With("component", "retention"))
 	ready.started.Store(true)
 	if opts.Ready != nil {
 		opts.Ready(rep)
@@ -365,6 +366,7 @@ func (c Config) activitiesConfig() activities.Config {
 		Namespace:       c.TemporalNamespace,
 		Poller:          wfapi.PollerConfig{StalePause: wfapi.Duration(c.StalePause), PollSession: wfapi.Duration(c.PollSession)},
 		ReofferAfter:    reofferAfter(c.ReofferAfter),
+		Retention:       c.Retention,
 	}
 }
 

@@ -61,7 +61,13 @@ type Product struct {
 	livenessLost prometheus.Counter
 	// unreadable: active accounts whose bot token this worker cannot open.
 	unreadable prometheus.Gauge
+	// purged: what the retention schedule purged, by class.
+	purged *prometheus.CounterVec
 }
+
+// RetentionClasses are the classes of ilinkflow_retention_purged_total (the store's
+// retention classes), exposed at zero from the start.
+var RetentionClasses = []string{"content", "rows", "quarantine", "audit", "webui"}
 
 // NewProduct creates the product counters and registers them with reg. Every known
 // outcome starts at zero, so that a rate over a missing series never hides a problem.
@@ -116,8 +122,14 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 				"enrollment and its polls found: they are skipped (not polled, not listed to iLink). " +
 				"The worker's log names each one and the key generation to add.",
 		}),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_retention_purged_total",
+			Help: "What the Retention schedule purged, by class: content (messages whose content was erased), " +
+				"rows (messages deleted with their windows, attempts, sessions and held replies), " +
+				"quarantine (quarantined pages), audit (audit lines), webui (expired web sessions and owner links).",
+		}, []string{"class"}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.leases, p.moved, p.livenessLost, p.unreadable} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.leases, p.moved, p.livenessLost, p.unreadable, p.purged} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -144,7 +156,18 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	for _, tool := range MCPTools {
 		p.mcpCalls.WithLabelValues(tool, "ok")
 	}
+	for _, class := range RetentionClasses {
+		p.purged.WithLabelValues(class)
+	}
 	return p, nil
+}
+
+// RetentionPurged records n rows of a retention class purged. n <= 0 records nothing.
+func (p *Product) RetentionPurged(class string, n int) {
+	if p == nil || n <= 0 {
+		return
+	}
+	p.purged.WithLabelValues(class).Add(float64(n))
 }
 
 // Poll records one getupdates round trip of an account; outcome is ok, stale_token or an

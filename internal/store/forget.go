@@ -280,7 +280,7 @@ func (s *Store) forgetOnAccount(ctx context.Context, now time.Time, in ForgetInp
 					return err
 				}
 			}
-			return forgetBatch(ctx, q, now, in, batch, &c)
+			return eraseContent(ctx, q, now, erasure{by: in.RequestedBy, reason: reasonForgotten, dryRun: in.DryRun}, batch, &c)
 		})
 		if err != nil {
 			return err
@@ -290,40 +290,50 @@ func (s *Store) forgetOnAccount(ctx context.Context, now time.Time, in ForgetInp
 	return nil
 }
 
-// forgetBatch erases a batch of the peer's messages and what hangs off them, in the
-// order the triggers need: the held replies first (dropping one settles its message), the
-// messages last (settling them for good).
-func forgetBatch(ctx context.Context, q *dbq.Queries, now time.Time, in ForgetInput, keys []string, c *forgetCounts) error {
+// erasure says who erases content and why: the drop reason and dropper of the held
+// replies it drops, and whether it only counts (a dry run).
+type erasure struct {
+	by, reason string
+	dryRun     bool
+}
+
+// eraseContent erases the content of a batch of messages and of what hangs off them, the
+// one rule of content erasure that starter forget and retention share, in the order the
+// triggers need: the held replies first (dropping one settles its message), the messages
+// last (settling them for good). It leaves every row with its keys, statuses, times and
+// counters: payloads NULL, erased_at set, fingerprints zeroed, locators, context tokens
+// and staged media deleted, sessions closed.
+func eraseContent(ctx context.Context, q *dbq.Queries, now time.Time, e erasure, keys []string, c *forgetCounts) error {
 	var err error
 	if c.heldReplies, err = q.ForgetHeldReplies(ctx, dbq.ForgetHeldRepliesParams{MessageKeys: keys,
-		ErasedFingerprint: rules.ErasedFingerprint, DroppedStatuses: rules.ForgetDropsHeld, DropReason: reasonForgotten,
-		DroppedBy: in.RequestedBy, Now: now, DryRun: in.DryRun}); err != nil {
+		ErasedFingerprint: rules.ErasedFingerprint, DroppedStatuses: rules.ForgetDropsHeld, DropReason: e.reason,
+		DroppedBy: e.by, Now: now, DryRun: e.dryRun}); err != nil {
 		return err
 	}
 	if c.attempts, err = q.ForgetAttempts(ctx, dbq.ForgetAttemptsParams{MessageKeys: keys,
-		ErasedFingerprint: rules.ErasedFingerprint, Now: now, DryRun: in.DryRun}); err != nil {
+		ErasedFingerprint: rules.ErasedFingerprint, Now: now, DryRun: e.dryRun}); err != nil {
 		return err
 	}
-	if c.images, err = q.ForgetImages(ctx, keys, in.DryRun); err != nil {
+	if c.images, err = q.ForgetImages(ctx, keys, e.dryRun); err != nil {
 		return err
 	}
-	if _, err = q.ForgetMCPOffers(ctx, keys, in.DryRun); err != nil {
+	if _, err = q.ForgetMCPOffers(ctx, keys, e.dryRun); err != nil {
 		return err
 	}
 	if c.windows, err = q.ForgetWindows(ctx, keys); err != nil {
 		return err
 	}
-	if c.contextTokens, err = q.ForgetContextTokens(ctx, c.windows, in.DryRun); err != nil {
+	if c.contextTokens, err = q.ForgetContextTokens(ctx, c.windows, e.dryRun); err != nil {
 		return err
 	}
-	if c.stagedMedia, err = q.ForgetStagedMedia(ctx, c.windows, in.DryRun); err != nil {
+	if c.stagedMedia, err = q.ForgetStagedMedia(ctx, c.windows, e.dryRun); err != nil {
 		return err
 	}
-	if c.sessions, err = q.ForgetSessions(ctx, c.windows, now, in.DryRun); err != nil {
+	if c.sessions, err = q.ForgetSessions(ctx, c.windows, now, e.dryRun); err != nil {
 		return err
 	}
 	c.messages, err = q.ForgetMessages(ctx, dbq.ForgetMessagesParams{MessageKeys: keys, Now: now,
-		SettledStatuses: rules.ForgetSettlesMessage, DryRun: in.DryRun})
+		SettledStatuses: rules.ForgetSettlesMessage, DryRun: e.dryRun})
 	return err
 }
 

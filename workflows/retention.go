@@ -1,0 +1,31 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ilinkflow/ilinkflow/internal/actapi"
+)
+
+// retentionOptions: one PurgeExpired, batches for at most actapi.DefaultPurgeBudget,
+// heartbeating between batches; a failed run is retried a few times, then the next
+// scheduled run goes on (each batch purges only what is still due).
+var retentionOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: actapi.DefaultPurgeBudget + time.Minute,
+	HeartbeatTimeout:    2 * time.Minute, // one batch is one short transaction
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval: 10 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5,
+	},
+}
+
+// Retention runs the retention purge once (the PurgeExpired activity at the workflow's
+// time, by the horizons of the worker that runs it) and returns what it purged. The
+// installation's retention schedule starts it (docs/operations.md, "Retention").
+func Retention(ctx workflow.Context) (actapi.PurgeOutput, error) {
+	var out actapi.PurgeOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, retentionOptions), actapi.PurgeExpired,
+		actapi.PurgeInput{Now: workflow.Now(ctx)}).Get(ctx, &out)
+	return out, err
+}
