@@ -301,8 +301,9 @@ func (c Conn) GoString() string { return "temporalconn.Conn{" + c.String() + "}"
 
 // Dial connects a client with base's options and c's connection, checks that the
 // server answers and that the namespace exists and may be used, all within
-// DialTimeout (or ctx's deadline when sooner). A failure is an *Error naming the cause;
-// it never retries past the bound.
+// DialTimeout (or ctx's deadline when sooner). A transient failure of the server's own
+// while the namespace is checked is asked again, never past the bound; a failure is an
+// *Error naming the cause.
 func Dial(ctx context.Context, c Conn, base client.Options) (client.Client, error) {
 	if c.IsZero() {
 		c = Plain(DefaultAddress, DefaultNamespace)
@@ -314,7 +315,7 @@ func Dial(ctx context.Context, c Conn, base client.Options) (client.Client, erro
 	if err != nil {
 		return nil, c.diagnose(ctx, err)
 	}
-	if err := CheckNamespace(dctx, tc, c.Namespace); err != nil {
+	if err := checkNamespaceRetrying(dctx, tc, c.Namespace); err != nil {
 		tc.Close()
 		var e *Error
 		if errors.As(err, &e) {
@@ -326,6 +327,40 @@ func Dial(ctx context.Context, c Conn, base client.Options) (client.Client, erro
 		return nil, err
 	}
 	return tc, nil
+}
+
+// checkNamespaceRetrying is CheckNamespace, asked again while the server answers with a
+// transient failure of its own (Internal, Unavailable, ResourceExhausted, Aborted: a
+// server starting, or a persistence read that failed, as the dev server's SQLite does
+// under load), until ctx ends. A worker that starts beside a busy server waits for it
+// instead of exiting; any other answer is final at once.
+func checkNamespaceRetrying(ctx context.Context, tc client.Client, namespace string) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := CheckNamespace(ctx, tc, namespace)
+		var e *Error
+		if err == nil || !errors.As(err, &e) || e.Code != CodeUnreachable || !transientStatus(e.Err) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// transientStatus reports whether err is a server's answer that a later call may not
+// repeat.
+func transientStatus(err error) bool {
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.Internal, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 // CheckNamespace asks the server to describe namespace through tc: an unknown namespace

@@ -10,10 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/testkit"
@@ -328,5 +332,42 @@ func TestAPIKeyIsSentAsABearerAuthorizationOnEveryCall(t *testing.T) {
 		if r.Authorization != "Bearer "+apiKey {
 			t.Fatalf("request %s carried authorization %q", r.Path, r.Authorization)
 		}
+	}
+}
+
+// A transient failure of the server's own while the namespace is checked (the dev
+// server's SQLite answers "GetNamespace operation failed. Error interrupted (9)" under
+// load) is asked again within Dial's bound: the worker starts once the server answers,
+// and a failure that lasts is still reported with its cause when the bound ends.
+func TestDialAsksAgainWhileTheServerFailsTransiently(t *testing.T) {
+	t.Parallel()
+	dev := devserver.Start(t)
+	conn := temporalconn.Plain(dev.HostPort, dev.Namespace)
+	failing := func(failures *atomic.Int32, always bool) client.Options {
+		return client.Options{ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+				invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if strings.HasSuffix(method, "/DescribeNamespace") && (always || failures.Load() < 2) {
+					failures.Add(1)
+					return status.Error(codes.Internal, "GetNamespace operation failed. Error interrupted (9)")
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			})}}}
+	}
+	var twice atomic.Int32
+	tc, err := temporalconn.Dial(context.Background(), conn, failing(&twice, false))
+	if err != nil {
+		t.Fatalf("two transient failures, then an answer: %v", err)
+	}
+	tc.Close()
+	if n := twice.Load(); n != 2 {
+		t.Fatalf("the namespace check failed %d times, want 2 before it was answered", n)
+	}
+	var always atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = temporalconn.Dial(ctx, conn, failing(&always, true))
+	if temporalconn.CodeOf(err) != temporalconn.CodeUnreachable || always.Load() < 2 {
+		t.Fatalf("a lasting failure: %v after %d checks, want %s after several", err, always.Load(), temporalconn.CodeUnreachable)
 	}
 }
