@@ -165,6 +165,8 @@ func (tb *tab) login(base string) {
 		chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#new-enrollment")),
 	)
+	// The form shows before a long table below it is parsed: the page is read once whole.
+	tb.waitFor("the accounts page loaded", `document.readyState === "complete"`)
 }
 
 // startEnrollment starts an enrollment from the accounts page and waits for its QR code
