@@ -225,7 +225,7 @@ func TestInboundMediaIsSummarizedAndImagesCanBeDownloadedLater(t *testing.T) {
 	}
 	// An agent downloads it through its session (the reply API's GetAttachment).
 	tok := sealing.NewSecret("image-session-token")
-	if _, _, err := h.store.OpenAgentSession(h.ctx, time.Now(), store.OpenSessionInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Token: tok}); err != nil {
+	if _, err := h.store.OpenAgentSession(h.ctx, time.Now(), store.OpenSessionInput{ReplyWindowID: res.Opened[0].ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	loc, err := h.store.GetAttachment(h.ctx, time.Now(), store.ByToken(tok), key, 0)

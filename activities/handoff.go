@@ -40,25 +40,22 @@ func newSessionToken() sealing.Secret {
 // its reason and the error is non-retryable, typed actapi.ErrTypeHandOffFailed.
 func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actapi.HandOffOutput, error) {
 	token := newSessionToken()
-	sess, msg, err := a.Store.OpenAgentSession(ctx, now(), store.OpenSessionInput{
+	offer, err := a.Store.OpenAgentSession(ctx, now(), store.OpenSessionInput{
 		ReplyWindowID: in.ReplyWindowID, Token: token, TTL: a.cfg().SessionTTL,
 	})
 	if err != nil {
 		return actapi.HandOffOutput{}, storeErr("open agent session", err)
 	}
+	sess, msg, w := offer.Session, offer.Message, offer.Window
 	out := actapi.HandOffOutput{SessionID: sess.SessionID, MessageKey: sess.SourceMessageKey, SessionEnd: sess.ExpiresAt}
-	// The bot's route, read now: this hand-off finishes with the handler it starts with,
-	// whatever route change lands meanwhile.
-	handler, err := a.handlerFor(ctx, msg.AccountKey)
+	// The bot's route, read with the session: this hand-off finishes with the handler it
+	// starts with, whatever route change lands meanwhile.
+	handler, err := a.handlerFor(offer.Route, offer.Routed)
 	if err != nil {
 		return actapi.HandOffOutput{}, err
 	}
 	if handler == nil {
 		return out, nil
-	}
-	w, err := a.Store.GetWindow(ctx, in.ReplyWindowID)
-	if err != nil {
-		return actapi.HandOffOutput{}, storeErr("read window", err)
 	}
 	inst, err := a.Store.Installation(ctx)
 	if err != nil {

@@ -1,11 +1,11 @@
 package activities
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -22,16 +22,13 @@ type routeHandler struct {
 	handler handoff.Handler
 }
 
-// handlerFor is the handler of the account's route, read at each hand-off: the route's
-// own handler (built with handoff.New from handoff.RouteConfig, the one mapping of a
-// route to a handler) or, on the default route, Activities.Handler (nil: none). A change
-// of the route applies from the next hand-off. A route that cannot be read or built is
-// a retryable error: the next attempt reads it again.
-func (a *Activities) handlerFor(ctx context.Context, accountKey string) (handoff.Handler, error) {
-	r, found, err := a.Store.GetRoute(ctx, accountKey)
-	if err != nil {
-		return nil, fmt.Errorf("read the route of account %s: %w", accountKey, err)
-	}
+// handlerFor is the handler of a bot's route r (found false: the default route), read
+// with each hand-off's session: the route's own handler (built with handoff.New from
+// handoff.RouteConfig, the one mapping of a route to a handler) or, on the default route,
+// Activities.Handler (nil: none). A change of the route applies from the next hand-off. A
+// route that cannot be built is a retryable error: the next attempt reads it again.
+func (a *Activities) handlerFor(r store.Route, found bool) (handoff.Handler, error) {
+	accountKey := r.AccountKey
 	if !found {
 		return a.Handler, nil
 	}

@@ -30,7 +30,6 @@ type Store interface {
 	GetAccountWithSecret(ctx context.Context, accountKey string) (store.AccountWithSecret, error)
 	GetAttempt(ctx context.Context, attemptID string) (store.Attempt, error)
 	GetMessage(ctx context.Context, messageKey string) (store.Message, error)
-	GetRoute(ctx context.Context, accountKey string) (r store.Route, found bool, err error)
 	GetStagedMedia(ctx context.Context, mediaID string) (store.StagedMediaData, error)
 	GetWindow(ctx context.Context, windowID int64) (store.Window, error)
 	HandOnPollLease(ctx context.Context, l store.PollLease) (bool, error)
@@ -43,7 +42,7 @@ type Store interface {
 	MarkDeadPollWorkers(ctx context.Context, claimer string) ([]store.DeadPollWorker, error)
 	MarkNeedsRelogin(ctx context.Context, now time.Time, accountKey string, generation int32, reason string) (store.StatusChange, error)
 	MarkOfferScanned(ctx context.Context, now time.Time, offerID string) error
-	OpenAgentSession(ctx context.Context, now time.Time, in store.OpenSessionInput) (store.Session, store.Message, error)
+	OpenAgentSession(ctx context.Context, now time.Time, in store.OpenSessionInput) (store.OpenedSession, error)
 	OpenWindowIDs(ctx context.Context, accountKey string) ([]int64, error)
 	PauseAccount(ctx context.Context, now time.Time, accountKey string, generation int32, until time.Time, reason string) (store.Account, error)
 	PollAttemptAdopted(ctx context.Context, l store.PollLease) (bool, error)

@@ -98,7 +98,9 @@ SELECT message_key, inbox_seq, payload, status FROM unanswered_messages
 WHERE account_key = sqlc.arg(account_key) AND peer_id = sqlc.arg(peer_id)
 ORDER BY inbox_seq;
 
--- name: SetMessageStatus :execrows
+-- name: SetMessageStatus :batchexec
+-- A batch query: a transaction that decides the status under its locks queues it with
+-- its other writes.
 UPDATE inbound_messages
 SET status = sqlc.arg(status)::text, failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
 WHERE message_key = sqlc.arg(message_key) AND status = ANY(sqlc.arg(from_statuses)::text[]);

@@ -86,7 +86,7 @@ func holdLateReplies(t *testing.T, ctx context.Context, st *store.Store, bodies 
 	}
 	f.messageKey, f.windowID = res.Deliverable.MessageKey, res.Deliverable.ReplyWindowID
 	tok := sealing.NewSecret("session-token-held-" + f.account)
-	if _, _, err := st.OpenAgentSession(ctx, base, store.OpenSessionInput{ReplyWindowID: f.windowID, Token: tok}); err != nil {
+	if _, err := st.OpenAgentSession(ctx, base, store.OpenSessionInput{ReplyWindowID: f.windowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	late := time.Now().Add(-30 * time.Minute) // the window expired half an hour before

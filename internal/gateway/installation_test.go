@@ -50,7 +50,7 @@ func TestReconcileLeavesAnotherInstallationsWorkflowsAlone(t *testing.T) {
 	}
 	window := pageA.Deliverable.ReplyWindowID
 	tok := sealing.NewSecret("agent-session-token-" + randomHex(t, 8))
-	if _, _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: window, Token: tok}); err != nil {
+	if _, err := stA.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: window, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	pending := reservePending(ctx, t, stA, now, a, tok, "on my way")

@@ -52,7 +52,7 @@ func TestReconcileStartsPollersAndWindowsAndRecoversAttempts(t *testing.T) {
 	}
 	retired, open := first.Deliverable.ReplyWindowID, second.Deliverable.ReplyWindowID
 	tok := sealing.NewSecret("agent-session-token-" + randomHex(t, 8))
-	if _, _, err := st.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: open, Token: tok}); err != nil {
+	if _, err := st.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: open, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	pending := reservePending(ctx, t, st, now, a, tok, "on my way")

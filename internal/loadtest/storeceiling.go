@@ -14,8 +14,8 @@ package loadtest
 //     signalRetired): WindowWorkflowID of each retired window;
 //  3. the first offer the poll makes before the window's workflow exists
 //     (activities/starter.go firstOffer, activities/handoff.go HandOff):
-//     OpenAgentSession (a fresh session token, the worker's session TTL of 0), GetWindow,
-//     Installation, the typing keep-alive's first show (the Typer's GetAccountWithSecret,
+//     OpenAgentSession (a fresh session token, the worker's session TTL of 0: it reads
+//     the window and the route too), Installation, the typing keep-alive's first show (the Typer's GetAccountWithSecret,
 //     in the background as the worker shows it), then the echo agent's answer
 //     (handoff.Echo, in process);
 //  4. the window's workflow start (startWindow): WindowWorkflowID of the opened window;
@@ -448,14 +448,11 @@ func (s *storeSystem) answer(ctx context.Context, win store.OpenedWindow) (sent 
 	if err != nil {
 		return sent, err
 	}
-	sess, msg, err := s.st.OpenAgentSession(ctx, time.Now(), store.OpenSessionInput{ReplyWindowID: win.ReplyWindowID, Token: token})
+	opened, err := s.st.OpenAgentSession(ctx, time.Now(), store.OpenSessionInput{ReplyWindowID: win.ReplyWindowID, Token: token})
 	if err != nil {
 		return sent, fmt.Errorf("open agent session: %w", err)
 	}
-	w, err := s.st.GetWindow(ctx, win.ReplyWindowID)
-	if err != nil {
-		return sent, fmt.Errorf("read window: %w", err)
-	}
+	sess, msg, w := opened.Session, opened.Message, opened.Window
 	inst, err := s.st.Installation(ctx)
 	if err != nil {
 		return sent, fmt.Errorf("installation: %w", err)

@@ -45,7 +45,7 @@ func TestAHeldReplyShowsInTheScrapeUnderItsAccountUntilItIsDropped(t *testing.T)
 		t.Fatalf("commit page: %+v %v", res, err)
 	}
 	tok := sealing.NewSecret("session-token-metrics-held")
-	if _, _, err := st.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := st.OpenAgentSession(ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	late := now.Add(vocab.DefaultWindowLifetime + time.Minute)

@@ -178,7 +178,7 @@ func TestPauseStopsPollingAndResumeRestartsIt(t *testing.T) {
 	if err != nil || held.Inserted != 1 || held.AccountStatus != vocab.AccountPaused || held.Deliverable == nil {
 		t.Fatalf("page in flight at the pause: %+v %v", held, err)
 	}
-	_, _, err = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: held.Deliverable.ReplyWindowID,
+	_, err = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: held.Deliverable.ReplyWindowID,
 		Token: sealing.NewSecret("token-while-paused-0123456789")})
 	wantCode(t, err, vocab.CodeAccountNotActive)
 	if _, err := e.store.PauseAccount(e.ctx, t0, b.key, 1, t0, "ends now"); store.CodeOf(err) != vocab.CodeInvalidInput {

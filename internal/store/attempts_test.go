@@ -41,7 +41,7 @@ func TestReplyNeedsLiveAgentSession(t *testing.T) {
 
 	// A session with a short TTL expires before its window does.
 	short := sealing.NewSecret("short-lived-session-token")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: short, TTL: time.Minute}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: short, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.store.ReserveAndStart(e.ctx, t0.Add(time.Minute), storeReply(short, "late"), store.SendPacing{})
@@ -60,12 +60,12 @@ func TestSessionNeverOutlivesItsWindow(t *testing.T) {
 	e := newEnv(t)
 	b := e.register()
 	res := e.commit(b, t0, b.msg("hello", t0))
-	s, m, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID,
+	opened, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID,
 		Token: sealing.NewSecret("a-long-session-token"), TTL: 72 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+	s, m, w := opened.Session, opened.Message, opened.Window
 	if !s.ExpiresAt.Equal(w.ExpiresAt) || m.Status != vocab.MessageProcessing {
 		t.Fatalf("session expires %v (window %v), message %s", s.ExpiresAt, w.ExpiresAt, m.Status)
 	}

@@ -335,12 +335,12 @@ func benchSends(b *testing.B, reserveStart func(e *env, now time.Time, ref bench
 						}
 						bt.cursor = next
 						tok := sealing.NewSecret(fmt.Sprintf("bench-session-%s-%d", bt.key, windows))
-						sess, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{
+						opened, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{
 							ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok})
 						if err != nil {
 							return err
 						}
-						ref = benchSession{tok: tok, id: sess.SessionID, window: res.Deliverable.ReplyWindowID}
+						ref = benchSession{tok: tok, id: opened.Session.SessionID, window: res.Deliverable.ReplyWindowID}
 						left = limits.MaxSends
 						return nil
 					},

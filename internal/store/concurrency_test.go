@@ -294,7 +294,7 @@ func TestConcurrencyWindowRetirementDuringReplyDoesNotDeadlock(t *testing.T) {
 			case i == 0:
 				_, retireErr = e.tryCommit(b, t0, newer)
 			case kind == 1:
-				_, _, replyErr = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: windowID, Token: tok})
+				_, replyErr = e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: windowID, Token: tok})
 			default:
 				_, replyErr = e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "racing reply"), store.SendPacing{})
 			}

@@ -20,7 +20,7 @@ func (e *env) converse(b *bot, now time.Time, text string) (store.PageResult, se
 		e.t.Fatalf("message %q was not deliverable: %+v", text, res)
 	}
 	tok := sealing.NewSecret(fmt.Sprintf("console-session-%s-%d", b.key, b.nextID))
-	if _, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		e.t.Fatalf("open session: %v", err)
 	}
 	return res, tok

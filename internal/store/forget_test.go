@@ -36,7 +36,7 @@ func (e *env) userConversation(b *bot, tag string) *conversation {
 	res := e.commit(b, t0, first)
 	c.windows = append(c.windows, res.Deliverable.ReplyWindowID)
 	tok := sealing.NewSecret("session-token-" + tag + "-first-0123456789")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		e.t.Fatal(err)
 	}
 	c.texts = append(c.texts, first.Payload.Summary)

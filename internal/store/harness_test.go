@@ -125,7 +125,7 @@ func (e *env) deliver(b *bot, text string) (store.PageResult, sealing.Secret) {
 		e.t.Fatalf("message was not deliverable: %+v", res)
 	}
 	tok := sealing.NewSecret(fmt.Sprintf("session-token-%s-%d", b.key, b.nextID))
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		e.t.Fatalf("open session: %v", err)
 	}
 	return res, tok

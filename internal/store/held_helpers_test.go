@@ -108,7 +108,7 @@ func (e *env) nextWindow(b *bot, now time.Time, body string) (store.PageResult, 
 		e.t.Fatalf("the next message opened no deliverable window: %+v", res)
 	}
 	tok := sealing.NewSecret(fmt.Sprintf("session-token-%s-%d", b.key, b.nextID))
-	if _, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		e.t.Fatalf("open session: %v", err)
 	}
 	return res, tok

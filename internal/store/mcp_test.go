@@ -119,12 +119,12 @@ func (e *env) reofferMCP(b *bot, agent string, windowID int64, messageKey string
 	e.t.Helper()
 	b.nextID++
 	tok := sealing.NewSecret(fmt.Sprintf("mcp-session-token-%s-%d", b.key, b.nextID))
-	sess, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: windowID, Token: tok})
+	opened, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: windowID, Token: tok})
 	if err != nil {
 		e.t.Fatalf("open session: %v", err)
 	}
 	in := store.MCPOfferInput{MessageKey: messageKey, AccountKey: b.key, Agent: agent, ReplyWindowID: windowID,
-		SessionID: sess.SessionID, Token: tok}
+		SessionID: opened.Session.SessionID, Token: tok}
 	if err := e.store.OfferToMCP(e.ctx, now, in); err != nil {
 		e.t.Fatalf("offer: %v", err)
 	}

@@ -30,7 +30,7 @@ func TestAttachmentIsFetchedOnlyWithItsOwnMessagesLiveSession(t *testing.T) {
 	b := e.register()
 	res := e.commit(b, t0, mediaEntry(b))
 	tok := sealing.NewSecret("session-token-media-0123456789")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	key := res.Deliverable.MessageKey

@@ -161,7 +161,7 @@ func TestDuplicateEntryIsStoredOnce(t *testing.T) {
 	}
 	// The token a send to the window uses is the first copy's.
 	tok := sealing.NewSecret("duplicate-session-token")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: first.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: first.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok, "reply"), store.SendPacing{})
@@ -379,7 +379,7 @@ func TestBacklogMergeOfSixImagesKeepsLatestFourRenumbered(t *testing.T) {
 		"loc-" + old.ProviderMessageID + "-0",
 	}
 	tok := sealing.NewSecret("backlog-session-token")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	for pos, want := range wantLocators {

@@ -359,7 +359,7 @@ func (p *propRun) commitRandomPage(b *propBot) {
 	if res.Deliverable != nil && p.r.Float64() < 0.5 {
 		s := &propSession{tok: sealing.NewSecret(fmt.Sprintf("prop-session-%d-%d-%s", p.seed, p.step, b.key)),
 			windowID: res.Deliverable.ReplyWindowID, messageKey: res.Deliverable.MessageKey}
-		if _, _, err := p.e.store.OpenAgentSession(p.e.ctx, p.now, store.OpenSessionInput{ReplyWindowID: s.windowID, Token: s.tok}); err != nil {
+		if _, err := p.e.store.OpenAgentSession(p.e.ctx, p.now, store.OpenSessionInput{ReplyWindowID: s.windowID, Token: s.tok}); err != nil {
 			p.fatalf("open session on the deliverable window: %v", err)
 		}
 		p.sessions = append(p.sessions, s)

@@ -287,3 +287,49 @@ func TestSendMakesAFixedNumberOfTransactions(t *testing.T) {
 		t.Logf("%s send took %d round trips in %d transactions; %v", c.name, trips, commits, rt.elapsed)
 	}
 }
+
+// An offer (the hand-off's session) is one transaction in two round trips on a warm
+// connection: the window's lock with its account, message and route, then the writes
+// with COMMIT. What the hand-off needs comes back with it, so it reads nothing after.
+const maxOfferRoundTrips = 2
+
+func TestAnOfferOpensItsSessionInTwoRoundTripsAndBringsItsWindowAndRoute(t *testing.T) {
+	t.Parallel()
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	routed, plain := e.register(), e.register()
+	if _, err := e.store.SetRoute(e.ctx, t0, webhookRoute(routed.key, "https://agent.example/hook?key=k1", routeSecret)); err != nil {
+		t.Fatal(err)
+	}
+	offer := func(b *bot, text string) store.OpenedSession {
+		t.Helper()
+		res := e.commit(b, t0, b.msg(text, t0))
+		tok := sealing.NewSecret("offer-token-" + b.key + "-" + text)
+		rt.start()
+		opened, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok})
+		trips, commits := rt.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trips > maxOfferRoundTrips || commits != 1 {
+			t.Fatalf("an offer took %d round trips and %d commits, want at most %d and 1", trips, commits, maxOfferRoundTrips)
+		}
+		w, err := e.store.GetWindow(e.ctx, res.Deliverable.ReplyWindowID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opened.Window != w || opened.Message.MessageKey != res.Deliverable.MessageKey ||
+			opened.Message.Status != vocab.MessageProcessing || opened.Session.ReplyWindowID != w.ReplyWindowID {
+			t.Fatalf("offer %+v, window %+v, deliverable %+v", opened, w, res.Deliverable)
+		}
+		return opened
+	}
+	offer(plain, "warm-up") // the connection prepares the statements
+	if o := offer(plain, "default route"); o.Routed {
+		t.Fatalf("a bot on the default route got route %+v", o.Route)
+	}
+	o := offer(routed, "webhook route")
+	if !o.Routed || o.Route.Kind != vocab.RouteWebhook || o.Route.WebhookURL != "https://agent.example/hook?key=k1" ||
+		o.Route.WebhookSecret.Reveal() != routeSecret {
+		t.Fatalf("a routed bot's offer brought route %+v (routed %v)", o.Route, o.Routed)
+	}
+}

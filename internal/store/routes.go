@@ -326,17 +326,25 @@ func (s *Store) GetRoute(ctx context.Context, accountKey string) (r Route, found
 	if err != nil || !found {
 		return Route{}, false, err
 	}
-	r = routeFrom(row.AccountKey, row.Kind, row.WebhookUrl, row.WebhookTimeoutMs, row.WorkflowType, row.TaskQueue, row.McpAgent,
+	r, err = s.routeOf(row)
+	return r, err == nil, err
+}
+
+// routeOf is a stored route with its webhook URL and opened secret; a secret the keys
+// cannot open is sealed_unreadable.
+func (s *Store) routeOf(row dbq.AccountRoute) (Route, error) {
+	r := routeFrom(row.AccountKey, row.Kind, row.WebhookUrl, row.WebhookTimeoutMs, row.WorkflowType, row.TaskQueue, row.McpAgent,
 		row.Version, row.UpdatedAt, row.UpdatedBy)
 	if row.Kind == vocab.RouteWebhook && row.WebhookUrl != nil && row.KeyGeneration != nil {
 		r.WebhookURL = *row.WebhookUrl
-		r.WebhookSecret, err = s.keys.Open(sealing.PurposeRouteSecret, routeBinding(accountKey),
+		secret, err := s.keys.Open(sealing.PurposeRouteSecret, routeBinding(row.AccountKey),
 			sealing.Sealed{KeyGeneration: *row.KeyGeneration, Nonce: row.Nonce, Ciphertext: row.Ciphertext})
 		if err != nil {
-			return Route{}, false, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open route secret", Err: err}
+			return Route{}, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open route secret", Err: err}
 		}
+		r.WebhookSecret = secret
 	}
-	return r, true, nil
+	return r, nil
 }
 
 // ListRoutes lists every bot's route (a bot without one is on the default route), by

@@ -33,7 +33,7 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok3 := sealing.NewSecret("session-of-window-3")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: w3, Token: tok3}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0, store.OpenSessionInput{ReplyWindowID: w3, Token: tok3}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.store.ReserveAndStart(e.ctx, t0, storeReply(tok3, "x"), store.SendPacing{}); store.CodeOf(err) != vocab.CodeInternal {
@@ -44,7 +44,7 @@ func TestCiphertextCopiedToAnotherRowDoesNotOpen(t *testing.T) {
 	d := e.commit(c, t0.Add(time.Second), m).Deliverable
 	key := d.MessageKey
 	tok := sealing.NewSecret("session-of-the-images")
-	if _, _, err := e.store.OpenAgentSession(e.ctx, t0.Add(time.Second), store.OpenSessionInput{ReplyWindowID: d.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := e.store.OpenAgentSession(e.ctx, t0.Add(time.Second), store.OpenSessionInput{ReplyWindowID: d.ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.pool.Exec(e.ctx, `UPDATE inbound_images SET nonce = src.nonce, ciphertext = src.ciphertext

@@ -21,66 +21,92 @@ type OpenSessionInput struct {
 	TTL time.Duration
 }
 
+// OpenedSession is an agent session with what its hand-off needs, read in the session's
+// transaction: the message (now processing), its window, and the bot's route (Routed is
+// false on the worker's default route; the webhook secret is opened).
+type OpenedSession struct {
+	Session Session
+	Message Message
+	Window  Window
+	Route   Route
+	Routed  bool
+}
+
 // OpenAgentSession opens an agent session bound to one window and its source message, and
 // moves the message to processing. A message already processing may be offered again
-// (an unhandled message is re-offered while its window is open).
-func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSessionInput) (traced Session, _ Message, tracedErr error) {
+// (an unhandled message is re-offered while its window is open). One transaction in two
+// round trips: the locks and reads together, then the writes with COMMIT.
+func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSessionInput) (traced OpenedSession, tracedErr error) {
 	ctx, span := startSpan(ctx, "OpenAgentSession", "")
-	defer func() { endSpan(span, tracedErr, traced.AccountKey, traced.SourceMessageKey) }()
+	defer func() { endSpan(span, tracedErr, traced.Session.AccountKey, traced.Session.SourceMessageKey) }()
 	if err := validNow(now); err != nil {
-		return Session{}, Message{}, err
+		return OpenedSession{}, err
 	}
 	if len(in.Token.Reveal()) < 16 || len(in.Token.Reveal()) > 512 {
-		return Session{}, Message{}, fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
+		return OpenedSession{}, fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
 	}
 	if in.TTL < 0 {
-		return Session{}, Message{}, fail(vocab.CodeInvalidInput, "session TTL is negative")
+		return OpenedSession{}, fail(vocab.CodeInvalidInput, "session TTL is negative")
 	}
-	var sess Session
-	var msg Message
-	err := s.inTx(ctx, "open agent session", func(q *dbq.Queries) error {
-		w, err := lockWindow(ctx, q, in.ReplyWindowID)
+	var out OpenedSession
+	err := s.inPipeline(ctx, "open agent session", func(p *pipeline, q *dbq.Queries) error {
+		ids := []int64{in.ReplyWindowID}
+		lock, offer, route := q.LockReplyWindow(ctx, ids), q.WindowOffer(ctx, ids), q.WindowRoute(ctx, ids)
+		w, err := batchRow[dbq.ReplyWindow](lock)
 		if err != nil {
 			return notFound(err, vocab.CodeReplyWindowNotFound, "unknown reply window")
 		}
-		a, err := q.GetAccount(ctx, w.AccountKey)
+		o, err := batchRow[dbq.WindowOfferRow](offer)
 		if err != nil {
 			return err
 		}
-		if err := checkWindowUsable(now, w, a); err != nil {
-			return err
-		}
-		m, err := q.LockInboundMessage(ctx, w.SourceMessageKey)
+		routes, err := batchRows[dbq.AccountRoute](route)
 		if err != nil {
 			return err
 		}
+		if err := checkWindowUsable(now, w, o.Account); err != nil {
+			return err
+		}
+		m := o.InboundMessage
 		if m.Status != vocab.MessageReceived && m.Status != vocab.MessageProcessing {
 			return fail(vocab.CodeAttemptConflict, "message is %s, not deliverable", m.Status)
 		}
-		if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
-			MessageKey: m.MessageKey, Status: vocab.MessageProcessing, FailureReason: "", Now: now,
-			FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
-		}); err != nil {
-			return err
+		if len(routes) > 0 {
+			if out.Route, err = s.routeOf(routes[0]); err != nil {
+				return err
+			}
+			out.Routed = true
 		}
 		expires := w.ExpiresAt
 		if in.TTL > 0 && now.Add(in.TTL).Before(expires) {
 			expires = now.Add(in.TTL)
 		}
-		id := uuid.New()
-		if err := q.InsertAgentSession(ctx, dbq.InsertAgentSessionParams{
-			SessionID: id, TokenHash: tokenHash(in.Token.Reveal()), SourceMessageKey: m.MessageKey,
-			ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, PeerID: w.PeerID, CreatedAt: now, ExpiresAt: expires,
-		}); err != nil {
+		offered := m
+		offered.Status = vocab.MessageProcessing
+		if out.Message, err = messageFrom(offered); err != nil {
 			return err
 		}
-		sess = Session{SessionID: id.String(), SourceMessageKey: m.MessageKey, ReplyWindowID: w.ReplyWindowID,
+		id := uuid.New()
+		q.SetMessageStatus(ctx, []dbq.SetMessageStatusParams{{
+			MessageKey: m.MessageKey, Status: vocab.MessageProcessing, FailureReason: "", Now: now,
+			FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
+		}})
+		q.InsertAgentSession(ctx, []dbq.InsertAgentSessionParams{{
+			SessionID: id, TokenHash: tokenHash(in.Token.Reveal()), SourceMessageKey: m.MessageKey,
+			ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, PeerID: w.PeerID, CreatedAt: now, ExpiresAt: expires,
+		}})
+		// Every decision is made: the writes travel with COMMIT, and only their own errors
+		// can fail it (pipeline.commit reads them).
+		p.commitQueued()
+		out.Session = Session{SessionID: id.String(), SourceMessageKey: m.MessageKey, ReplyWindowID: w.ReplyWindowID,
 			AccountKey: w.AccountKey, PeerID: w.PeerID, CreatedAt: now, ExpiresAt: expires}
-		m.Status = vocab.MessageProcessing
-		msg, err = messageFrom(m)
-		return err
+		out.Window = windowFrom(w)
+		return nil
 	})
-	return sess, msg, err
+	if err != nil {
+		return OpenedSession{}, err
+	}
+	return out, nil
 }
 
 // checkWindowUsable is the one rule for whether a window accepts work
@@ -268,10 +294,10 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 					return err
 				}
 			}
-			if _, err := q.SetMessageStatus(ctx, dbq.SetMessageStatusParams{
+			if err := batchExec(q.SetMessageStatus(ctx, []dbq.SetMessageStatusParams{{
 				MessageKey: messageKey, Status: rules.VerdictStatus(status, held), FailureReason: reason, Now: now,
 				FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
-			}); err != nil {
+			}})); err != nil {
 				return err
 			}
 			if _, err := q.CloseMessageSessions(ctx, now, messageKey); err != nil {

@@ -52,12 +52,12 @@ func hotPathStatements(t *testing.T) []preparedStatement {
 		res := e.commit(b, now, older, newer)
 		e.commit(b, now, newer) // iLink hands the page out again
 		tok := sealing.NewSecret("hot-path-session-" + b.key + "-" + newer.ProviderMessageID)
-		sess, _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok})
+		opened, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for j := range 2 {
-			prep, err := e.store.ReserveAndStart(e.ctx, now, store.ReplyInput{Session: store.BySessionID(sess.SessionID),
+			prep, err := e.store.ReserveAndStart(e.ctx, now, store.ReplyInput{Session: store.BySessionID(opened.Session.SessionID),
 				ReplyWindowID: res.Deliverable.ReplyWindowID, RequestID: "hot/" + newer.ProviderMessageID + "/" + string(rune('a'+j)),
 				Content: text("reply")}, store.SendPacing{})
 			if err != nil || prep.Started == nil {

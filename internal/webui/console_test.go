@@ -110,7 +110,7 @@ func (c *consoleUI) session(res store.PageResult, at time.Time) sealing.Secret {
 		c.t.Fatalf("nothing to deliver: %+v", res)
 	}
 	tok := sealing.NewSecret(fmt.Sprintf("console-session-%d-%d", res.Deliverable.ReplyWindowID, c.seq))
-	if _, _, err := c.st.OpenAgentSession(c.ctx, at, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := c.st.OpenAgentSession(c.ctx, at, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		c.t.Fatal(err)
 	}
 	return tok

@@ -71,7 +71,7 @@ func TestTheAccountsPageShowsHowManyRepliesEachBotHolds(t *testing.T) {
 		t.Fatalf("commit page: %+v %v", res, err)
 	}
 	tok := sealing.NewSecret("session-token-ui-held")
-	if _, _, err := st.OpenAgentSession(ctx, base, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+	if _, err := st.OpenAgentSession(ctx, base, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
 		t.Fatal(err)
 	}
 	late := time.Now().Add(-30 * time.Minute)

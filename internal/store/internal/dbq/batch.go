@@ -649,6 +649,69 @@ func (b *GetReplyWindowBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const insertAgentSession = `-- name: InsertAgentSession :batchexec
+INSERT INTO agent_sessions (
+    session_id, token_hash, source_message_key, reply_window_id, account_key, peer_id, created_at, expires_at
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+`
+
+type InsertAgentSessionBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type InsertAgentSessionParams struct {
+	SessionID        uuid.UUID
+	TokenHash        []byte
+	SourceMessageKey string
+	ReplyWindowID    int64
+	AccountKey       string
+	PeerID           string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+}
+
+func (q *Queries) InsertAgentSession(ctx context.Context, arg []InsertAgentSessionParams) *InsertAgentSessionBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.SessionID,
+			a.TokenHash,
+			a.SourceMessageKey,
+			a.ReplyWindowID,
+			a.AccountKey,
+			a.PeerID,
+			a.CreatedAt,
+			a.ExpiresAt,
+		}
+		batch.Queue(insertAgentSession, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &InsertAgentSessionBatchResults{br, len(arg), false}
+}
+
+func (b *InsertAgentSessionBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *InsertAgentSessionBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const insertInboundImages = `-- name: InsertInboundImages :batchexec
 INSERT INTO inbound_images (message_key, position, account_key, peer_id, key_generation, nonce, ciphertext, created_at)
 SELECT $1, unnest($2::integer[]), $3, $4,
@@ -2265,6 +2328,65 @@ func (b *SetAttemptStatusBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const setMessageStatus = `-- name: SetMessageStatus :batchexec
+UPDATE inbound_messages
+SET status = $1::text, failure_reason = $2, updated_at = $3
+WHERE message_key = $4 AND status = ANY($5::text[])
+`
+
+type SetMessageStatusBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type SetMessageStatusParams struct {
+	Status        string
+	FailureReason string
+	Now           time.Time
+	MessageKey    string
+	FromStatuses  []string
+}
+
+// A batch query: a transaction that decides the status under its locks queues it with
+// its other writes.
+func (q *Queries) SetMessageStatus(ctx context.Context, arg []SetMessageStatusParams) *SetMessageStatusBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Status,
+			a.FailureReason,
+			a.Now,
+			a.MessageKey,
+			a.FromStatuses,
+		}
+		batch.Queue(setMessageStatus, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &SetMessageStatusBatchResults{br, len(arg), false}
+}
+
+func (b *SetMessageStatusBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *SetMessageStatusBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const startWindowSend = `-- name: StartWindowSend :batchone
 UPDATE reply_windows
 SET reserved = reserved - 1, transmitted = transmitted + 1, updated_at = $1
@@ -2550,6 +2672,171 @@ func (b *WindowOfAttemptBatchResults) QueryRow(f func(int, ReplyWindow, error)) 
 }
 
 func (b *WindowOfAttemptBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const windowOffer = `-- name: WindowOffer :batchone
+SELECT accounts.account_key, accounts.provider_account_id, accounts.owner_peer_id, accounts.base_url, accounts.generation, accounts.status, accounts.status_reason, accounts.pause_until, accounts.last_poll_at, accounts.cursor, accounts.cursor_updated_at, accounts.replaced_by, accounts.created_at, accounts.updated_at, accounts.last_send_at, accounts.sends_blocked_until, accounts.reminder_before_seconds, accounts.reminder_text, inbound_messages.message_key, inbound_messages.inbox_seq, inbound_messages.account_key, inbound_messages.peer_id, inbound_messages.provider_message_id, inbound_messages.sent_at, inbound_messages.status, inbound_messages.deferred, inbound_messages.payload, inbound_messages.failure_reason, inbound_messages.created_at, inbound_messages.updated_at, inbound_messages.erased_at
+FROM reply_windows
+JOIN accounts ON accounts.account_key = reply_windows.account_key
+JOIN inbound_messages ON inbound_messages.message_key = reply_windows.source_message_key
+WHERE reply_windows.reply_window_id = $1
+FOR NO KEY UPDATE OF inbound_messages
+`
+
+type WindowOfferBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type WindowOfferRow struct {
+	Account        Account
+	InboundMessage InboundMessage
+}
+
+// What an offer of a window's message reads beside the window's lock, in its round trip:
+// the window's account (not locked) and its source message, locked after the window (the
+// lock order: account, window, then what hangs off them).
+func (q *Queries) WindowOffer(ctx context.Context, replyWindowID []int64) *WindowOfferBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range replyWindowID {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(windowOffer, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &WindowOfferBatchResults{br, len(replyWindowID), false}
+}
+
+func (b *WindowOfferBatchResults) QueryRow(f func(int, WindowOfferRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i WindowOfferRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.Account.AccountKey,
+			&i.Account.ProviderAccountID,
+			&i.Account.OwnerPeerID,
+			&i.Account.BaseUrl,
+			&i.Account.Generation,
+			&i.Account.Status,
+			&i.Account.StatusReason,
+			&i.Account.PauseUntil,
+			&i.Account.LastPollAt,
+			&i.Account.Cursor,
+			&i.Account.CursorUpdatedAt,
+			&i.Account.ReplacedBy,
+			&i.Account.CreatedAt,
+			&i.Account.UpdatedAt,
+			&i.Account.LastSendAt,
+			&i.Account.SendsBlockedUntil,
+			&i.Account.ReminderBeforeSeconds,
+			&i.Account.ReminderText,
+			&i.InboundMessage.MessageKey,
+			&i.InboundMessage.InboxSeq,
+			&i.InboundMessage.AccountKey,
+			&i.InboundMessage.PeerID,
+			&i.InboundMessage.ProviderMessageID,
+			&i.InboundMessage.SentAt,
+			&i.InboundMessage.Status,
+			&i.InboundMessage.Deferred,
+			&i.InboundMessage.Payload,
+			&i.InboundMessage.FailureReason,
+			&i.InboundMessage.CreatedAt,
+			&i.InboundMessage.UpdatedAt,
+			&i.InboundMessage.ErasedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *WindowOfferBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const windowRoute = `-- name: WindowRoute :batchmany
+SELECT account_routes.account_key, account_routes.kind, account_routes.webhook_url, account_routes.webhook_timeout_ms, account_routes.key_generation, account_routes.nonce, account_routes.ciphertext, account_routes.workflow_type, account_routes.task_queue, account_routes.version, account_routes.updated_at, account_routes.updated_by, account_routes.mcp_agent FROM account_routes
+JOIN reply_windows ON reply_windows.account_key = account_routes.account_key
+WHERE reply_windows.reply_window_id = $1
+`
+
+type WindowRouteBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+// The route of a window's account: no row on the default route.
+func (q *Queries) WindowRoute(ctx context.Context, replyWindowID []int64) *WindowRouteBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range replyWindowID {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(windowRoute, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &WindowRouteBatchResults{br, len(replyWindowID), false}
+}
+
+func (b *WindowRouteBatchResults) Query(f func(int, []AccountRoute, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		items := []AccountRoute{}
+		if b.closed {
+			if f != nil {
+				f(t, items, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var i AccountRoute
+				if err := rows.Scan(
+					&i.AccountKey,
+					&i.Kind,
+					&i.WebhookUrl,
+					&i.WebhookTimeoutMs,
+					&i.KeyGeneration,
+					&i.Nonce,
+					&i.Ciphertext,
+					&i.WorkflowType,
+					&i.TaskQueue,
+					&i.Version,
+					&i.UpdatedAt,
+					&i.UpdatedBy,
+					&i.McpAgent,
+				); err != nil {
+					return err
+				}
+				items = append(items, i)
+			}
+			return rows.Err()
+		}()
+		if f != nil {
+			f(t, items, err)
+		}
+	}
+}
+
+func (b *WindowRouteBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

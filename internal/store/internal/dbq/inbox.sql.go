@@ -198,34 +198,6 @@ func (q *Queries) QuarantinePage(ctx context.Context, arg QuarantinePageParams) 
 	return err
 }
 
-const setMessageStatus = `-- name: SetMessageStatus :execrows
-UPDATE inbound_messages
-SET status = $1::text, failure_reason = $2, updated_at = $3
-WHERE message_key = $4 AND status = ANY($5::text[])
-`
-
-type SetMessageStatusParams struct {
-	Status        string
-	FailureReason string
-	Now           time.Time
-	MessageKey    string
-	FromStatuses  []string
-}
-
-func (q *Queries) SetMessageStatus(ctx context.Context, arg SetMessageStatusParams) (int64, error) {
-	result, err := q.db.Exec(ctx, setMessageStatus,
-		arg.Status,
-		arg.FailureReason,
-		arg.Now,
-		arg.MessageKey,
-		arg.FromStatuses,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const settleUnansweredMessages = `-- name: SettleUnansweredMessages :many
 UPDATE inbound_messages AS m
 SET status = CASE WHEN answered.held THEN 'held' WHEN answered.yes THEN 'handled' ELSE 'failed' END,

@@ -8,8 +8,6 @@ package dbq
 import (
 	"context"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 const closeMessageSessions = `-- name: CloseMessageSessions :execrows
@@ -23,35 +21,4 @@ func (q *Queries) CloseMessageSessions(ctx context.Context, now time.Time, messa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const insertAgentSession = `-- name: InsertAgentSession :exec
-INSERT INTO agent_sessions (
-    session_id, token_hash, source_message_key, reply_window_id, account_key, peer_id, created_at, expires_at
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-`
-
-type InsertAgentSessionParams struct {
-	SessionID        uuid.UUID
-	TokenHash        []byte
-	SourceMessageKey string
-	ReplyWindowID    int64
-	AccountKey       string
-	PeerID           string
-	CreatedAt        time.Time
-	ExpiresAt        time.Time
-}
-
-func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSessionParams) error {
-	_, err := q.db.Exec(ctx, insertAgentSession,
-		arg.SessionID,
-		arg.TokenHash,
-		arg.SourceMessageKey,
-		arg.ReplyWindowID,
-		arg.AccountKey,
-		arg.PeerID,
-		arg.CreatedAt,
-		arg.ExpiresAt,
-	)
-	return err
 }
