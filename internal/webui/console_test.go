@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/internal/dbtest"
@@ -40,6 +41,7 @@ type consoleUI struct {
 	t       *testing.T
 	ctx     context.Context
 	st      *store.Store
+	pool    *pgxpool.Pool
 	url     string
 	logs    *syncBuffer
 	cursors map[string]string
@@ -49,7 +51,8 @@ type consoleUI struct {
 func newConsoleUI(t *testing.T, opts ...option) *consoleUI {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.New(dbtest.NewPool(t), keyring, store.DefaultLimits())
+	pool := dbtest.NewPool(t)
+	st, err := store.New(pool, keyring, store.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func newConsoleUI(t *testing.T, opts ...option) *consoleUI {
 	}
 	ui := httptest.NewServer(h)
 	t.Cleanup(ui.Close)
-	return &consoleUI{t: t, ctx: ctx, st: st, url: ui.URL, logs: logs, cursors: map[string]string{}}
+	return &consoleUI{t: t, ctx: ctx, st: st, pool: pool, url: ui.URL, logs: logs, cursors: map[string]string{}}
 }
 
 // botToken is bot i's token as the store seals it.

@@ -24,7 +24,7 @@ func (s *server) parseTemplates() error {
 		"submission": func() string { return randomID(16) },
 	}
 	s.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "accounts", "enroll_start", "enrollment", "error", "owner", "conversations"} {
+	for _, name := range []string{"login", "accounts", "enroll_start", "enrollment", "error", "owner", "conversations", "forget"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("webui: template %s: %w", name, err)

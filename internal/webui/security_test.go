@@ -116,6 +116,7 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 		"/logout", "/enroll", "/enroll/" + offer + "/code", "/enroll/" + offer + "/cancel",
 		"/accounts/" + acc.AccountKey + "/pause", "/accounts/" + acc.AccountKey + "/resume", "/accounts/" + acc.AccountKey + "/remove",
 		"/accounts/" + acc.AccountKey + "/route",
+		"/accounts/" + acc.AccountKey + "/forget", "/accounts/" + acc.AccountKey + "/forget/confirm",
 	}}
 }
 

@@ -5,7 +5,9 @@
 // replies each bot holds for its conversations' next windows (as `starter held list`
 // counts them; never their content), and show and change each bot's route (the store's
 // SetRoute and ClearRoute, as `starter route` does; a webhook shows its host only, and
-// its signing secret is never shown).
+// its signing secret is never shown), and forget a WeChat user from a bot's conversations
+// page (operator.Forget, as `starter forget` does: a dry run first, then the erasure on
+// confirmation).
 //
 // It is one http.Handler with server-rendered pages (html/template, embedded assets, a
 // little JavaScript), meant to be mounted on the worker's HTTP server or any other:
@@ -70,7 +72,9 @@ type Config struct {
 	// TemporalUIURL is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233):
 	// the accounts table and a bot's conversations page link to the bot's workflows there
 	// (its list filtered by the search attribute IlinkAccount). Empty: no such links.
-	// Namespace is the Temporal namespace of those workflows (default "default").
+	// Namespace is the Temporal namespace of those workflows, the namespace of the
+	// Temporal client (default "default"): "Forget this user" deletes the user's
+	// workflows there.
 	TemporalUIURL string
 	Namespace     string
 	// Store lists the accounts and holds the operator's changes to them.
@@ -172,6 +176,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = wfapi.DefaultTaskQueue
 	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -224,6 +231,8 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /accounts/{key}/conversations", s.page(s.conversationsPage))
 	mux.HandleFunc("POST /accounts/{key}/{verb}", s.action(s.steer))
 	mux.HandleFunc("POST /accounts/{key}/route", s.action(s.route))
+	mux.HandleFunc("POST /accounts/{key}/forget", s.action(s.forgetDryRunPage))
+	mux.HandleFunc("POST /accounts/{key}/forget/confirm", s.action(s.forgetConfirmed))
 	mux.HandleFunc("GET /enroll", s.page(s.enrollStartPage))
 	mux.HandleFunc("POST /enroll", s.action(s.startEnrollment))
 	mux.HandleFunc("GET /enroll/{offer}", s.page(s.enrollmentPage))
