@@ -69,7 +69,7 @@ WHERE status IN ('held', 'sending')
 GROUP BY account_key, peer_id
 ORDER BY account_key, peer_id;
 
--- name: MessageHasWaitingHeld :one
+-- name: MessageHasWaitingHeld :batchone
 -- Whether some of a message's answer is held still to send.
 SELECT EXISTS (SELECT 1 FROM held_replies WHERE source_message_key = $1 AND status IN ('held', 'sending'));
 

@@ -77,7 +77,7 @@ JOIN LATERAL (
 -- name: GetInboundMessage :one
 SELECT * FROM inbound_messages WHERE message_key = $1;
 
--- name: LockInboundMessage :one
+-- name: LockInboundMessage :batchone
 SELECT * FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE;
 
 -- name: AbsorbMessages :batchone
@@ -98,12 +98,14 @@ SELECT message_key, inbox_seq, payload, status FROM unanswered_messages
 WHERE account_key = sqlc.arg(account_key) AND peer_id = sqlc.arg(peer_id)
 ORDER BY inbox_seq;
 
--- name: SetMessageStatus :batchexec
+-- name: SetMessageStatus :batchmany
 -- A batch query: a transaction that decides the status under its locks queues it with
--- its other writes.
+-- its other writes. It returns the message it moved (none if its status was not one of
+-- from_statuses).
 UPDATE inbound_messages
 SET status = sqlc.arg(status)::text, failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
-WHERE message_key = sqlc.arg(message_key) AND status = ANY(sqlc.arg(from_statuses)::text[]);
+WHERE message_key = sqlc.arg(message_key) AND status = ANY(sqlc.arg(from_statuses)::text[])
+RETURNING *;
 
 -- name: InsertInboundImages :batchexec
 -- The images of one message, by position.

@@ -3,7 +3,7 @@ INSERT INTO agent_sessions (
     session_id, token_hash, source_message_key, reply_window_id, account_key, peer_id, created_at, expires_at
 ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 
--- name: CloseMessageSessions :execrows
+-- name: CloseMessageSessions :batchexec
 UPDATE agent_sessions SET closed_at = sqlc.arg(now)::timestamptz
 WHERE source_message_key = sqlc.arg(message_key) AND closed_at IS NULL;
 

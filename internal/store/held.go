@@ -177,7 +177,7 @@ func (s *Store) HoldReply(ctx context.Context, now time.Time, in HoldInput) (Hel
 		}
 		if rules.SettlesHeldMessage(expired, status) {
 			// Settled by the window's expiry: its answer is held now.
-			if err := batchExec(q.SetMessageStatus(ctx, []dbq.SetMessageStatusParams{{MessageKey: sess.SourceMessageKey,
+			if _, err := batchRows[dbq.InboundMessage](q.SetMessageStatus(ctx, []dbq.SetMessageStatusParams{{MessageKey: sess.SourceMessageKey,
 				Status: vocab.MessageHeld, Now: now, FromStatuses: []string{vocab.MessageFailed, vocab.MessageHandled}}})); err != nil {
 				return err
 			}

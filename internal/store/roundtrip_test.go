@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -331,5 +332,39 @@ func TestAnOfferOpensItsSessionInTwoRoundTripsAndBringsItsWindowAndRoute(t *test
 	if !o.Routed || o.Route.Kind != vocab.RouteWebhook || o.Route.WebhookURL != "https://agent.example/hook?key=k1" ||
 		o.Route.WebhookSecret.Reveal() != routeSecret {
 		t.Fatalf("a routed bot's offer brought route %+v (routed %v)", o.Route, o.Routed)
+	}
+}
+
+// A verdict (FinishMessage) is one transaction in two round trips on a warm connection:
+// the message's lock with whether some of its answer is held, then the writes with
+// COMMIT, the moved message coming back with them.
+const maxFinishRoundTrips = 2
+
+func TestAVerdictIsRecordedInTwoRoundTrips(t *testing.T) {
+	t.Parallel()
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	b := e.register()
+	for i, status := range []string{vocab.MessageHandled, vocab.MessageHandled, vocab.MessageFailed} {
+		res, _ := e.deliver(b, fmt.Sprintf("verdict %d", i))
+		reason := ""
+		if status == vocab.MessageFailed {
+			reason = "the agent gave up"
+		}
+		rt.start()
+		m, err := e.store.FinishMessage(e.ctx, t0.Add(time.Second), res.Deliverable.MessageKey, status, reason)
+		trips, commits := rt.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := e.store.GetMessage(e.ctx, res.Deliverable.MessageKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != status || m.FailureReason != reason || !reflect.DeepEqual(m, stored) {
+			t.Fatalf("verdict %s returned %+v, stored %+v", status, m, stored)
+		}
+		if i > 0 && (trips > maxFinishRoundTrips || commits != 1) { // the first warms the statements
+			t.Fatalf("a %s verdict took %d round trips and %d commits, want at most %d and 1", status, trips, commits, maxFinishRoundTrips)
+		}
 	}
 }

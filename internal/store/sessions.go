@@ -277,34 +277,38 @@ func (s *Store) FinishMessage(ctx context.Context, now time.Time, messageKey, st
 		return Message{}, fail(vocab.CodeInvalidInput, "reason is too long")
 	}
 	var out Message
-	err := s.inTx(ctx, "finish message", func(q *dbq.Queries) error {
-		m, err := q.LockInboundMessage(ctx, messageKey)
+	// One transaction in two round trips: the message's lock with whether some of its
+	// answer is held, then the writes with COMMIT.
+	err := s.inPipeline(ctx, "finish message", func(p *pipeline, q *dbq.Queries) error {
+		lock := q.LockInboundMessage(ctx, []string{messageKey})
+		waiting := q.MessageHasWaitingHeld(ctx, []string{messageKey})
+		m, err := batchRow[dbq.InboundMessage](lock)
 		if err != nil {
 			return notFound(err, vocab.CodeInvalidInput, "unknown message")
+		}
+		held, err := batchRow[bool](waiting)
+		if err != nil {
+			return err
 		}
 		step, err := rules.DecideVerdict(m.Status, status)
 		if err != nil {
 			return ruled(err)
 		}
 		if step == rules.VerdictRecorded {
-			held := false
-			if status == vocab.MessageHandled {
-				// Handled means answered: while some of the answer is held, the message is held.
-				if held, err = q.MessageHasWaitingHeld(ctx, messageKey); err != nil {
-					return err
-				}
-			}
-			if err := batchExec(q.SetMessageStatus(ctx, []dbq.SetMessageStatusParams{{
-				MessageKey: messageKey, Status: rules.VerdictStatus(status, held), FailureReason: reason, Now: now,
-				FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
-			}})); err != nil {
+			// Handled means answered: while some of the answer is held, the message is held.
+			moved := q.SetMessageStatus(ctx, []dbq.SetMessageStatusParams{{
+				MessageKey: messageKey, Status: rules.VerdictStatus(status, held && status == vocab.MessageHandled),
+				FailureReason: reason, Now: now, FromStatuses: []string{vocab.MessageReceived, vocab.MessageProcessing},
+			}})
+			q.CloseMessageSessions(ctx, []dbq.CloseMessageSessionsParams{{Now: now, MessageKey: messageKey}})
+			p.commitQueued()
+			// The message is locked and its status was checked: the update moves it.
+			rows, err := batchRows[dbq.InboundMessage](moved)
+			if err != nil {
 				return err
 			}
-			if _, err := q.CloseMessageSessions(ctx, now, messageKey); err != nil {
-				return err
-			}
-			if m, err = q.GetInboundMessage(ctx, messageKey); err != nil {
-				return err
+			if len(rows) == 1 {
+				m = rows[0]
 			}
 		}
 		out, err = messageFrom(m)

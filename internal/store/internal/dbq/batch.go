@@ -229,6 +229,56 @@ func (b *AttemptByRequestOfWindowBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const closeMessageSessions = `-- name: CloseMessageSessions :batchexec
+UPDATE agent_sessions SET closed_at = $1::timestamptz
+WHERE source_message_key = $2 AND closed_at IS NULL
+`
+
+type CloseMessageSessionsBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CloseMessageSessionsParams struct {
+	Now        time.Time
+	MessageKey string
+}
+
+func (q *Queries) CloseMessageSessions(ctx context.Context, arg []CloseMessageSessionsParams) *CloseMessageSessionsBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.Now,
+			a.MessageKey,
+		}
+		batch.Queue(closeMessageSessions, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CloseMessageSessionsBatchResults{br, len(arg), false}
+}
+
+func (b *CloseMessageSessionsBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *CloseMessageSessionsBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const compareAndSetCursor = `-- name: CompareAndSetCursor :batchone
 UPDATE accounts
 SET cursor = $1::text, cursor_updated_at = $2::timestamptz, last_poll_at = clock_timestamp()
@@ -1196,6 +1246,65 @@ func (b *LockAccountOfWindowBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const lockInboundMessage = `-- name: LockInboundMessage :batchone
+SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at, erased_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
+`
+
+type LockInboundMessageBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+func (q *Queries) LockInboundMessage(ctx context.Context, messageKey []string) *LockInboundMessageBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range messageKey {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(lockInboundMessage, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &LockInboundMessageBatchResults{br, len(messageKey), false}
+}
+
+func (b *LockInboundMessageBatchResults) QueryRow(f func(int, InboundMessage, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i InboundMessage
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.MessageKey,
+			&i.InboxSeq,
+			&i.AccountKey,
+			&i.PeerID,
+			&i.ProviderMessageID,
+			&i.SentAt,
+			&i.Status,
+			&i.Deferred,
+			&i.Payload,
+			&i.FailureReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ErasedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *LockInboundMessageBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const lockOpenWindow = `-- name: LockOpenWindow :batchone
 SELECT reply_window_id, account_key, peer_id, account_generation, source_message_key, source_inbox_seq, provider_message_id, provider_seq, issued_at, expires_at, max_sends, next_send_index, reserved, transmitted, state, retired_reason, created_at, updated_at, reminder_requested FROM reply_windows
 WHERE account_key = $1 AND peer_id = $2 AND state = 'open'
@@ -1398,6 +1507,52 @@ func (b *LockSendAttemptBatchResults) QueryRow(f func(int, SendAttempt, error)) 
 }
 
 func (b *LockSendAttemptBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const messageHasWaitingHeld = `-- name: MessageHasWaitingHeld :batchone
+SELECT EXISTS (SELECT 1 FROM held_replies WHERE source_message_key = $1 AND status IN ('held', 'sending'))
+`
+
+type MessageHasWaitingHeldBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+// Whether some of a message's answer is held still to send.
+func (q *Queries) MessageHasWaitingHeld(ctx context.Context, sourceMessageKey []string) *MessageHasWaitingHeldBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range sourceMessageKey {
+		vals := []interface{}{
+			a,
+		}
+		batch.Queue(messageHasWaitingHeld, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &MessageHasWaitingHeldBatchResults{br, len(sourceMessageKey), false}
+}
+
+func (b *MessageHasWaitingHeldBatchResults) QueryRow(f func(int, bool, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var exists bool
+		if b.closed {
+			if f != nil {
+				f(t, exists, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(&exists)
+		if f != nil {
+			f(t, exists, err)
+		}
+	}
+}
+
+func (b *MessageHasWaitingHeldBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }
@@ -2328,10 +2483,11 @@ func (b *SetAttemptStatusBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const setMessageStatus = `-- name: SetMessageStatus :batchexec
+const setMessageStatus = `-- name: SetMessageStatus :batchmany
 UPDATE inbound_messages
 SET status = $1::text, failure_reason = $2, updated_at = $3
 WHERE message_key = $4 AND status = ANY($5::text[])
+RETURNING message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at, erased_at
 `
 
 type SetMessageStatusBatchResults struct {
@@ -2349,7 +2505,8 @@ type SetMessageStatusParams struct {
 }
 
 // A batch query: a transaction that decides the status under its locks queues it with
-// its other writes.
+// its other writes. It returns the message it moved (none if its status was not one of
+// from_statuses).
 func (q *Queries) SetMessageStatus(ctx context.Context, arg []SetMessageStatusParams) *SetMessageStatusBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -2366,18 +2523,47 @@ func (q *Queries) SetMessageStatus(ctx context.Context, arg []SetMessageStatusPa
 	return &SetMessageStatusBatchResults{br, len(arg), false}
 }
 
-func (b *SetMessageStatusBatchResults) Exec(f func(int, error)) {
+func (b *SetMessageStatusBatchResults) Query(f func(int, []InboundMessage, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
+		items := []InboundMessage{}
 		if b.closed {
 			if f != nil {
-				f(t, ErrBatchAlreadyClosed)
+				f(t, items, ErrBatchAlreadyClosed)
 			}
 			continue
 		}
-		_, err := b.br.Exec()
+		err := func() error {
+			rows, err := b.br.Query()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var i InboundMessage
+				if err := rows.Scan(
+					&i.MessageKey,
+					&i.InboxSeq,
+					&i.AccountKey,
+					&i.PeerID,
+					&i.ProviderMessageID,
+					&i.SentAt,
+					&i.Status,
+					&i.Deferred,
+					&i.Payload,
+					&i.FailureReason,
+					&i.CreatedAt,
+					&i.UpdatedAt,
+					&i.ErasedAt,
+				); err != nil {
+					return err
+				}
+				items = append(items, i)
+			}
+			return rows.Err()
+		}()
 		if f != nil {
-			f(t, err)
+			f(t, items, err)
 		}
 	}
 }

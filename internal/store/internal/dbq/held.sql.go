@@ -339,18 +339,6 @@ func (q *Queries) MarkHeldSending(ctx context.Context, attemptID *string, now ti
 	return i, err
 }
 
-const messageHasWaitingHeld = `-- name: MessageHasWaitingHeld :one
-SELECT EXISTS (SELECT 1 FROM held_replies WHERE source_message_key = $1 AND status IN ('held', 'sending'))
-`
-
-// Whether some of a message's answer is held still to send.
-func (q *Queries) MessageHasWaitingHeld(ctx context.Context, sourceMessageKey string) (bool, error) {
-	row := q.db.QueryRow(ctx, messageHasWaitingHeld, sourceMessageKey)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
-}
-
 const reminderAttempt = `-- name: ReminderAttempt :one
 SELECT attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id, send_index, window_send_index, source, content_type, payload, metadata, fingerprint, status, provider_message_id, error_code, error_message, fail_type, created_at, updated_at, request_id, erased_at FROM send_attempts WHERE source_message_key = $1 AND request_id = 'reminder'
 `

@@ -128,31 +128,6 @@ func (q *Queries) ListQuarantinedPages(ctx context.Context, accountKey string) (
 	return items, nil
 }
 
-const lockInboundMessage = `-- name: LockInboundMessage :one
-SELECT message_key, inbox_seq, account_key, peer_id, provider_message_id, sent_at, status, deferred, payload, failure_reason, created_at, updated_at, erased_at FROM inbound_messages WHERE message_key = $1 FOR NO KEY UPDATE
-`
-
-func (q *Queries) LockInboundMessage(ctx context.Context, messageKey string) (InboundMessage, error) {
-	row := q.db.QueryRow(ctx, lockInboundMessage, messageKey)
-	var i InboundMessage
-	err := row.Scan(
-		&i.MessageKey,
-		&i.InboxSeq,
-		&i.AccountKey,
-		&i.PeerID,
-		&i.ProviderMessageID,
-		&i.SentAt,
-		&i.Status,
-		&i.Deferred,
-		&i.Payload,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ErasedAt,
-	)
-	return i, err
-}
-
 const quarantinePage = `-- name: QuarantinePage :exec
 INSERT INTO quarantined_pages (
     quarantine_id, account_key, generation, messages, scope, error_code, error_message, cursor_moved,

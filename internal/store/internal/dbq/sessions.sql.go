@@ -4,21 +4,3 @@
 // source: sessions.sql
 
 package dbq
-
-import (
-	"context"
-	"time"
-)
-
-const closeMessageSessions = `-- name: CloseMessageSessions :execrows
-UPDATE agent_sessions SET closed_at = $1::timestamptz
-WHERE source_message_key = $2 AND closed_at IS NULL
-`
-
-func (q *Queries) CloseMessageSessions(ctx context.Context, now time.Time, messageKey string) (int64, error) {
-	result, err := q.db.Exec(ctx, closeMessageSessions, now, messageKey)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
