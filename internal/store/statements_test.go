@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +288,43 @@ func TestSendStatementsFindTheirWindowAndAccountByKey(t *testing.T) {
 		if strings.Contains(plan, "Hash") {
 			t.Errorf("%s hashes a table with 16 bots:\n%s", query, plan)
 		}
+	}
+}
+
+// The retention purge and a forget delete inbound messages, and PostgreSQL checks each
+// deleted row's key against agent_sessions (its foreign key to inbound_messages) with the
+// query below. That check finds the message's sessions by index
+// (agent_sessions_by_message), not by a scan of every session ever opened: a scan per
+// deleted row makes a purge's cost grow with the months of data kept.
+func TestDeletingAMessageFindsItsSessionsByIndex(t *testing.T) {
+	t.Parallel()
+	e := newOneConnectionEnv(t)
+	b := e.register()
+	for i := range 300 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		res := e.commit(b, now, b.msg("hello", now))
+		tok := sealing.NewSecret("purge-session-token-" + strconv.Itoa(i))
+		if _, err := e.store.OpenAgentSession(e.ctx, now, store.OpenSessionInput{ReplyWindowID: res.Deliverable.ReplyWindowID, Token: tok}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.FinishMessage(e.ctx, now, res.Deliverable.MessageKey, vocab.MessageHandled, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.pool.Exec(e.ctx, `ANALYZE agent_sessions`); err != nil {
+		t.Fatal(err)
+	}
+	// The query of PostgreSQL's foreign-key check (ri_triggers.c, RI_FKey_noaction_del).
+	lines, err := e.pool.Query(e.ctx, `EXPLAIN SELECT 1 FROM ONLY agent_sessions x WHERE source_message_key = $1 FOR KEY SHARE OF x`,
+		"im_00000000000000000000000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(lines, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan on agent_sessions") {
+		t.Errorf("the foreign-key check of a deleted message scans agent_sessions with 300 sessions stored:\n%s", text)
 	}
 }
