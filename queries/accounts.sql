@@ -5,6 +5,14 @@ SELECT * FROM accounts WHERE account_key = $1;
 -- A batch query: the store pipelines it with the statements that follow the lock.
 SELECT * FROM accounts WHERE account_key = $1 FOR NO KEY UPDATE;
 
+-- name: LockAccounts :many
+-- LockAccount for several accounts in one statement, in the order of their keys (rows
+-- are locked as the sorted scan returns them), so that two such batches cannot deadlock.
+SELECT account_key FROM accounts
+WHERE account_key = ANY(sqlc.arg(account_keys)::text[])
+ORDER BY account_key
+FOR NO KEY UPDATE;
+
 -- name: ListAccounts :many
 SELECT * FROM accounts ORDER BY created_at, account_key;
 

@@ -180,10 +180,10 @@ func (s *Store) purgeContent(ctx context.Context, now, cutoff time.Time, n int32
 			accounts = append(accounts, d.AccountKey)
 		}
 		slices.Sort(accounts)
-		for _, a := range slices.Compact(accounts) {
-			if _, err := lockAccount(ctx, q, a); err != nil {
-				return err
-			}
+		// One statement locks them all, in key order: a batch over many bots holds its
+		// locks for the erasure's few statements, not for a round trip per bot.
+		if _, err := q.LockAccounts(ctx, slices.Compact(accounts)); err != nil {
+			return err
 		}
 		var c forgetCounts
 		if err := eraseContent(ctx, q, now, erasure{by: reasonRetention, reason: reasonRetention}, keys, &c); err != nil {

@@ -368,3 +368,35 @@ func TestAVerdictIsRecordedInTwoRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// A content purge batch locks the accounts of its messages in one statement, however many
+// bots they belong to: a page commit of one of them waits for the batch's few statements,
+// not for a round trip per bot.
+func TestAContentPurgeBatchTakesAsManyRoundTripsForManyBotsAsForOne(t *testing.T) {
+	t.Parallel()
+	e, rt := newCountingEnv(t, store.DefaultLimits())
+	policy := store.RetentionPolicy{Content: 30 * 24 * time.Hour, Rows: 90 * 24 * time.Hour,
+		Quarantine: 30 * 24 * time.Hour, Audit: 365 * 24 * time.Hour}
+	trips := func(bots int) int {
+		t.Helper()
+		for range bots {
+			b := e.register()
+			for i := range 2 { // the first window superseded, its content due
+				at := t0.Add(time.Duration(i) * time.Minute)
+				e.commit(b, at, b.msg("words", at))
+			}
+		}
+		rt.start()
+		n, err := e.store.PurgeBatch(e.ctx, t0.Add(policy.Content+24*time.Hour), policy, store.RetentionContent, 0)
+		trips, _ := rt.stop()
+		if err != nil || n != bots {
+			t.Fatalf("a purge over %d bots erased %d (%v), want %d", bots, n, err, bots)
+		}
+		return trips
+	}
+	trips(1) // the connection prepares the statements
+	one, many := trips(1), trips(20)
+	if many != one {
+		t.Fatalf("a content purge batch took %d round trips over 20 bots and %d over one", many, one)
+	}
+}

@@ -292,6 +292,35 @@ func (q *Queries) LiveAccountsOfOwner(ctx context.Context, ownerPeerID string) (
 	return items, nil
 }
 
+const lockAccounts = `-- name: LockAccounts :many
+SELECT account_key FROM accounts
+WHERE account_key = ANY($1::text[])
+ORDER BY account_key
+FOR NO KEY UPDATE
+`
+
+// LockAccount for several accounts in one statement, in the order of their keys (rows
+// are locked as the sorted scan returns them), so that two such batches cannot deadlock.
+func (q *Queries) LockAccounts(ctx context.Context, accountKeys []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, lockAccounts, accountKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var account_key string
+		if err := rows.Scan(&account_key); err != nil {
+			return nil, err
+		}
+		items = append(items, account_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordPoll = `-- name: RecordPoll :execrows
 UPDATE accounts SET last_poll_at = clock_timestamp()
 WHERE account_key = $1 AND generation = $2 AND status = 'active'
