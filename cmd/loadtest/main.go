@@ -8,12 +8,20 @@
 //
 //	go run ./cmd/loadtest -chaos -workers 3 -bots 300 -kills 30 -freeze 60s
 //
+// With -soak it pushes a million messages with their replies through the store alone (no
+// Temporal, no worker process, no simulator) on a simulated clock, with the retention
+// purge running, and reports every 100,000:
+//
+//	go run ./cmd/loadtest -soak -messages 1000000
+//
 // It needs PostgreSQL at DATABASE_URL (a schema is created and dropped) and Temporal at
 // TEMPORAL_ADDRESS, or the temporal CLI to start a dev server. It exits 1 when a message
 // was lost or answered twice, the worker used more PostgreSQL connections than its bound,
 // or the run could not complete (in chaos mode: a message lost beyond the in-flight pages,
-// doubled or falsely handled, a bound missed, or a planned event not done), and 2 for bad
-// flags.
+// doubled or falsely handled, a bound missed, or a planned event not done; in soak mode:
+// a message lost or doubled, something left past a retention horizon, the last interval's
+// p99 past its bound over the first's, or the table bytes still growing past the rows
+// horizon), and 2 for bad flags.
 package main
 
 import (
@@ -115,11 +123,14 @@ func asked(args []string, name string) bool {
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg := loadtest.DefaultConfig()
 	chaos := loadtest.DefaultChaosConfig()
+	soak := loadtest.DefaultSoakConfig()
 	switch {
 	case asked(args, "chaos"):
 		cfg = chaos.Config
 	case asked(args, "saturate"):
 		cfg = loadtest.SaturationConfig()
+	case asked(args, "soak"):
+		cfg.Messages, cfg.Bots = soak.Messages, soak.Bots
 	}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -150,7 +161,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Sample, "sample", cfg.Sample, "period of the RSS, connection and long-poll samples")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the choice of active bots (0: random)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for the worker binary and its log (default: a temporary one, kept on failure)")
-	fs.BoolVar(&cfg.KeepWorkDir, "keep", false, "keep the work directory")
+	fs.BoolVar(&cfg.KeepWorkDir, "keep", false, "keep the work directory (-soak: the schema)")
 	fs.BoolVar(&cfg.Saturate, "saturate", cfg.Saturate, "saturation run: a closed loop, step by step, for ilinkflow, the engine's and the store's ceilings (its defaults: -bots 128 -idle 0 -answer-within 30s -worker-env ILINKFLOW_SEND_GAP=10ms)")
 	fs.Var(&steps, "steps", "saturation: bots in the closed loop, step by step")
 	fs.DurationVar(&cfg.SatStepFor, "step", cfg.SatStepFor, "saturation: length of a step")
@@ -171,6 +182,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&chaos.RollBound, "roll-bound", chaos.RollBound, "chaos: bound on each bot's longest time without a getupdates in flight in the rolling restart")
 	fs.DurationVar(&chaos.RecoverWithin, "recover-within", chaos.RecoverWithin, "chaos: how long the harness waits for a victim's bots to be polled again before the next event")
 	fs.DurationVar(&chaos.ArmWithin, "arm-within", chaos.ArmWithin, "chaos: how long an armed fault point may take to be reached")
+	soakMode := fs.Bool("soak", false, "soak: -messages messages (default 1000000) with their replies through the store alone (no Temporal, no worker, no simulator) on -bots bots, on a simulated clock with the retention purge running, a report line every -soak-interval messages (-keep keeps its schema)")
+	fs.IntVar(&soak.Concurrency, "soak-concurrency", soak.Concurrency, "soak: exchanges at once (the worker's pool bound)")
+	fs.IntVar(&soak.PageMessages, "soak-page", soak.PageMessages, "soak: a bot's messages per page (merged into one delivery and one reply)")
+	fs.IntVar(&soak.Interval, "soak-interval", soak.Interval, "soak: messages per report line")
+	fs.IntVar(&soak.DayMessages, "soak-day", soak.DayMessages, "soak: messages per simulated day")
+	fs.DurationVar(&soak.Retention.Content, "soak-retain-content", soak.Retention.Content, "soak: content horizon, simulated time")
+	fs.DurationVar(&soak.Retention.Rows, "soak-retain-rows", soak.Retention.Rows, "soak: rows horizon, simulated time")
+	fs.DurationVar(&soak.PurgeEvery, "soak-purge-every", soak.PurgeEvery, "soak: the purge's period, simulated time")
+	fs.IntVar(&soak.PurgeLimit, "soak-purge-limit", soak.PurgeLimit, "soak: most messages of one purge batch")
+	fs.BoolVar(&soak.PurgeGate, "soak-purge-gate", soak.PurgeGate, "soak: hold new pages while the purge is a whole period behind (false: pages go on, the runs due meanwhile are skipped)")
+	fs.Float64Var(&soak.P99Growth, "soak-p99-growth", soak.P99Growth, "soak: how much the last interval's commit and send p99 may exceed the first's (0.25: 25%)")
+	fs.Float64Var(&soak.TableGrowth, "soak-table-growth", soak.TableGrowth, "soak: how much the table bytes may grow past the rows horizon")
+	fs.BoolVar(&soak.VacuumStandIn, "soak-vacuum-stand-in", soak.VacuumStandIn, "soak: when the server's autovacuum is off, vacuum and analyze the schema by the daemon's thresholds instead")
+	fs.DurationVar(&soak.VacuumNaptime, "soak-vacuum-naptime", soak.VacuumNaptime, "soak: the stand-in's period (0: the server's autovacuum_naptime; scale it with -soak-day for a shorter soak)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
@@ -208,6 +233,13 @@ flags:
 		chaos.Config, chaos.KillPlan = cfg, killPlan
 		return runChaos(chaos, *asJSON, stdout, stderr)
 	}
+	if *soakMode {
+		soak.Messages, soak.Bots, soak.DatabaseURL, soak.Keep, soak.Log = cfg.Messages, cfg.Bots, cfg.DatabaseURL, cfg.KeepWorkDir, cfg.Log
+		if cfg.DBMaxConns > 0 {
+			soak.DBMaxConns = cfg.DBMaxConns
+		}
+		return runSoak(soak, *asJSON, stdout, stderr)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "loadtest:", err)
 		return 2
@@ -233,15 +265,44 @@ flags:
 	return 0
 }
 
+// runSoak runs the soak and prints its report.
+func runSoak(cfg loadtest.SoakConfig, asJSON bool, stdout, stderr io.Writer) int {
+	return runMode(cfg.Validate, func(ctx context.Context) (modeReport, error) {
+		rep, err := loadtest.RunSoak(ctx, cfg)
+		if rep == nil {
+			return nil, err
+		}
+		return rep, err
+	}, asJSON, stdout, stderr)
+}
+
 // runChaos runs the chaos mode and prints its report.
 func runChaos(cfg loadtest.ChaosConfig, asJSON bool, stdout, stderr io.Writer) int {
-	if err := cfg.Validate(); err != nil {
+	return runMode(cfg.Validate, func(ctx context.Context) (modeReport, error) {
+		rep, err := loadtest.RunChaos(ctx, cfg)
+		if rep == nil {
+			return nil, err
+		}
+		return rep, err
+	}, asJSON, stdout, stderr)
+}
+
+// modeReport is the report of a mode.
+type modeReport interface {
+	WriteJSON(w io.Writer) error
+	WriteText(w io.Writer) error
+}
+
+// runMode checks a mode's configuration (exit 2), runs it until it ends or SIGINT or
+// SIGTERM, prints its report (when it made one) and exits 1 when it failed.
+func runMode(validate func() error, run func(context.Context) (modeReport, error), asJSON bool, stdout, stderr io.Writer) int {
+	if err := validate(); err != nil {
 		fmt.Fprintln(stderr, "loadtest:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := loadtest.RunChaos(ctx, cfg)
+	rep, err := run(ctx)
 	if rep != nil {
 		var werr error
 		if asJSON {

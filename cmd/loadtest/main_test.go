@@ -15,6 +15,10 @@ func TestBadFlagsExitTwoWithoutRunning(t *testing.T) {
 		{"-chaos", "-workers", "0"},
 		{"-chaos", "-kill-plan", "random,bogus"},
 		{"-chaos", "-freeze", "-1s"},
+		{"-soak", "-soak-page", "0"},
+		{"-soak", "-soak-page", "3", "-soak-interval", "1000"},
+		{"-soak", "-soak-retain-content", "96h", "-soak-retain-rows", "48h"},
+		{"-soak", "-soak-p99-growth", "-0.1"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 2 || out.Len() != 0 {
@@ -29,7 +33,8 @@ func TestHelpListsTheFlags(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, f := range []string{"-bots", "-active", "-messages", "-idle", "-longpoll-hold", "-db-max-conns", "-json",
-		"-chaos", "-workers", "-duration", "-kills", "-kill-plan", "-restart-after", "-freeze", "-rolling"} {
+		"-chaos", "-workers", "-duration", "-kills", "-kill-plan", "-restart-after", "-freeze", "-rolling",
+		"-soak", "-soak-interval", "-soak-day", "-soak-retain-content", "-soak-retain-rows", "-soak-purge-every", "-soak-p99-growth"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Fatalf("help does not list %s:\n%s", f, errOut.String())
 		}

@@ -67,6 +67,11 @@ package loadtest
 // completion and verdict as it may in the gateway. The latency exchangeTimed reports
 // runs from the page's receipt to the start of the reply's send, where the worker would
 // transmit it.
+//
+// The soak (soak.go) drives the same exchanges with the store's time on a simulated clock
+// (storeSystem.clock: the now each call passes; leases and latencies stay on the wall
+// clock), and may carry several of a bot's messages on one page (exchangePage), as a
+// poll that finds several queued does: they merge into one delivery and one reply.
 
 import (
 	"context"
@@ -122,8 +127,11 @@ type storeSystem struct {
 	done chan struct{}
 
 	mu sync.Mutex
-	// sent holds, per message key, the attempts completed as sent.
+	// sent holds, per message key, the attempts completed as sent, while the message's
+	// exchange runs (settle then counts it doubled or not and forgets it).
 	sent map[string]map[string]bool
+	// doubledSettled counts the settled messages with more than one attempt sent.
+	doubledSettled int
 	// validUntil is how long the leases are trusted after the last renewal (as the
 	// worker's lease keeper trusts them).
 	validUntil time.Time
@@ -132,6 +140,22 @@ type storeSystem struct {
 	waitedFor time.Duration
 	// typingFailed counts the typing reads that failed (not an exchange's failure).
 	typingFailed atomic.Int64
+	// clock is the store's time for the exchanges' calls (the now they pass); nil is the
+	// wall clock. The soak sets a simulated one before its first exchange. Latencies and
+	// the poll leases always run on the wall clock.
+	clock func() time.Time
+}
+
+// exchangeTimes are what one exchange measured, on the wall clock.
+type exchangeTimes struct {
+	// latency runs from the page's receipt (before its commit) to the start of the first
+	// reply's send, where the worker would transmit it.
+	latency time.Duration
+	// commit is the page commit (the CommitPage call).
+	commit time.Duration
+	// send is the first reply's send in the store: from ReserveAndStart to the return of
+	// CompleteSend, with any wait for its start.
+	send time.Duration
 }
 
 // storeBot is one bot of a storeSystem, with its poll's state.
@@ -321,17 +345,37 @@ func (s *storeSystem) checkLease(sb *storeBot) error {
 	return nil
 }
 
+// now is the store's time for an exchange's call (see storeSystem.clock).
+func (s *storeSystem) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
+}
+
 // doubled counts the messages with more than one attempt completed as sent.
 func (s *storeSystem) doubled() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	n := s.doubledSettled
 	for _, atts := range s.sent {
 		if len(atts) > 1 {
 			n++
 		}
 	}
 	return n
+}
+
+// settle ends the watch over a message's sends once its exchange returned (no later
+// exchange sends for it): counted if it was doubled, then forgotten, so that what the
+// system holds stays bounded by the exchanges under way.
+func (s *storeSystem) settle(messageKey string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sent[messageKey]) > 1 {
+		s.doubledSettled++
+	}
+	delete(s.sent, messageKey)
 }
 
 // waits reports how many sends the store made wait for their start (pacing, another send
@@ -355,100 +399,130 @@ func (s *storeSystem) exchange(ctx context.Context, b, n int) error {
 // would transmit the reply to iLink. A wait for the bot's previous exchange is not
 // counted.
 func (s *storeSystem) exchangeTimed(ctx context.Context, b, n int) (time.Duration, error) {
+	t, err := s.exchangePage(ctx, b, n, 1)
+	return t.latency, err
+}
+
+// exchangePage carries messages n to n+count-1 of bot b through the store as one page:
+// the page's messages are merged into one delivery (the last one's), which the echo
+// agent answers once; count 1 is exchange. It returns what it measured.
+func (s *storeSystem) exchangePage(ctx context.Context, b, n, count int) (exchangeTimes, error) {
+	var t exchangeTimes
 	if b < 0 || b >= len(s.bots) {
-		return 0, fmt.Errorf("store ceiling: no bot %d (of %d)", b, len(s.bots))
+		return t, fmt.Errorf("store ceiling: no bot %d (of %d)", b, len(s.bots))
+	}
+	if count < 1 {
+		return t, fmt.Errorf("store ceiling: a page of %d messages", count)
 	}
 	sb := s.bots[b]
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return t, err
 	}
 	if err := s.checkLease(sb); err != nil {
-		return 0, fmt.Errorf("store ceiling: bot %d: %w", b+1, err)
+		return t, fmt.Errorf("store ceiling: bot %d: %w", b+1, err)
 	}
 	received := time.Now()
-	win, err := s.commit(ctx, sb, received, n)
+	win, took, err := s.commit(ctx, sb, s.now(), n, count)
+	t.commit = took
 	if err != nil {
-		return 0, fmt.Errorf("store ceiling: bot %d message %d: %w", b+1, n, err)
+		return t, fmt.Errorf("store ceiling: bot %d message %d: %w", b+1, n, err)
 	}
+	defer s.settle(win.MessageKey)
 	sent, err := s.answer(ctx, win)
 	if err != nil {
-		return 0, fmt.Errorf("store ceiling: bot %d message %d (window %d): %w", b+1, n, win.ReplyWindowID, err)
+		return t, fmt.Errorf("store ceiling: bot %d message %d (window %d): %w", b+1, n, win.ReplyWindowID, err)
 	}
-	return sent.Sub(received), nil
+	t.latency, t.send = sent.at.Sub(received), sent.took
+	return t, nil
 }
 
-// commit stores message n of the bot as a one-message page (the poll's commit) and tells
-// the windows it superseded to end (their workflow ids read). It returns the window the
-// page opened for the message.
-func (s *storeSystem) commit(ctx context.Context, sb *storeBot, received time.Time, n int) (store.OpenedWindow, error) {
+// commit stores messages n to n+count-1 of the bot as one page (the poll's commit), at the
+// store's time received, and tells the windows it superseded to end (their workflow ids
+// read). It returns the window the page opened for its deliverable message.
+func (s *storeSystem) commit(ctx context.Context, sb *storeBot, received time.Time, n, count int) (store.OpenedWindow, time.Duration, error) {
+	var none store.OpenedWindow
 	if sb.stale {
 		// A retried poll activity starts again from the stored cursor.
 		acct, err := s.st.GetAccountWithSecret(ctx, sb.accountKey)
 		if err != nil {
-			return store.OpenedWindow{}, fmt.Errorf("read account: %w", err)
+			return none, 0, fmt.Errorf("read account: %w", err)
 		}
 		sb.cursor, sb.generation, sb.stale = acct.Cursor, acct.Generation, false
 	}
-	// iLink's create_time_ms: milliseconds, increasing per bot (see the file's comment).
-	sentAt := received.Truncate(time.Millisecond)
-	if !sentAt.After(sb.lastSentAt) {
-		sentAt = sb.lastSentAt.Add(time.Millisecond)
-	}
 	next, err := newStoreCursor(s.ids.Add(1))
 	if err != nil {
-		return store.OpenedWindow{}, err
+		return none, 0, err
 	}
-	token, err := newStoreContextToken()
-	if err != nil {
-		return store.OpenedWindow{}, err
-	}
-	text := fmt.Sprintf("saturation message %d", n) // the saturation loop's text
-	res, err := s.st.CommitPage(ctx, received, store.PageInput{
-		AccountKey: sb.accountKey, Generation: sb.generation,
-		ExpectedCursor: sb.cursor, NextCursor: next,
-		Entries: []store.PageEntry{{
+	// iLink's create_time_ms: milliseconds, increasing per bot (see the file's comment).
+	sentAt := received.Truncate(time.Millisecond)
+	entries := make([]store.PageEntry, count)
+	for i := range entries {
+		if !sentAt.After(sb.lastSentAt) {
+			sentAt = sb.lastSentAt.Add(time.Millisecond)
+		}
+		token, err := newStoreContextToken()
+		if err != nil {
+			return none, 0, err
+		}
+		entries[i] = store.PageEntry{
 			ProviderMessageID: strconv.FormatUint(s.ids.Add(1), 10),
 			PeerID:            sb.owner,
 			SentAt:            sentAt,
 			Cursor:            sb.cursor,
 			ContextToken:      token,
-			Payload:           store.Payload{Summary: text},
-		}},
+			Payload:           store.Payload{Summary: fmt.Sprintf("saturation message %d", n+i)}, // the saturation loop's text
+		}
+		sb.lastSentAt = sentAt
+	}
+	began := time.Now()
+	res, err := s.st.CommitPage(ctx, received, store.PageInput{
+		AccountKey: sb.accountKey, Generation: sb.generation,
+		ExpectedCursor: sb.cursor, NextCursor: next, Entries: entries,
 	})
+	took := time.Since(began)
 	if err != nil {
 		sb.stale = true
-		return store.OpenedWindow{}, fmt.Errorf("commit page: %w", err)
+		return none, took, fmt.Errorf("commit page: %w", err)
 	}
-	sb.cursor, sb.lastSentAt = res.Cursor, sentAt
+	sb.cursor = res.Cursor
 	for _, id := range res.RetiredWindowIDs {
 		if _, err := s.st.WindowWorkflowID(ctx, id); err != nil {
-			return store.OpenedWindow{}, fmt.Errorf("workflow id of retired window %d: %w", id, err)
+			return none, took, fmt.Errorf("workflow id of retired window %d: %w", id, err)
 		}
 	}
 	switch {
 	case res.Generation > sb.generation:
-		return store.OpenedWindow{}, fmt.Errorf("page stored after the account was rotated to generation %d", res.Generation)
+		return none, took, fmt.Errorf("page stored after the account was rotated to generation %d", res.Generation)
 	case res.AccountStatus != vocab.AccountActive:
-		return store.OpenedWindow{}, fmt.Errorf("page stored after the account became %s", res.AccountStatus)
-	case res.Deliverable == nil || res.Opened == nil || !res.Opened.Deliverable:
-		return store.OpenedWindow{}, fmt.Errorf("the message is not deliverable (inserted %d, duplicates %d, absorbed %d, deferred %d)",
-			res.Inserted, res.Duplicates, res.Absorbed, res.Deferred)
+		return none, took, fmt.Errorf("page stored after the account became %s", res.AccountStatus)
+	case res.Inserted != count || res.Deliverable == nil || res.Opened == nil || !res.Opened.Deliverable:
+		return none, took, fmt.Errorf("the page of %d messages was not stored as new and deliverable (inserted %d, duplicates %d, absorbed %d, deferred %d)",
+			count, res.Inserted, res.Duplicates, res.Absorbed, res.Deferred)
 	}
-	return *res.Opened, nil
+	return *res.Opened, took, nil
+}
+
+// sendTimes are one reply's send, on the wall clock.
+type sendTimes struct {
+	// at is when the send started in the store (the worker would transmit it then).
+	at time.Time
+	// took runs from the reservation to the completion's return.
+	took time.Duration
 }
 
 // answer hands the window's message to the echo agent, sends its reply and records the
 // verdict, as the poll's first offer, the window's workflow and its activities do. It
-// returns when the first reply's send started (the worker would transmit it then).
-func (s *storeSystem) answer(ctx context.Context, win store.OpenedWindow) (sent time.Time, err error) {
+// returns the first reply's send: when it started (the worker would transmit it then)
+// and how long it took in the store.
+func (s *storeSystem) answer(ctx context.Context, win store.OpenedWindow) (sent sendTimes, err error) {
 	// The first offer (HandOff from the poll).
 	token, err := newStoreSessionToken()
 	if err != nil {
 		return sent, err
 	}
-	opened, err := s.st.OpenAgentSession(ctx, time.Now(), store.OpenSessionInput{ReplyWindowID: win.ReplyWindowID, Token: token})
+	opened, err := s.st.OpenAgentSession(ctx, s.now(), store.OpenSessionInput{ReplyWindowID: win.ReplyWindowID, Token: token})
 	if err != nil {
 		return sent, fmt.Errorf("open agent session: %w", err)
 	}
@@ -482,12 +556,12 @@ func (s *storeSystem) answer(ctx context.Context, win store.OpenedWindow) (sent 
 		return sent, errors.New("the echo agent answered no reply")
 	}
 	for i, text := range ans.Replies {
-		started, err := s.send(ctx, sess, text, fmt.Sprintf("handoff-1-%d", i+1))
+		st, err := s.send(ctx, sess, text, fmt.Sprintf("handoff-1-%d", i+1))
 		if err != nil {
 			return sent, err
 		}
 		if i == 0 {
-			sent = started
+			sent = st
 		}
 		<-shown
 		s.typingRead(ctx, w.AccountKey) // the end of "typing" after a reply
@@ -495,7 +569,7 @@ func (s *storeSystem) answer(ctx context.Context, win store.OpenedWindow) (sent 
 	if !ans.Handled {
 		return sent, errors.New("the echo agent did not answer handled")
 	}
-	if _, err := s.st.FinishMessage(ctx, time.Now(), msg.MessageKey, vocab.MessageHandled, ""); err != nil {
+	if _, err := s.st.FinishMessage(ctx, s.now(), msg.MessageKey, vocab.MessageHandled, ""); err != nil {
 		return sent, fmt.Errorf("finish message: %w", err)
 	}
 	s.typingRead(ctx, w.AccountKey) // the end of "typing" after the verdict
@@ -504,11 +578,13 @@ func (s *storeSystem) answer(ctx context.Context, win store.OpenedWindow) (sent 
 
 // send is the Send activity for one reply of the hand-off's answer: reserve and start
 // (no pacing gap), wait for its turn when the store says so, and complete it as sent
-// (iLink's answer to the send left out). It returns when the send started.
-func (s *storeSystem) send(ctx context.Context, sess store.Session, text, requestID string) (started time.Time, err error) {
+// (iLink's answer to the send left out). It returns when the send started and how long
+// the store took for it in all.
+func (s *storeSystem) send(ctx context.Context, sess store.Session, text, requestID string) (started sendTimes, err error) {
 	ref := store.BySessionID(sess.SessionID)
+	reserving := time.Now()
 	var pacing store.SendPacing // no gap: see the file's comment
-	prep, err := s.st.ReserveAndStart(ctx, time.Now(), store.ReplyInput{Session: ref,
+	prep, err := s.st.ReserveAndStart(ctx, s.now(), store.ReplyInput{Session: ref,
 		Content: vocab.Content{Type: "text", Text: text}, RequestID: requestID}, pacing)
 	if err != nil {
 		return started, fmt.Errorf("reserve reply: %w", err)
@@ -522,14 +598,14 @@ func (s *storeSystem) send(ctx context.Context, sess store.Session, text, reques
 	default:
 		began := time.Now()
 		for prep.Started == nil && prep.BlockedUntil == nil {
-			d := time.Until(prep.NotBefore)
+			d := prep.NotBefore.Sub(s.now())
 			if prep.InFlight {
 				d = max(d, storeInFlightWait)
 			}
 			if err := pause.For(ctx, d); err != nil {
 				return started, err
 			}
-			if prep, err = s.st.StartSend(ctx, time.Now(), ref, att.AttemptID, pacing); err != nil {
+			if prep, err = s.st.StartSend(ctx, s.now(), ref, att.AttemptID, pacing); err != nil {
 				return started, fmt.Errorf("start reply: %w", err)
 			}
 		}
@@ -538,16 +614,17 @@ func (s *storeSystem) send(ctx context.Context, sess store.Session, text, reques
 		s.waitedFor += time.Since(began)
 		s.mu.Unlock()
 		if prep.Started == nil {
-			if _, err := s.st.ReleaseSend(ctx, time.Now(), att.AttemptID, vocab.SendThrottled); err != nil {
+			if _, err := s.st.ReleaseSend(ctx, s.now(), att.AttemptID, vocab.SendThrottled); err != nil {
 				return started, fmt.Errorf("release throttled reply: %w", err)
 			}
 			return started, fmt.Errorf("reply %s not sent: the bot's sends are blocked until %v", att.AttemptID, prep.BlockedUntil)
 		}
 	}
 	// The reply is transmitted here in the worker; the simulator answers with a message id.
-	started = time.Now()
-	done, err := s.st.CompleteSend(ctx, time.Now(), store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptSent,
+	started.at = time.Now()
+	done, err := s.st.CompleteSend(ctx, s.now(), store.Completion{AttemptID: att.AttemptID, Status: vocab.AttemptSent,
 		ProviderMessageID: strconv.FormatUint(s.ids.Add(1), 10)})
+	started.took = time.Since(reserving)
 	if err != nil {
 		return started, fmt.Errorf("complete reply %s: %w", att.AttemptID, err)
 	}
