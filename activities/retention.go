@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/faultpoint"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 )
 
@@ -48,6 +49,7 @@ func (a *Activities) PurgeExpired(ctx context.Context, in actapi.PurgeInput) (ac
 			if activity.IsActivity(ctx) {
 				activity.RecordHeartbeat(ctx, out.Purged)
 			}
+			faultpoint.Hit(faultpoint.PurgeBatchCommitted, class)
 			if n < limit {
 				break
 			}

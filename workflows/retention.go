@@ -14,7 +14,7 @@ import (
 // scheduled run goes on (each batch purges only what is still due).
 var retentionOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: actapi.DefaultPurgeBudget + time.Minute,
-	HeartbeatTimeout:    2 * time.Minute, // one batch is one short transaction
+	HeartbeatTimeout:    30 * time.Second, // one batch is one short transaction; a killed run resumes after this
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval: 10 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5,
 	},

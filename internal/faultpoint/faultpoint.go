@@ -17,6 +17,10 @@ const (
 	// SendInFlight: a sendmessage request reached iLink and its outcome is not recorded
 	// yet. Detail: the account key.
 	SendInFlight = "send-in-flight"
+	// PurgeBatchCommitted: a batch of the retention purge (activity PurgeExpired) committed,
+	// was counted in ilinkflow_retention_purged_total and heartbeated; the next batch has not
+	// begun. Detail: the retention class (printed where the other points print the account).
+	PurgeBatchCommitted = "purge-batch-committed"
 )
 
 // Line is the prefix of the line printed before the process kills itself.
