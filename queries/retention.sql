@@ -99,3 +99,9 @@ DELETE FROM webui_owner_links
 WHERE id_hash IN (SELECT o.id_hash FROM webui_owner_links AS o
                   WHERE o.expires_at <= sqlc.arg(now)::timestamptz
                   ORDER BY o.expires_at LIMIT sqlc.arg(max_rows)::integer);
+
+-- name: CommitAsynchronously :exec
+-- The transaction commits without waiting for its WAL to reach disk (synchronous_commit
+-- off for it alone): a purge batch, which the next run repeats if a crash of PostgreSQL
+-- loses it.
+SELECT set_config('synchronous_commit', 'off', true);

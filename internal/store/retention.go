@@ -167,7 +167,7 @@ func (s *Store) PurgeBatch(ctx context.Context, now time.Time, policy RetentionP
 // one of them waits for the batch, not the other way round).
 func (s *Store) purgeContent(ctx context.Context, now, cutoff time.Time, n int32) (int, error) {
 	var erased int
-	err := s.forgetTx(ctx, "retention: erase content", func(q *dbq.Queries) error {
+	err := s.purgeTx(ctx, "retention: erase content", func(q *dbq.Queries) error {
 		erased = 0
 		due, err := q.RetentionContentDue(ctx, cutoff, n)
 		if err != nil || len(due) == 0 {
@@ -201,7 +201,7 @@ func (s *Store) purgeContent(ctx context.Context, now, cutoff time.Time, n int32
 // messages.
 func (s *Store) purgeRows(ctx context.Context, cutoff time.Time, n int32) (int, error) {
 	var deleted int64
-	err := s.forgetTx(ctx, "retention: delete rows", func(q *dbq.Queries) error {
+	err := s.purgeTx(ctx, "retention: delete rows", func(q *dbq.Queries) error {
 		deleted = 0
 		keys, err := q.RetentionRowsDue(ctx, cutoff, n)
 		if err != nil || len(keys) == 0 {
@@ -236,4 +236,19 @@ func (s *Store) purgeRows(ctx context.Context, cutoff time.Time, n int32) (int, 
 		return err
 	})
 	return int(deleted), err
+}
+
+// purgeTx runs one purge batch as forgetTx runs an erasure's transaction, but commits it
+// without waiting for its WAL to be flushed: the batch's locks are let go at once, and
+// the pages and sends committing meanwhile do not queue behind its flush. A batch that a
+// crash of PostgreSQL loses was not erased; it is still due, and the next run erases it
+// (its count, already reported, is then reported again). A forget stays synchronous: it
+// tells the operator what was erased.
+func (s *Store) purgeTx(ctx context.Context, op string, fn func(q *dbq.Queries) error) error {
+	return s.forgetTx(ctx, op, func(q *dbq.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
+		return fn(q)
+	})
 }

@@ -10,6 +10,18 @@ import (
 	"time"
 )
 
+const commitAsynchronously = `-- name: CommitAsynchronously :exec
+SELECT set_config('synchronous_commit', 'off', true)
+`
+
+// The transaction commits without waiting for its WAL to reach disk (synchronous_commit
+// off for it alone): a purge batch, which the next run repeats if a crash of PostgreSQL
+// loses it.
+func (q *Queries) CommitAsynchronously(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, commitAsynchronously)
+	return err
+}
+
 const retentionAttemptsOfWindows = `-- name: RetentionAttemptsOfWindows :many
 SELECT attempt_id::text AS attempt_id FROM send_attempts
 WHERE reply_window_id = ANY($1::bigint[])
