@@ -243,3 +243,46 @@ func (e *withoutPeer) Error() string {
 }
 
 func (e *withoutPeer) Unwrap() error { return e.err }
+
+// convPeer is one WeChat user of the conversations page, whom its "Forget this user"
+// action forgets (forget.go).
+type convPeer struct {
+	PeerID string
+	// Messages counts the user's messages the page lists; Latest, LatestAt when the
+	// newest of them was received ("" when the page lists none).
+	Messages         int
+	Latest, LatestAt string
+}
+
+// peersOf lists the users of the page's rows once each: those with messages first,
+// newest message first, then those of the windows, replies and held replies only.
+func peersOf(conv store.Conversations, now time.Time) []convPeer {
+	var out []convPeer
+	at := map[string]int{}
+	add := func(peer string) int {
+		i, ok := at[peer]
+		if !ok {
+			i = len(out)
+			at[peer] = i
+			out = append(out, convPeer{PeerID: peer})
+		}
+		return i
+	}
+	for _, m := range conv.Messages {
+		p := &out[add(m.PeerID)]
+		if p.Messages == 0 {
+			p.Latest, p.LatestAt = relative(m.ReceivedAt, now), stamp(m.ReceivedAt)
+		}
+		p.Messages++
+	}
+	for _, w := range conv.Windows {
+		add(w.PeerID)
+	}
+	for _, a := range conv.Replies {
+		add(a.PeerID)
+	}
+	for _, h := range conv.Held {
+		add(h.PeerID)
+	}
+	return out
+}
