@@ -50,6 +50,9 @@ func (a *Activities) HandOff(ctx context.Context, in actapi.HandOffInput) (actap
 	out := actapi.HandOffOutput{SessionID: sess.SessionID, MessageKey: sess.SourceMessageKey, SessionEnd: sess.ExpiresAt}
 	// The bot's route, read with the session: this hand-off finishes with the handler it
 	// starts with, whatever route change lands meanwhile.
+	if offer.RouteErr != nil {
+		return actapi.HandOffOutput{}, fmt.Errorf("read the route of account %s: %w", msg.AccountKey, offer.RouteErr)
+	}
 	handler, err := a.handlerFor(offer.Route, offer.Routed)
 	if err != nil {
 		return actapi.HandOffOutput{}, err

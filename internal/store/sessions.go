@@ -30,6 +30,8 @@ type OpenedSession struct {
 	Window  Window
 	Route   Route
 	Routed  bool
+	// RouteErr is why the route could not be opened (sealed_unreadable), else nil.
+	RouteErr error
 }
 
 // OpenAgentSession opens an agent session bound to one window and its source message, and
@@ -72,9 +74,9 @@ func (s *Store) OpenAgentSession(ctx context.Context, now time.Time, in OpenSess
 			return fail(vocab.CodeAttemptConflict, "message is %s, not deliverable", m.Status)
 		}
 		if len(routes) > 0 {
-			if out.Route, err = s.routeOf(routes[0]); err != nil {
-				return err
-			}
+			// A route whose secret cannot be opened does not stop the offer: the hand-off
+			// reports it (RouteErr) as it would a route it could not read.
+			out.Route, out.RouteErr = s.routeOf(routes[0])
 			out.Routed = true
 		}
 		expires := w.ExpiresAt
