@@ -15,18 +15,18 @@ import (
 // checkedDirs are the packages that must take their vocabulary from package vocab. The
 // iLink client and the simulator mirror the wire protocol on purpose (their words are
 // iLink's, which ours repeat), and generated code is sqlc's.
-var checkedDirs = []string{"internal/actapi", "activities", "agent", "internal/gateway", "internal/handoff",
+var checkedDirs = []string{"activities", "internal/activity", "agent", "internal/gateway", "internal/handoff",
 	"internal/metrics", "internal/operator", "internal/replyapi", "starter", "internal/store", "internal/webui", "wfapi",
 	"workflows", "worker"}
 
 // allowed are literals equal to a vocabulary word or limit that mean something else where
 // they stand (file:literal → what it means there).
 var allowed = map[string]string{
-	"activities/lease.go:released":          "why a poll lease was lost, not a send's fail type",
+	"internal/activity/lease.go:released":   "why a poll lease was lost, not a send's fail type",
 	"wfapi/wfapi.go:retired":                "the name of a signal to a window workflow",
 	"internal/replyapi/replyapi.go:unknown": "an unknown endpoint, in request metrics",
-	"activities/windows.go:unknown":         "a workflow status the server did not name",
-	"activities/convert.go:2048":            "the bound of a quoted message's text, not of a reason",
+	"internal/activity/windows.go:unknown":  "a workflow status the server did not name",
+	"internal/activity/convert.go:2048":     "the bound of a quoted message's text, not of a reason",
 	"internal/gateway/probes.go:starting":   "why /readyz is not ready yet, not an enrollment state",
 	"starter/main.go:held":                  "the name of the starter command held",
 	"starter/held.go:held":                  "the name of the starter command held",

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -56,7 +56,7 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 	}); err != nil {
 		return e.st, err
 	}
-	if err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.CreateOffer, actapi.OfferInput{
+	if err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.CreateOffer, activities.OfferInput{
 		OfferID: in.OfferID, RequestedBy: in.RequestedBy, ExpiresAt: e.deadline, Now: workflow.Now(ctx),
 	}).Get(ctx, nil); err != nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, err.Error())
@@ -73,8 +73,8 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 		if !workflow.Now(ctx).Before(e.deadline) {
 			return e.finish(ctx, vocab.EnrollmentExpired, "")
 		}
-		var res actapi.QRPollOutput
-		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.PollQRStatus, actapi.QRPollInput{
+		var res activities.QRPollOutput
+		err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), activities.PollQRStatus, activities.QRPollInput{
 			OfferID: in.OfferID, QRCode: e.qrcode, Host: e.st.Host, VerifyCode: code, Now: workflow.Now(ctx),
 		}).Get(ctx, &res)
 		sent := code != ""
@@ -127,8 +127,8 @@ func Enrollment(ctx workflow.Context, in wfapi.EnrollmentInput) (wfapi.Enrollmen
 // until QRExpiresAt, waiting to be scanned, polled at the default host (a redirect
 // belonged to the previous code's scan), with no verification code asked or refused yet.
 func (e *enrollment) fetchQR(ctx workflow.Context) error {
-	var qr actapi.QRCodeOutput
-	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), actapi.FetchQRCode, e.in.OfferID).Get(ctx, &qr); err != nil {
+	var qr activities.QRCodeOutput
+	if err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), activities.FetchQRCode, e.in.OfferID).Get(ctx, &qr); err != nil {
 		return err
 	}
 	expires := workflow.Now(ctx).Add(e.in.QRLifetime.D())
@@ -161,7 +161,7 @@ func (e *enrollment) waitFor(ctx workflow.Context, d time.Duration, ch workflow.
 	return ok
 }
 
-func (e *enrollment) confirmed(ctx workflow.Context, c *actapi.Confirmed) (wfapi.EnrollmentState, error) {
+func (e *enrollment) confirmed(ctx workflow.Context, c *activities.Confirmed) (wfapi.EnrollmentState, error) {
 	if c == nil {
 		return e.finish(ctx, vocab.EnrollmentFailed, "confirmation without an account")
 	}
@@ -169,16 +169,16 @@ func (e *enrollment) confirmed(ctx workflow.Context, c *actapi.Confirmed) (wfapi
 	e.carryAccount(ctx, c.AccountKey)
 	sctx := withOptions(ctx, storeOptions)
 	if len(c.ReplacedAccountKeys) > 0 {
-		if err := workflow.ExecuteActivity(sctx, actapi.StopPollers, c.ReplacedAccountKeys).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(sctx, activities.StopPollers, c.ReplacedAccountKeys).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("stopping replaced pollers failed", "error", err)
 		}
 	}
 	if len(c.CancelledWindowIDs) > 0 {
-		if err := workflow.ExecuteActivity(sctx, actapi.SyncWindows, actapi.WindowsInput{Retired: c.CancelledWindowIDs}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(sctx, activities.SyncWindows, activities.WindowsInput{Retired: c.CancelledWindowIDs}).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("retiring cancelled windows failed", "error", err)
 		}
 	}
-	if err := workflow.ExecuteActivity(sctx, actapi.StartPoller, actapi.AccountRef{
+	if err := workflow.ExecuteActivity(sctx, activities.StartPoller, activities.AccountRef{
 		AccountKey: c.AccountKey, Generation: c.Generation,
 	}).Get(ctx, nil); err != nil {
 		e.st.Status, e.st.Error = vocab.EnrollmentConfirmed, "poller not started: "+err.Error()
@@ -199,8 +199,8 @@ func (e *enrollment) carryAccount(ctx workflow.Context, accountKey string) {
 // finish ends an unconfirmed enrollment: its offer is closed.
 func (e *enrollment) finish(ctx workflow.Context, status, msg string) (wfapi.EnrollmentState, error) {
 	e.st.Status, e.st.Error, e.st.NeedsCode = status, msg, false
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.CloseOffer,
-		actapi.CloseOfferInput{OfferID: e.in.OfferID, Now: workflow.Now(ctx)}).Get(ctx, nil)
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.CloseOffer,
+		activities.CloseOfferInput{OfferID: e.in.OfferID, Now: workflow.Now(ctx)}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("closing the offer failed", "offer", e.in.OfferID, "error", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
@@ -24,7 +24,7 @@ import (
 // mockedQRPoll is one call of the mocked PollQRStatus: its input and the workflow time it
 // ran at.
 type mockedQRPoll struct {
-	in actapi.QRPollInput
+	in activities.QRPollInput
 	at time.Duration // since mockedStart
 }
 
@@ -36,18 +36,18 @@ type mockedEnrollment struct {
 	t         *testing.T
 	env       *testsuite.TestWorkflowEnvironment
 	in        wfapi.EnrollmentInput
-	status    func(n int, in actapi.QRPollInput) actapi.QRPollOutput
+	status    func(n int, in activities.QRPollInput) activities.QRPollOutput
 	pollTakes time.Duration
 
 	mu        sync.Mutex
-	offers    []actapi.OfferInput
+	offers    []activities.OfferInput
 	fetched   []string        // the offer of each FetchQRCode
 	fetchedAt []time.Duration // and when it ran
 	polls     []mockedQRPoll
 	closed    []time.Duration
-	started   []actapi.AccountRef
+	started   []activities.AccountRef
 	stopped   [][]string
-	synced    []actapi.WindowsInput
+	synced    []activities.WindowsInput
 }
 
 // The QR code FetchQRCode answers first.
@@ -58,11 +58,11 @@ const (
 
 // mockedQR is the QR code the n-th FetchQRCode answers (from 1): the poll key and the
 // content to render.
-func mockedQR(n int) actapi.QRCodeOutput {
+func mockedQR(n int) activities.QRCodeOutput {
 	if n == 1 {
-		return actapi.QRCodeOutput{QRCode: mockedQRCode, QRContent: mockedQRContent}
+		return activities.QRCodeOutput{QRCode: mockedQRCode, QRContent: mockedQRContent}
 	}
-	return actapi.QRCodeOutput{QRCode: fmt.Sprintf("%s-%d", mockedQRCode, n), QRContent: fmt.Sprintf("%s-%d", mockedQRContent, n)}
+	return activities.QRCodeOutput{QRCode: fmt.Sprintf("%s-%d", mockedQRCode, n), QRContent: fmt.Sprintf("%s-%d", mockedQRContent, n)}
 }
 
 func newMockedEnrollment(t *testing.T) *mockedEnrollment {
@@ -75,39 +75,39 @@ func newMockedEnrollment(t *testing.T) *mockedEnrollment {
 	env.SetStartTime(mockedStart)
 	workflows.Register(env)
 	env.OnActivity(mockedActs.CreateOffer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.OfferInput) error {
+		func(_ context.Context, in activities.OfferInput) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.offers = append(m.offers, in)
 			return nil
 		})
 	env.OnActivity(mockedActs.FetchQRCode, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, offerID string) (actapi.QRCodeOutput, error) {
+		func(_ context.Context, offerID string) (activities.QRCodeOutput, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.fetched, m.fetchedAt = append(m.fetched, offerID), append(m.fetchedAt, m.since())
 			return mockedQR(len(m.fetched)), nil
 		})
 	env.OnActivity(mockedActs.PollQRStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.QRPollInput) (actapi.QRPollOutput, error) {
+		func(_ context.Context, in activities.QRPollInput) (activities.QRPollOutput, error) {
 			m.mu.Lock()
 			m.polls = append(m.polls, mockedQRPoll{in: in, at: m.since()})
 			n := len(m.polls)
 			m.mu.Unlock()
 			if m.status == nil {
-				return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}, nil
+				return activities.QRPollOutput{Status: vocab.EnrollmentWaiting}, nil
 			}
 			return m.status(n, in), nil
 		}).AfterFn(func() time.Duration { return m.pollTakes })
 	env.OnActivity(mockedActs.CloseOffer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.CloseOfferInput) error {
+		func(_ context.Context, in activities.CloseOfferInput) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.closed = append(m.closed, m.since())
 			return nil
 		})
 	env.OnActivity(mockedActs.StartPoller, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.AccountRef) error {
+		func(_ context.Context, in activities.AccountRef) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.started = append(m.started, in)
@@ -121,7 +121,7 @@ func newMockedEnrollment(t *testing.T) *mockedEnrollment {
 			return nil
 		})
 	env.OnActivity(mockedActs.SyncWindows, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.WindowsInput) error {
+		func(_ context.Context, in activities.WindowsInput) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.synced = append(m.synced, in)
@@ -210,11 +210,11 @@ func TestEnrollmentPollsAScannedCodeUntilItIsConfirmed(t *testing.T) {
 	m := newMockedEnrollment(t)
 	var during wfapi.EnrollmentState
 	m.at(1500*time.Millisecond, func() { during = m.query() })
-	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+	m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 		if n < 3 {
-			return actapi.QRPollOutput{Status: vocab.EnrollmentScanned}
+			return activities.QRPollOutput{Status: vocab.EnrollmentScanned}
 		}
-		return actapi.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &actapi.Confirmed{AccountKey: "ilk_new", Generation: 1}}
+		return activities.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &activities.Confirmed{AccountKey: "ilk_new", Generation: 1}}
 	}
 	st := m.run()
 	if during.Status != vocab.EnrollmentScanned {
@@ -233,11 +233,11 @@ func TestEnrollmentNeedVerifyCodeWaitsForTheVerifyCodeSignal(t *testing.T) {
 	var during wfapi.EnrollmentState
 	m.at(time.Minute, func() { during = m.query() })
 	m.at(2*time.Minute, func() { m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: "246810"}) })
-	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+	m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 		if n == 1 {
-			return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+			return activities.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
 		}
-		return actapi.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &actapi.Confirmed{AccountKey: "ilk_new", Generation: 1}}
+		return activities.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &activities.Confirmed{AccountKey: "ilk_new", Generation: 1}}
 	}
 	st := m.run()
 	if !during.NeedsCode || during.Status != vocab.EnrollmentNeedsCode {
@@ -261,11 +261,11 @@ func TestEnrollmentCountsAVerifyCodeILinkRefused(t *testing.T) {
 			m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code})
 		})
 	}
-	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+	m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 		if n < 3 {
-			return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+			return activities.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
 		}
-		return actapi.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &actapi.Confirmed{AccountKey: "ilk_new", Generation: 1}}
+		return activities.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &activities.Confirmed{AccountKey: "ilk_new", Generation: 1}}
 	}
 	st := m.run()
 	if len(m.polls) != 3 || m.polls[1].in.VerifyCode != "111111" || m.polls[2].in.VerifyCode != "222222" {
@@ -280,8 +280,8 @@ func TestEnrollmentCountsAVerifyCodeILinkRefused(t *testing.T) {
 func TestEnrollmentEndsWhenILinkBlocksTheVerifyCode(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentBlocked}
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentBlocked}
 	}
 	st := m.run()
 	if st.Status != vocab.EnrollmentBlocked || len(m.closed) != 1 || len(m.started) != 0 {
@@ -295,8 +295,8 @@ func TestEnrollmentEndsWhenILinkBlocksTheVerifyCode(t *testing.T) {
 func TestEnrollmentCancelSignalEndsItAndClosesTheOffer(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
 	}
 	m.cancelAt(30 * time.Second)
 	st := m.run()
@@ -333,8 +333,8 @@ func TestEnrollmentNobodyScansExpiresOnItsTimerAndClosesTheOffer(t *testing.T) {
 func TestEnrollmentWaitingForAVerifyCodeExpiresOnItsTimer(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
 	}
 	st := m.run()
 	if st.Status != vocab.EnrollmentExpired || len(m.polls) != 1 {
@@ -349,11 +349,11 @@ func TestEnrollmentWaitingForAVerifyCodeExpiresOnItsTimer(t *testing.T) {
 func TestEnrollmentFollowsARedirectToTheHostItNames(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+	m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 		if n == 1 {
-			return actapi.QRPollOutput{Status: vocab.EnrollmentRedirect, RedirectHost: "sh.ilink.example"}
+			return activities.QRPollOutput{Status: vocab.EnrollmentRedirect, RedirectHost: "sh.ilink.example"}
 		}
-		return actapi.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &actapi.Confirmed{AccountKey: "ilk_new", Generation: 1}}
+		return activities.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &activities.Confirmed{AccountKey: "ilk_new", Generation: 1}}
 	}
 	st := m.run()
 	if len(m.polls) != 2 || m.polls[0].in.Host != "" || m.polls[1].in.Host != "sh.ilink.example" {
@@ -369,8 +369,8 @@ func TestEnrollmentFollowsARedirectToTheHostItNames(t *testing.T) {
 func TestEnrollmentOfABotAlreadyBoundEndsWithoutEnrolling(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentBindedRedirect}
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentBindedRedirect}
 	}
 	st := m.run()
 	if st.Status != vocab.EnrollmentAlreadyBound || len(m.started) != 0 || len(m.closed) != 1 {
@@ -385,8 +385,8 @@ func TestEnrollmentOfABotAlreadyBoundEndsWithoutEnrolling(t *testing.T) {
 func TestEnrollmentConfirmedStartsThePollerAndStopsTheReplacedOnes(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &actapi.Confirmed{
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentConfirmed, Confirmed: &activities.Confirmed{
 			AccountKey: "ilk_new", Generation: 2, ReplacedAccountKeys: []string{"ilk_old"}, CancelledWindowIDs: []int64{9},
 		}}
 	}
@@ -395,7 +395,7 @@ func TestEnrollmentConfirmedStartsThePollerAndStopsTheReplacedOnes(t *testing.T)
 		len(st.Replaced) != 1 || st.Replaced[0] != "ilk_old" || st.Error != "" {
 		t.Fatalf("ended %+v, want confirmed for ilk_new generation 2, replacing ilk_old", st)
 	}
-	if len(m.started) != 1 || m.started[0] != (actapi.AccountRef{AccountKey: "ilk_new", Generation: 2}) {
+	if len(m.started) != 1 || m.started[0] != (activities.AccountRef{AccountKey: "ilk_new", Generation: 2}) {
 		t.Fatalf("pollers started %+v, want ilk_new generation 2", m.started)
 	}
 	if len(m.stopped) != 1 || len(m.stopped[0]) != 1 || m.stopped[0][0] != "ilk_old" {
@@ -413,8 +413,8 @@ func TestEnrollmentConfirmedStartsThePollerAndStopsTheReplacedOnes(t *testing.T)
 func TestEnrollmentConfirmationWithoutAnAccountFailsIt(t *testing.T) {
 	t.Parallel()
 	m := newMockedEnrollment(t)
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentConfirmed}
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentConfirmed}
 	}
 	st := m.run()
 	if st.Status != vocab.EnrollmentFailed || st.Error == "" || len(m.started) != 0 || len(m.closed) != 1 {
@@ -425,16 +425,16 @@ func TestEnrollmentConfirmationWithoutAnAccountFailsIt(t *testing.T) {
 
 // expiringQRCodes answers PollQRStatus as iLink does for QR codes nobody scans: wait, and
 // expired once the polled code was fetched ttl ago.
-func (m *mockedEnrollment) expiringQRCodes(ttl time.Duration) func(int, actapi.QRPollInput) actapi.QRPollOutput {
-	return func(_ int, in actapi.QRPollInput) actapi.QRPollOutput {
+func (m *mockedEnrollment) expiringQRCodes(ttl time.Duration) func(int, activities.QRPollInput) activities.QRPollOutput {
+	return func(_ int, in activities.QRPollInput) activities.QRPollOutput {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for i, at := range m.fetchedAt {
 			if mockedQR(i+1).QRCode == in.QRCode && m.since()-at >= ttl {
-				return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+				return activities.QRPollOutput{Status: vocab.EnrollmentExpired}
 			}
 		}
-		return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}
+		return activities.QRPollOutput{Status: vocab.EnrollmentWaiting}
 	}
 }
 
@@ -488,11 +488,11 @@ func TestEnrollmentMaxQRRefreshesLimitsTheRefreshes(t *testing.T) {
 	for _, c := range []struct{ max, fetches int }{{-1, 1}, {1, 2}, {5, 6}} {
 		m := newMockedEnrollment(t)
 		m.in.Lifetime, m.in.MaxQRRefreshes = wfapi.Duration(time.Hour), c.max
-		m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+		m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 			if n%3 == 0 {
-				return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+				return activities.QRPollOutput{Status: vocab.EnrollmentExpired}
 			}
-			return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}
+			return activities.QRPollOutput{Status: vocab.EnrollmentWaiting}
 		}
 		st := m.run()
 		if len(m.fetched) != c.fetches || st.Status != vocab.EnrollmentExpired || st.QRSerial != c.fetches || st.QRRefreshesLeft != 0 {
@@ -508,8 +508,8 @@ func TestEnrollmentDoesNotRefreshAQRPastItsDeadline(t *testing.T) {
 	m := newMockedEnrollment(t)
 	m.in.Lifetime = wfapi.Duration(2 * time.Minute)
 	m.pollTakes = 50 * time.Second
-	m.status = func(int, actapi.QRPollInput) actapi.QRPollOutput {
-		return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+	m.status = func(int, activities.QRPollInput) activities.QRPollOutput {
+		return activities.QRPollOutput{Status: vocab.EnrollmentExpired}
 	}
 	st := m.run()
 	if want := []time.Duration{0, 50 * time.Second, 100 * time.Second}; fmt.Sprint(m.fetchedAt) != fmt.Sprint(want) {
@@ -570,11 +570,11 @@ func TestEnrollmentWrongCodeLeavesOneCodeAttemptFewer(t *testing.T) {
 			m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: code})
 		})
 	}
-	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+	m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 		if n < 4 {
-			return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+			return activities.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
 		}
-		return actapi.QRPollOutput{Status: vocab.EnrollmentBlocked}
+		return activities.QRPollOutput{Status: vocab.EnrollmentBlocked}
 	}
 	st := m.run()
 	if len(states) != 3 {
@@ -600,16 +600,16 @@ func TestEnrollmentRefreshedQRStartsOverWithAllCodeAttemptsAtTheDefaultHost(t *t
 	m.at(time.Minute, func() { m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: "111111"}) })
 	m.at(90*time.Second, func() { m.env.SignalWorkflow(wfapi.SignalVerifyCode, wfapi.VerifyCodeSignal{Code: "222222"}) })
 	m.at(100*time.Second, func() { after = m.query() })
-	m.status = func(n int, _ actapi.QRPollInput) actapi.QRPollOutput {
+	m.status = func(n int, _ activities.QRPollInput) activities.QRPollOutput {
 		switch n {
 		case 1:
-			return actapi.QRPollOutput{Status: vocab.EnrollmentRedirect, RedirectHost: "sh.ilink.example"}
+			return activities.QRPollOutput{Status: vocab.EnrollmentRedirect, RedirectHost: "sh.ilink.example"}
 		case 2, 3: // asks for a code, then refuses the first
-			return actapi.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
+			return activities.QRPollOutput{Status: vocab.EnrollmentNeedsCode}
 		case 4: // the second code came after the QR code expired
-			return actapi.QRPollOutput{Status: vocab.EnrollmentExpired}
+			return activities.QRPollOutput{Status: vocab.EnrollmentExpired}
 		default:
-			return actapi.QRPollOutput{Status: vocab.EnrollmentWaiting}
+			return activities.QRPollOutput{Status: vocab.EnrollmentWaiting}
 		}
 	}
 	m.cancelAt(2 * time.Minute)

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -376,7 +376,7 @@ func TestAFirstOfferMadeByThePollIsTakenWithoutAnotherHandOff(t *testing.T) {
 	b := r.bot()
 	w := r.deliver(b, "hello")
 	// The poll's first offer: the HandOff activity's code, run before the workflow starts.
-	out, err := r.acts.HandOff(r.ctx, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+	out, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestAFirstOfferThatFailedPermanentlyEndsTheOffers(t *testing.T) {
 	}}
 	r.acts.Handler = agent
 	w := r.deliver(r.bot(), "hello")
-	if _, err := r.acts.HandOff(r.ctx, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1}); err == nil {
+	if _, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1}); err == nil {
 		t.Fatal("the hand-off succeeded, want a permanent failure")
 	}
 	n := runWithOffer(r, windowInput(w, limits), wfapi.Offer{MessageKey: w.MessageKey, Failed: true})
@@ -433,7 +433,7 @@ func TestAReplyArrivingWithTheWindowsStartIsTaken(t *testing.T) {
 			r.acts.Handler = &agentStub{}
 			b := r.bot()
 			w := r.deliver(b, "hello")
-			out, err := r.acts.HandOff(r.ctx, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+			out, err := r.acts.HandOff(r.ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ilinkflow/ilinkflow/activities"
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	ilkactivity "github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
@@ -40,12 +40,12 @@ type rig struct {
 	sim   *ilinksim.Server
 	srv   *httptest.Server
 	ctl   *ilinksim.Control
-	acts  *activities.Activities
+	acts  *ilkactivity.Activities
 	env   *testsuite.TestWorkflowEnvironment
 
 	mu      sync.Mutex
-	synced  []actapi.WindowsInput
-	started []actapi.AccountRef
+	synced  []activities.WindowsInput
+	started []activities.AccountRef
 	stopped []string
 }
 
@@ -66,9 +66,9 @@ func newRig(t *testing.T, limits store.Limits) *rig {
 	t.Cleanup(srv.Close)
 	r := &rig{t: t, ctx: context.Background(), pool: pool, store: st, sim: sim, srv: srv,
 		ctl: ilinksim.NewControl(srv.URL, srv.Client())}
-	r.acts = &activities.Activities{
+	r.acts = &ilkactivity.Activities{
 		Store: st, Pool: pool,
-		Config: activities.Config{
+		Config: ilkactivity.Config{
 			Client:         ilink.Config{BaseURL: srv.URL, CDNBaseURL: srv.URL + "/c2c", RedirectScheme: "http", PollTimeout: 200 * time.Millisecond},
 			PollSession:    time.Second,
 			HeartbeatEvery: time.Second,
@@ -87,13 +87,13 @@ func (r *rig) resetEnv() {
 	r.env.SetTestTimeout(2 * time.Minute)
 	workflows.Register(r.env)
 	r.env.RegisterActivity(r.acts)
-	r.env.OnActivity(r.acts.SyncWindows, mock.Anything, mock.Anything).Return(func(_ context.Context, in actapi.WindowsInput) error {
+	r.env.OnActivity(r.acts.SyncWindows, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.WindowsInput) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.synced = append(r.synced, in)
 		return nil
 	})
-	r.env.OnActivity(r.acts.StartPoller, mock.Anything, mock.Anything).Return(func(_ context.Context, in actapi.AccountRef) error {
+	r.env.OnActivity(r.acts.StartPoller, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.AccountRef) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.started = append(r.started, in)
@@ -129,7 +129,7 @@ func (r *rig) bot() simBot {
 }
 
 // deliver injects a user message and commits it by running one poll activity.
-func (r *rig) deliver(b simBot, text string) actapi.WindowRef {
+func (r *rig) deliver(b simBot, text string) activities.WindowRef {
 	r.t.Helper()
 	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", text); err != nil {
 		r.t.Fatal(err)
@@ -137,11 +137,11 @@ func (r *rig) deliver(b simBot, text string) actapi.WindowRef {
 	var suite testsuite.WorkflowTestSuite
 	aenv := suite.NewTestActivityEnvironment()
 	aenv.RegisterActivity(r.acts)
-	v, err := aenv.ExecuteActivity(r.acts.PollAccount, actapi.PollInput{AccountKey: b.key, Generation: 1})
+	v, err := aenv.ExecuteActivity(r.acts.PollAccount, activities.PollInput{AccountKey: b.key, Generation: 1})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var res actapi.PollResult
+	var res activities.PollResult
 	if err := v.Get(&res); err != nil {
 		r.t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func (r *rig) deliver(b simBot, text string) actapi.WindowRef {
 	return res.Opened[0]
 }
 
-func windowInput(w actapi.WindowRef, limits store.Limits) wfapi.WindowInput {
+func windowInput(w activities.WindowRef, limits store.Limits) wfapi.WindowInput {
 	return wfapi.WindowInput{ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey,
 		ExpiresAt: w.ExpiresAt, MaxSends: limits.MaxSends, Deliverable: w.Deliverable}
 }

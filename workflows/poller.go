@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -62,14 +62,14 @@ func AccountPoller(ctx workflow.Context, in wfapi.PollerInput) error {
 		return err
 	}
 	if in.Loops == 0 && !in.Stopped && in.PausedUntil == nil {
-		p.notify(ctx, actapi.NotifyStart)
+		p.notify(ctx, activities.NotifyStart)
 	}
 	for {
 		p.drain()
 		p.followStore(ctx)
 		if p.in.Stopped {
 			p.status = wfapi.PollerStopped
-			p.notify(ctx, actapi.NotifyStop)
+			p.notify(ctx, activities.NotifyStop)
 			return nil
 		}
 		if p.in.PausedUntil != nil {
@@ -106,9 +106,9 @@ func (p *poller) followStore(ctx workflow.Context) {
 		return
 	}
 	p.commanded = false
-	var st actapi.AccountState
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
-		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
+	var st activities.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.ReadAccountState,
+		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
 	switch {
 	case err != nil:
 		workflow.GetLogger(ctx).Warn("reading the account after an operator command failed; acting on the signals",
@@ -177,7 +177,7 @@ func (p *poller) waitPause(ctx workflow.Context) bool {
 // poller polls on; a resume the store refuses (the account was removed or rotated
 // meanwhile) stops this poller.
 func (p *poller) endPause(ctx workflow.Context) bool {
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ResumeAccount, actapi.StatusInput{
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.ResumeAccount, activities.StatusInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "pause ended", Now: workflow.Now(ctx),
 	}).Get(ctx, nil)
 	if err != nil {
@@ -214,7 +214,7 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 		}
 	}
 	if len(res.Opened) > 0 || len(res.Retired) > 0 {
-		if err := p.syncWindows(ctx, actapi.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
+		if err := p.syncWindows(ctx, activities.WindowsInput{Opened: res.Opened, Retired: res.Retired}); err != nil {
 			return err
 		}
 	}
@@ -259,9 +259,9 @@ func (p *poller) pollOnce(ctx workflow.Context) error {
 // active at a newer generation, polls that one (the rotate signal, when it comes, changes
 // nothing more).
 func (p *poller) adoptRotation(ctx workflow.Context) {
-	var st actapi.AccountState
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
-		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
+	var st activities.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.ReadAccountState,
+		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, &st)
 	if err != nil || st.Generation <= p.in.Generation || st.Status != vocab.AccountActive {
 		return
 	}
@@ -278,7 +278,7 @@ func (p *poller) adoptRotation(ctx workflow.Context) {
 // holds (a page iLink hands out is stored, never cut off). A stop (removal) abandons the
 // activity: the poller ends at once. A pause that lands during the poll ends on time
 // even if the poll still runs: the account is resumed at its pause_until.
-func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, abandoned bool, err error) {
+func (p *poller) runPoll(ctx workflow.Context) (res activities.PollResult, abandoned bool, err error) {
 	epoch := workflow.Now(ctx).UnixNano()
 	if epoch <= p.lastEpoch {
 		epoch = p.lastEpoch + 1
@@ -286,7 +286,7 @@ func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, abandoned
 	p.lastEpoch = epoch
 	actx, cancel := workflow.WithCancel(withOptions(ctx, pollOptionsFor(p.in.Config)))
 	defer cancel()
-	fut := workflow.ExecuteActivity(actx, actapi.PollAccount, actapi.PollInput{
+	fut := workflow.ExecuteActivity(actx, activities.PollAccount, activities.PollInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Probe: p.in.StaleProbe, LeaseEpoch: epoch,
 		PagesBefore: p.in.Pages, MessagesBefore: p.in.Messages,
 	})
@@ -355,15 +355,15 @@ func (p *poller) runPoll(ctx workflow.Context) (res actapi.PollResult, abandoned
 func (p *poller) onStaleToken(ctx workflow.Context) error {
 	now := workflow.Now(ctx)
 	if p.in.StaleProbe {
-		var out actapi.StatusOutput
-		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.MarkNeedsRelogin, actapi.StatusInput{
+		var out activities.StatusOutput
+		err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.MarkNeedsRelogin, activities.StatusInput{
 			AccountKey: p.in.AccountKey, Generation: p.in.Generation, Reason: "bot token stale (-14) after the pause", Now: now,
 		}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Error("mark needs_relogin failed", "account", p.in.AccountKey, "error", err)
 		}
 		if len(out.CancelledWindowIDs) > 0 {
-			if err := p.syncWindows(ctx, actapi.WindowsInput{Retired: out.CancelledWindowIDs}); err != nil {
+			if err := p.syncWindows(ctx, activities.WindowsInput{Retired: out.CancelledWindowIDs}); err != nil {
 				return err
 			}
 		}
@@ -371,7 +371,7 @@ func (p *poller) onStaleToken(ctx workflow.Context) error {
 		return nil
 	}
 	until := now.Add(p.in.Config.StalePause.D())
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.PauseAccount, actapi.PauseInput{
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.PauseAccount, activities.PauseInput{
 		AccountKey: p.in.AccountKey, Generation: p.in.Generation, Until: until, Reason: "bot token stale (-14)", Now: now,
 	}).Get(ctx, nil)
 	if err != nil {
@@ -383,14 +383,14 @@ func (p *poller) onStaleToken(ctx workflow.Context) error {
 	return nil
 }
 
-func (p *poller) syncWindows(ctx workflow.Context, in actapi.WindowsInput) error {
-	return workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.SyncWindows, in).Get(ctx, nil)
+func (p *poller) syncWindows(ctx workflow.Context, in activities.WindowsInput) error {
+	return workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.SyncWindows, in).Get(ctx, nil)
 }
 
 // notify calls NotifyStart or NotifyStop; their failures are logged, never fatal.
 func (p *poller) notify(ctx workflow.Context, activity any) {
 	err := workflow.ExecuteActivity(withOptions(ctx, upstreamOptions), activity,
-		actapi.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, nil)
+		activities.AccountRef{AccountKey: p.in.AccountKey, Generation: p.in.Generation}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("notify failed", "account", p.in.AccountKey, "error", err)
 	}

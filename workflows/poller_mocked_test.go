@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ilinkflow/ilinkflow/activities"
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
@@ -25,14 +25,14 @@ import (
 
 // mockedActs names the activities to mock: env.OnActivity takes their method values, so
 // a mock has the real activity's name and signature. Its methods are never called.
-var mockedActs *activities.Activities
+var mockedActs *activity.Activities
 
 // mockedStart is the workflow time every mocked test starts at.
 var mockedStart = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 
 // mockedPoll is one call of the mocked PollAccount: its input and the workflow time it ran.
 type mockedPoll struct {
-	in actapi.PollInput
+	in activities.PollInput
 	at time.Duration // since mockedStart
 }
 
@@ -42,15 +42,15 @@ type mockedPoll struct {
 type mockedPoller struct {
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
-	poll  func(n int, in actapi.PollInput) actapi.PollResult
-	state func(in actapi.AccountRef) actapi.AccountState
+	poll  func(n int, in activities.PollInput) activities.PollResult
+	state func(in activities.AccountRef) activities.AccountState
 
 	mu      sync.Mutex
 	polls   []mockedPoll
-	paused  []actapi.PauseInput
+	paused  []activities.PauseInput
 	resumed []time.Duration
-	relogin []actapi.StatusInput
-	synced  []actapi.WindowsInput
+	relogin []activities.StatusInput
+	synced  []activities.WindowsInput
 	reads   int
 	// removed: a poll answered that the account is not active and no state func is set,
 	// so the stored account reads as removed (disabled).
@@ -68,13 +68,13 @@ func newMockedPoller(t *testing.T) *mockedPoller {
 	env.SetStartTime(mockedStart)
 	workflows.Register(env)
 	env.OnActivity(mockedActs.PollAccount, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.PollInput) (actapi.PollResult, error) {
+		func(_ context.Context, in activities.PollInput) (activities.PollResult, error) {
 			m.mu.Lock()
 			m.polls = append(m.polls, mockedPoll{in: in, at: m.since()})
 			n := len(m.polls)
 			m.mu.Unlock()
 			if m.poll == nil {
-				return actapi.PollResult{}, nil
+				return activities.PollResult{}, nil
 			}
 			res := m.poll(n, in)
 			if res.Stopped == string(vocab.CodeAccountNotActive) {
@@ -85,7 +85,7 @@ func newMockedPoller(t *testing.T) *mockedPoller {
 			return res, nil
 		})
 	env.OnActivity(mockedActs.ReadAccountState, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.AccountRef) (actapi.AccountState, error) {
+		func(_ context.Context, in activities.AccountRef) (activities.AccountState, error) {
 			m.mu.Lock()
 			m.reads++
 			removed := m.removed
@@ -95,33 +95,33 @@ func newMockedPoller(t *testing.T) *mockedPoller {
 				if removed {
 					status = vocab.AccountDisabled
 				}
-				return actapi.AccountState{Status: status, Generation: in.Generation}, nil
+				return activities.AccountState{Status: status, Generation: in.Generation}, nil
 			}
 			return m.state(in), nil
 		})
 	env.OnActivity(mockedActs.PauseAccount, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.PauseInput) error {
+		func(_ context.Context, in activities.PauseInput) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.paused = append(m.paused, in)
 			return nil
 		})
 	env.OnActivity(mockedActs.ResumeAccount, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.StatusInput) error {
+		func(_ context.Context, in activities.StatusInput) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.resumed = append(m.resumed, m.since())
 			return nil
 		})
 	env.OnActivity(mockedActs.MarkNeedsRelogin, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.StatusInput) (actapi.StatusOutput, error) {
+		func(_ context.Context, in activities.StatusInput) (activities.StatusOutput, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.relogin = append(m.relogin, in)
-			return actapi.StatusOutput{Status: vocab.AccountNeedsRelogin, CancelledWindowIDs: m.cancelled}, nil
+			return activities.StatusOutput{Status: vocab.AccountNeedsRelogin, CancelledWindowIDs: m.cancelled}, nil
 		})
 	env.OnActivity(mockedActs.SyncWindows, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.WindowsInput) error {
+		func(_ context.Context, in activities.WindowsInput) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.synced = append(m.synced, in)
@@ -129,9 +129,9 @@ func newMockedPoller(t *testing.T) *mockedPoller {
 		})
 	for _, notify := range []struct {
 		name string
-		fn   func(context.Context, actapi.AccountRef) error
-	}{{actapi.NotifyStart, mockedActs.NotifyStart}, {actapi.NotifyStop, mockedActs.NotifyStop}} {
-		env.OnActivity(notify.fn, mock.Anything, mock.Anything).Return(func(context.Context, actapi.AccountRef) error {
+		fn   func(context.Context, activities.AccountRef) error
+	}{{activities.NotifyStart, mockedActs.NotifyStart}, {activities.NotifyStop, mockedActs.NotifyStop}} {
+		env.OnActivity(notify.fn, mock.Anything, mock.Anything).Return(func(context.Context, activities.AccountRef) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.notified = append(m.notified, notify.name)
@@ -196,10 +196,10 @@ func (m *mockedPoller) pollTimes() []time.Duration {
 
 // mockedStopped is the answer of a poll that finds the account no longer active (as the real
 // activity does once the account is removed): the poller stops.
-var mockedStopped = actapi.PollResult{Stopped: string(vocab.CodeAccountNotActive)}
+var mockedStopped = activities.PollResult{Stopped: string(vocab.CodeAccountNotActive)}
 
 // mockedUpstreamError is the answer of a poll whose getupdates failed.
-var mockedUpstreamError = actapi.PollResult{UpstreamError: "http_status"}
+var mockedUpstreamError = activities.PollResult{UpstreamError: "http_status"}
 
 func sameDurations(a, b []time.Duration) bool {
 	if len(a) != len(b) {
@@ -218,11 +218,11 @@ func sameDurations(a, b []time.Duration) bool {
 func TestPollerPollsAgainAtOnceAfterASessionWithPages(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n == 4 {
 			return mockedStopped
 		}
-		return actapi.PollResult{Pages: 2, Messages: 3}
+		return activities.PollResult{Pages: 2, Messages: 3}
 	}
 	m.mustEnd(wfapi.PollerInput{})
 	if at := m.pollTimes(); !sameDurations(at, []time.Duration{0, 0, 0, 0}) {
@@ -240,7 +240,7 @@ func TestPollerPollsAgainAtOnceAfterASessionWithPages(t *testing.T) {
 	if st := m.query(); st.Pages != 6 || st.Messages != 9 || st.Status != wfapi.PollerStopped {
 		t.Fatalf("state %+v, want 6 pages, 9 messages, stopped", st)
 	}
-	if want := []string{actapi.NotifyStart, actapi.NotifyStop}; len(m.notified) != 2 ||
+	if want := []string{activities.NotifyStart, activities.NotifyStop}; len(m.notified) != 2 ||
 		m.notified[0] != want[0] || m.notified[1] != want[1] {
 		t.Fatalf("notified %v, want %v", m.notified, want)
 	}
@@ -251,10 +251,10 @@ func TestPollerPollsAgainAtOnceAfterASessionWithPages(t *testing.T) {
 func TestPollerSyncsTheWindowsItsPollLeftUndone(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	opened := actapi.WindowRef{ReplyWindowID: 5, AccountKey: "ilk_1", MessageKey: "im_5", Deliverable: true}
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	opened := activities.WindowRef{ReplyWindowID: 5, AccountKey: "ilk_1", MessageKey: "im_5", Deliverable: true}
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n == 1 {
-			return actapi.PollResult{Pages: 1, Messages: 1, Opened: []actapi.WindowRef{opened}, Retired: []int64{4}}
+			return activities.PollResult{Pages: 1, Messages: 1, Opened: []activities.WindowRef{opened}, Retired: []int64{4}}
 		}
 		return mockedStopped
 	}
@@ -271,7 +271,7 @@ func TestPollerBacksOffTwoSecondsAfterAnUpstreamError(t *testing.T) {
 	m := newMockedPoller(t)
 	var during wfapi.PollerState
 	m.at(time.Second, func() { during = m.query() })
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n == 1 {
 			return mockedUpstreamError
 		}
@@ -290,7 +290,7 @@ func TestPollerBacksOffTwoSecondsAfterAnUpstreamError(t *testing.T) {
 func TestPollerBacksOffThirtySecondsAfterThreeUpstreamErrorsInARow(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n <= 4 {
 			return mockedUpstreamError
 		}
@@ -308,12 +308,12 @@ func TestPollerBacksOffThirtySecondsAfterThreeUpstreamErrorsInARow(t *testing.T)
 func TestPollerCountsUpstreamErrorsInARowOnlyUntilAPollSucceeds(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		switch n {
 		case 1, 2, 4:
 			return mockedUpstreamError
 		case 3:
-			return actapi.PollResult{}
+			return activities.PollResult{}
 		}
 		return mockedStopped
 	}
@@ -331,12 +331,12 @@ func TestPollerPausesAnHourOnAStaleTokenThenProbesOnce(t *testing.T) {
 	m := newMockedPoller(t)
 	var during wfapi.PollerState
 	m.at(30*time.Minute, func() { during = m.query() })
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		switch n {
 		case 1:
-			return actapi.PollResult{StaleToken: true}
+			return activities.PollResult{StaleToken: true}
 		case 2:
-			return actapi.PollResult{Pages: 1, Messages: 1}
+			return activities.PollResult{Pages: 1, Messages: 1}
 		}
 		return mockedStopped
 	}
@@ -367,7 +367,7 @@ func TestPollerMarksNeedsReloginAndStopsOnASecondStaleToken(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
 	m.cancelled = []int64{7, 8}
-	m.poll = func(int, actapi.PollInput) actapi.PollResult { return actapi.PollResult{StaleToken: true} }
+	m.poll = func(int, activities.PollInput) activities.PollResult { return activities.PollResult{StaleToken: true} }
 	m.mustEnd(wfapi.PollerInput{})
 	if at := m.pollTimes(); !sameDurations(at, []time.Duration{0, time.Hour}) {
 		t.Fatalf("polls at %v, want the poll and its probe an hour later, and no more", at)
@@ -384,7 +384,7 @@ func TestPollerMarksNeedsReloginAndStopsOnASecondStaleToken(t *testing.T) {
 	if st := m.query(); st.Status != wfapi.PollerStopped {
 		t.Fatalf("state %+v, want stopped", st)
 	}
-	if n := len(m.notified); n == 0 || m.notified[n-1] != actapi.NotifyStop {
+	if n := len(m.notified); n == 0 || m.notified[n-1] != activities.NotifyStop {
 		t.Fatalf("notified %v, want NotifyStop last", m.notified)
 	}
 }
@@ -396,17 +396,17 @@ func TestPollerPauseSignalStopsPollingUntilThePauseEnds(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
 	until := mockedStart.Add(3 * time.Hour)
-	m.state = func(in actapi.AccountRef) actapi.AccountState {
+	m.state = func(in activities.AccountRef) activities.AccountState {
 		if len(m.pollTimes()) > 1 { // removed after the pause, to end the test
-			return actapi.AccountState{Status: vocab.AccountDisabled, Generation: in.Generation}
+			return activities.AccountState{Status: vocab.AccountDisabled, Generation: in.Generation}
 		}
-		return actapi.AccountState{Status: vocab.AccountPaused, Generation: in.Generation, PausedUntil: &until}
+		return activities.AccountState{Status: vocab.AccountPaused, Generation: in.Generation, PausedUntil: &until}
 	}
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n == 1 {
 			m.env.SignalWorkflow(wfapi.SignalPause, wfapi.PauseSignal{Until: until, Reason: "operator"})
 			// The session that held a page when the pause landed stores it and returns.
-			return actapi.PollResult{Pages: 1, Messages: 1, Stopped: string(vocab.CodeAccountNotActive)}
+			return activities.PollResult{Pages: 1, Messages: 1, Stopped: string(vocab.CodeAccountNotActive)}
 		}
 		return mockedStopped
 	}
@@ -429,7 +429,7 @@ func TestPollerResumeSignalEndsAPauseEarly(t *testing.T) {
 	m := newMockedPoller(t)
 	until := mockedStart.Add(time.Hour)
 	m.at(10*time.Minute, func() { m.env.SignalWorkflow(wfapi.SignalResume, nil) })
-	m.poll = func(int, actapi.PollInput) actapi.PollResult { return mockedStopped }
+	m.poll = func(int, activities.PollInput) activities.PollResult { return mockedStopped }
 	m.mustEnd(wfapi.PollerInput{PausedUntil: &until})
 	if at := m.pollTimes(); !sameDurations(at, []time.Duration{10 * time.Minute}) {
 		t.Fatalf("polls at %v, want one at 10m (the resume), none during the pause", at)
@@ -448,9 +448,9 @@ func TestPollerResumeSignalEndsAPauseEarly(t *testing.T) {
 func TestPollerStopSignalEndsItWithoutWaitingForTheRunningPoll(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(int, actapi.PollInput) actapi.PollResult {
+	m.poll = func(int, activities.PollInput) activities.PollResult {
 		m.env.SignalWorkflow(wfapi.SignalStop, wfapi.StopSignal{Reason: "removed"})
-		return actapi.PollResult{Pages: 1, Messages: 1}
+		return activities.PollResult{Pages: 1, Messages: 1}
 	}
 	m.mustEnd(wfapi.PollerInput{})
 	if len(m.polls) != 1 {
@@ -459,7 +459,7 @@ func TestPollerStopSignalEndsItWithoutWaitingForTheRunningPoll(t *testing.T) {
 	if st := m.query(); st.Status != wfapi.PollerStopped {
 		t.Fatalf("state %+v, want stopped", st)
 	}
-	if want := []string{actapi.NotifyStart, actapi.NotifyStop}; len(m.notified) != 2 || m.notified[1] != want[1] {
+	if want := []string{activities.NotifyStart, activities.NotifyStop}; len(m.notified) != 2 || m.notified[1] != want[1] {
 		t.Fatalf("notified %v, want %v", m.notified, want)
 	}
 }
@@ -468,7 +468,7 @@ func TestPollerStopSignalEndsItWithoutWaitingForTheRunningPoll(t *testing.T) {
 func TestPollerStopSignalCutsABackOffShort(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(int, actapi.PollInput) actapi.PollResult { return mockedUpstreamError }
+	m.poll = func(int, activities.PollInput) activities.PollResult { return mockedUpstreamError }
 	m.at(time.Second, func() { m.env.SignalWorkflow(wfapi.SignalStop, wfapi.StopSignal{Reason: "removed"}) })
 	m.mustEnd(wfapi.PollerInput{})
 	if len(m.polls) != 1 || m.since() != time.Second {
@@ -480,10 +480,10 @@ func TestPollerStopSignalCutsABackOffShort(t *testing.T) {
 func TestPollerRotateSignalMovesItToTheNewGeneration(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n == 1 {
 			m.env.SignalWorkflow(wfapi.SignalRotate, wfapi.RotateSignal{Generation: 2})
-			return actapi.PollResult{}
+			return activities.PollResult{}
 		}
 		return mockedStopped
 	}
@@ -501,11 +501,11 @@ func TestPollerRotateSignalMovesItToTheNewGeneration(t *testing.T) {
 func TestPollerContinuesAsNewAfterFiveHundredLoops(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(n int, _ actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, _ activities.PollInput) activities.PollResult {
 		if n == 500 {
 			m.env.SignalWorkflow(wfapi.SignalRotate, wfapi.RotateSignal{Generation: 3})
 		}
-		return actapi.PollResult{Pages: 1, Messages: 2}
+		return activities.PollResult{Pages: 1, Messages: 2}
 	}
 	err := m.run(wfapi.PollerInput{})
 	var can *workflow.ContinueAsNewError
@@ -533,7 +533,7 @@ func TestPollerContinuesAsNewAfterFiveHundredLoops(t *testing.T) {
 func TestPollerContinuesAsNewAfterItsConfiguredLoopBoundWithItsState(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(int, actapi.PollInput) actapi.PollResult { return mockedUpstreamError }
+	m.poll = func(int, activities.PollInput) activities.PollResult { return mockedUpstreamError }
 	err := m.run(wfapi.PollerInput{Config: wfapi.PollerConfig{MaxLoops: 2}})
 	var can *workflow.ContinueAsNewError
 	if !asCAN(err, &can) {
@@ -554,14 +554,14 @@ func TestPollerContinuesAsNewAfterItsConfiguredLoopBoundWithItsState(t *testing.
 func TestPollerReplacesAPollWhoseLeaseWasLost(t *testing.T) {
 	t.Parallel()
 	m := newMockedPoller(t)
-	m.poll = func(n int, in actapi.PollInput) actapi.PollResult {
+	m.poll = func(n int, in activities.PollInput) activities.PollResult {
 		switch n {
 		case 1:
 			m.env.SignalWorkflow(wfapi.SignalPollLost, wfapi.PollLostSignal{Epoch: in.LeaseEpoch - 1})
-			return actapi.PollResult{Pages: 1, Messages: 1}
+			return activities.PollResult{Pages: 1, Messages: 1}
 		case 2:
 			m.env.SignalWorkflow(wfapi.SignalPollLost, wfapi.PollLostSignal{Epoch: in.LeaseEpoch})
-			return actapi.PollResult{Pages: 1, Messages: 1} // abandoned: the poller no longer waits for it
+			return activities.PollResult{Pages: 1, Messages: 1} // abandoned: the poller no longer waits for it
 		}
 		return mockedStopped
 	}

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/store/storetest"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -255,7 +255,7 @@ func TestAPollerFollowsARotationItsPollSawBeforeTheSignal(t *testing.T) {
 		if info.ActivityType.Name != "PollAccount" {
 			return
 		}
-		var in actapi.PollInput
+		var in activities.PollInput
 		if err := args.Get(&in); err != nil {
 			t.Error(err)
 			return
@@ -292,10 +292,10 @@ func TestPollerStateCountsWhatItsPollSessionsCommittedAcrossContinueAsNew(t *tes
 	if _, err := r.ctl.InjectText(r.ctx, b.info.BotID, "", "counted once"); err != nil {
 		t.Fatal(err)
 	}
-	var before []actapi.PollInput
+	var before []activities.PollInput
 	r.env.SetOnActivityStartedListener(func(info *activityInfo, _ context.Context, args converter.EncodedValues) {
 		if info.ActivityType.Name == "PollAccount" {
-			var in actapi.PollInput
+			var in activities.PollInput
 			if err := args.Get(&in); err != nil {
 				t.Error(err)
 			}

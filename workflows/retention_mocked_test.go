@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
 )
@@ -23,22 +23,22 @@ func TestTheRetentionWorkflowRunsThePurgeAtTheWorkflowsTimeAndRetriesAFailure(t 
 	env.SetStartTime(mockedStart)
 	workflows.Register(env)
 	var mu sync.Mutex
-	var calls []actapi.PurgeInput
+	var calls []activities.PurgeInput
 	env.OnActivity(mockedActs.PurgeExpired, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in actapi.PurgeInput) (actapi.PurgeOutput, error) {
+		func(_ context.Context, in activities.PurgeInput) (activities.PurgeOutput, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			calls = append(calls, in)
 			if len(calls) == 1 {
-				return actapi.PurgeOutput{}, errors.New("the database went away")
+				return activities.PurgeOutput{}, errors.New("the database went away")
 			}
-			return actapi.PurgeOutput{Purged: map[string]int{"content": 3, "rows": 1}, Done: true}, nil
+			return activities.PurgeOutput{Purged: map[string]int{"content": 3, "rows": 1}, Done: true}, nil
 		})
 	env.ExecuteWorkflow(wfapi.RetentionWorkflow)
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
 	}
-	var out actapi.PurgeOutput
+	var out activities.PurgeOutput
 	if err := env.GetWorkflowResult(&out); err != nil {
 		t.Fatal(err)
 	}

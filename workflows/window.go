@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -170,9 +170,9 @@ func (w *window) step(ctx workflow.Context, retired, resumed workflow.ReceiveCha
 // retired when the store found it superseded or cancelled meanwhile. A refusal (our clock
 // is behind the store's expiry) waits a second more.
 func (w *window) expire(ctx workflow.Context, retired workflow.ReceiveChannel) {
-	var st actapi.WindowState
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ExpireWindow,
-		actapi.ExpireInput{ReplyWindowID: w.in.ReplyWindowID, Now: workflow.Now(ctx)}).Get(ctx, &st)
+	var st activities.WindowState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.ExpireWindow,
+		activities.ExpireInput{ReplyWindowID: w.in.ReplyWindowID, Now: workflow.Now(ctx)}).Get(ctx, &st)
 	switch {
 	case err != nil:
 		workflow.GetLogger(ctx).Warn("expire refused", "window", w.in.ReplyWindowID, "error", err)
@@ -229,9 +229,9 @@ func (w *window) offerIfActive(ctx workflow.Context) {
 	if !w.offer.awaitingAccount {
 		return
 	}
-	var st actapi.AccountState
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.ReadAccountState,
-		actapi.AccountRef{AccountKey: w.in.AccountKey}).Get(ctx, &st)
+	var st activities.AccountState
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.ReadAccountState,
+		activities.AccountRef{AccountKey: w.in.AccountKey}).Get(ctx, &st)
 	if err != nil || st.Status != vocab.AccountActive {
 		return // still paused (the resume signals), or unreadable (the re-offer timer)
 	}
@@ -257,8 +257,8 @@ func (w *window) remind(ctx workflow.Context) {
 		return
 	}
 	var out wfapi.SendResult
-	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.SendReminder,
-		actapi.ReminderInput{ReplyWindowID: w.in.ReplyWindowID}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), activities.SendReminder,
+		activities.ReminderInput{ReplyWindowID: w.in.ReplyWindowID}).Get(ctx, &out)
 	w.sends.lock.Unlock()
 	switch {
 	case err != nil:

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -114,7 +114,7 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest, finishK
 	if err := w.validate(ctx, req); err != nil { // the state may have moved while waiting
 		return wfapi.SendResult{}, err
 	}
-	in := actapi.SendInput{SessionID: w.msg.sessionID, RequestID: req.RequestID,
+	in := activities.SendInput{SessionID: w.msg.sessionID, RequestID: req.RequestID,
 		Content: contentOf(req), Final: req.Final, FinishHandled: finishKey}
 	if req.SessionID != "" && req.SessionID != w.msg.sessionID {
 		in.SessionID, in.ReplyWindowID = req.SessionID, w.in.ReplyWindowID // checked against this window
@@ -122,8 +122,8 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest, finishK
 	if w.holds(ctx, req) {
 		return w.hold(ctx, req, in)
 	}
-	var ans actapi.SendAnswer
-	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.Send, in).Get(ctx, &ans)
+	var ans activities.SendAnswer
+	err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), activities.Send, in).Get(ctx, &ans)
 	if err != nil {
 		return wfapi.SendResult{}, err
 	}
@@ -156,9 +156,9 @@ func (w *window) sendLocked(ctx workflow.Context, req wfapi.SendRequest, finishK
 
 // hold holds a reply the window cannot carry (HoldReply); a store refusal (limits, a
 // removed bot, ...) is answered with its code, nothing held.
-func (w *window) hold(ctx workflow.Context, req wfapi.SendRequest, in actapi.SendInput) (wfapi.SendResult, error) {
+func (w *window) hold(ctx workflow.Context, req wfapi.SendRequest, in activities.SendInput) (wfapi.SendResult, error) {
 	var out wfapi.SendResult
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.HoldReply, actapi.HoldInput{
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.HoldReply, activities.HoldInput{
 		SessionID: in.SessionID, ReplyWindowID: w.in.ReplyWindowID, RequestID: req.RequestID,
 		Content: in.Content, Final: req.Final}).Get(ctx, &out)
 	if err == nil && out.Status != wfapi.SendHeld {
@@ -196,8 +196,8 @@ func (w *window) deliverHeld(ctx workflow.Context) {
 func (w *window) deliverHeldLocked(ctx workflow.Context) {
 	log := workflow.GetLogger(ctx)
 	var ids []string
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.WaitingHeld,
-		actapi.Conversation{AccountKey: w.in.AccountKey, PeerID: w.in.PeerID}).Get(ctx, &ids)
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.WaitingHeld,
+		activities.Conversation{AccountKey: w.in.AccountKey, PeerID: w.in.PeerID}).Get(ctx, &ids)
 	if err != nil {
 		log.Warn("held replies not read; they wait for a later window", "window", w.in.ReplyWindowID, "error", err)
 		return
@@ -207,8 +207,8 @@ func (w *window) deliverHeldLocked(ctx workflow.Context) {
 			return
 		}
 		var out wfapi.SendResult
-		err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), actapi.SendHeld,
-			actapi.SendHeldInput{ReplyWindowID: w.in.ReplyWindowID, HeldID: id}).Get(ctx, &out)
+		err := workflow.ExecuteActivity(withOptions(ctx, sendOptions), activities.SendHeld,
+			activities.SendHeldInput{ReplyWindowID: w.in.ReplyWindowID, HeldID: id}).Get(ctx, &out)
 		if err != nil {
 			log.Warn("held reply not sent", "window", w.in.ReplyWindowID, "held_reply", id, "error", err)
 			return
@@ -269,9 +269,9 @@ func (w *window) finishLocked(ctx workflow.Context, status, reason string) (wfap
 	if w.msg.verdict != "" && !sameVerdict(w.msg.verdict, status) { // decided while waiting
 		return wfapi.FinishResult{}, refusal(vocab.CodeAttemptConflict, "message is already %s", w.msg.verdict)
 	}
-	var out actapi.FinishOutput
-	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), actapi.FinishMessage,
-		actapi.FinishInput{MessageKey: w.msg.key, Status: status, Reason: reason}).Get(ctx, &out)
+	var out activities.FinishOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, storeOptions), activities.FinishMessage,
+		activities.FinishInput{MessageKey: w.msg.key, Status: status, Reason: reason}).Get(ctx, &out)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() != "" {

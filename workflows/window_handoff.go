@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -24,9 +24,9 @@ import (
 func (w *window) handOff(ctx workflow.Context) {
 	w.offer.made++
 	attempt := w.offer.made
-	var out actapi.HandOffOutput
-	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), actapi.HandOff,
-		actapi.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
+	var out activities.HandOffOutput
+	err := workflow.ExecuteActivity(withOptions(ctx, handOffOptions), activities.HandOff,
+		activities.HandOffInput{ReplyWindowID: w.in.ReplyWindowID, Attempt: attempt}).Get(ctx, &out)
 	w.offer.at = workflow.Now(ctx)
 	w.took(ctx, attempt, out, err)
 }
@@ -39,20 +39,20 @@ func (w *window) takeOffer(ctx workflow.Context, o wfapi.Offer) {
 		workflow.GetLogger(ctx).Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", 1)
 		return
 	}
-	w.took(ctx, 1, actapi.HandOffOutput{SessionID: o.SessionID, MessageKey: o.MessageKey,
+	w.took(ctx, 1, activities.HandOffOutput{SessionID: o.SessionID, MessageKey: o.MessageKey,
 		Delivered: o.Delivered, Replies: o.Replies, Handled: o.Handled}, nil)
 }
 
 // took applies the outcome of a hand-off: on success it sends the replies the handler
 // answered with and marks the message handled when the answer says so.
-func (w *window) took(ctx workflow.Context, attempt int, out actapi.HandOffOutput, err error) {
+func (w *window) took(ctx workflow.Context, attempt int, out activities.HandOffOutput, err error) {
 	log := workflow.GetLogger(ctx)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.NonRetryable() {
 			w.offer.due = false
 			switch app.Type() {
-			case actapi.ErrTypeHandOffFailed:
+			case activities.ErrTypeHandOffFailed:
 				w.msg.verdict = vocab.MessageFailed
 				log.Warn("hand-off failed permanently; the message is failed", "window", w.in.ReplyWindowID, "attempt", attempt, "error", err)
 			case string(vocab.CodeAttemptConflict):

@@ -1,7 +1,7 @@
 package workflows_test
 
 // Fast tests of the ReplyWindow state machine alone: its activities are stand-ins
-// registered under the contract's names (package actapi), so no database, simulator or
+// registered under the contract's names (package activities), so no database, simulator or
 // Temporal server is involved. The integration tests beside them run the real activities.
 
 import (
@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 	"github.com/ilinkflow/ilinkflow/workflows"
@@ -24,11 +24,11 @@ import (
 
 // standIns are the window's activities as plain functions; nil ones answer the default.
 type standIns struct {
-	handOff func(actapi.HandOffInput) (actapi.HandOffOutput, error)
-	send    func(actapi.SendInput) (wfapi.SendResult, error)
-	finish  func(actapi.FinishInput) (actapi.FinishOutput, error)
-	expire  func(actapi.ExpireInput) (actapi.WindowState, error)
-	hold    func(actapi.HoldInput) (wfapi.SendResult, error)
+	handOff func(activities.HandOffInput) (activities.HandOffOutput, error)
+	send    func(activities.SendInput) (wfapi.SendResult, error)
+	finish  func(activities.FinishInput) (activities.FinishOutput, error)
+	expire  func(activities.ExpireInput) (activities.WindowState, error)
+	hold    func(activities.HoldInput) (wfapi.SendResult, error)
 }
 
 func unitEnv(t *testing.T, s standIns) *testsuite.TestWorkflowEnvironment {
@@ -37,45 +37,45 @@ func unitEnv(t *testing.T, s standIns) *testsuite.TestWorkflowEnvironment {
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(workflows.ReplyWindow, workflowOptions(wfapi.ReplyWindowWorkflow))
 	if s.handOff == nil {
-		s.handOff = func(in actapi.HandOffInput) (actapi.HandOffOutput, error) {
-			return actapi.HandOffOutput{SessionID: "s1", MessageKey: "im_1", Delivered: true}, nil
+		s.handOff = func(in activities.HandOffInput) (activities.HandOffOutput, error) {
+			return activities.HandOffOutput{SessionID: "s1", MessageKey: "im_1", Delivered: true}, nil
 		}
 	}
 	if s.send == nil {
-		s.send = func(actapi.SendInput) (wfapi.SendResult, error) {
+		s.send = func(activities.SendInput) (wfapi.SendResult, error) {
 			return wfapi.SendResult{AttemptID: "a", Status: vocab.AttemptSent, SendsLeft: 9}, nil
 		}
 	}
 	if s.finish == nil {
-		s.finish = func(in actapi.FinishInput) (actapi.FinishOutput, error) {
-			return actapi.FinishOutput{Status: in.Status}, nil
+		s.finish = func(in activities.FinishInput) (activities.FinishOutput, error) {
+			return activities.FinishOutput{Status: in.Status}, nil
 		}
 	}
 	if s.expire == nil {
-		s.expire = func(actapi.ExpireInput) (actapi.WindowState, error) {
-			return actapi.WindowState{State: vocab.WindowExpired}, nil
+		s.expire = func(activities.ExpireInput) (activities.WindowState, error) {
+			return activities.WindowState{State: vocab.WindowExpired}, nil
 		}
 	}
 	if s.hold == nil {
-		s.hold = func(in actapi.HoldInput) (wfapi.SendResult, error) {
+		s.hold = func(in activities.HoldInput) (wfapi.SendResult, error) {
 			return wfapi.SendResult{Status: wfapi.SendHeld, HeldID: "hr_1", HeldPosition: 1, ErrorCode: string(vocab.CodeReplyQuotaExhausted)}, nil
 		}
 	}
-	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.HandOffInput) (actapi.HandOffOutput, error) {
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.HandOffInput) (activities.HandOffOutput, error) {
 		return s.handOff(in)
-	}, activity.RegisterOptions{Name: actapi.HandOff})
-	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.HoldInput) (wfapi.SendResult, error) {
+	}, activity.RegisterOptions{Name: activities.HandOff})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.HoldInput) (wfapi.SendResult, error) {
 		return s.hold(in)
-	}, activity.RegisterOptions{Name: actapi.HoldReply})
-	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.SendInput) (wfapi.SendResult, error) {
+	}, activity.RegisterOptions{Name: activities.HoldReply})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.SendInput) (wfapi.SendResult, error) {
 		return s.send(in)
-	}, activity.RegisterOptions{Name: actapi.Send})
-	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.FinishInput) (actapi.FinishOutput, error) {
+	}, activity.RegisterOptions{Name: activities.Send})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.FinishInput) (activities.FinishOutput, error) {
 		return s.finish(in)
-	}, activity.RegisterOptions{Name: actapi.FinishMessage})
-	env.RegisterActivityWithOptions(func(_ context.Context, in actapi.ExpireInput) (actapi.WindowState, error) {
+	}, activity.RegisterOptions{Name: activities.FinishMessage})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.ExpireInput) (activities.WindowState, error) {
 		return s.expire(in)
-	}, activity.RegisterOptions{Name: actapi.ExpireWindow})
+	}, activity.RegisterOptions{Name: activities.ExpireWindow})
 	return env
 }
 
@@ -102,9 +102,9 @@ func windowState(t *testing.T, env *testsuite.TestWorkflowEnvironment) wfapi.Win
 func TestUnitAnUnhandledMessageIsOfferedAgainUntilItsVerdict(t *testing.T) {
 	t.Parallel()
 	var offers atomic.Int32
-	env := unitEnv(t, standIns{handOff: func(in actapi.HandOffInput) (actapi.HandOffOutput, error) {
+	env := unitEnv(t, standIns{handOff: func(in activities.HandOffInput) (activities.HandOffOutput, error) {
 		offers.Add(1)
-		return actapi.HandOffOutput{SessionID: "s", MessageKey: "im_1", Delivered: true}, nil
+		return activities.HandOffOutput{SessionID: "s", MessageKey: "im_1", Delivered: true}, nil
 	}})
 	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	env.SetStartTime(start)
@@ -134,9 +134,9 @@ func TestUnitAnUnhandledMessageIsOfferedAgainUntilItsVerdict(t *testing.T) {
 func TestUnitAPermanentHandOffFailureEndsTheOffersAndRefusesSends(t *testing.T) {
 	t.Parallel()
 	var offers atomic.Int32
-	env := unitEnv(t, standIns{handOff: func(actapi.HandOffInput) (actapi.HandOffOutput, error) {
+	env := unitEnv(t, standIns{handOff: func(activities.HandOffInput) (activities.HandOffOutput, error) {
 		offers.Add(1)
-		return actapi.HandOffOutput{}, temporal.NewNonRetryableApplicationError("failed", actapi.ErrTypeHandOffFailed, nil)
+		return activities.HandOffOutput{}, temporal.NewNonRetryableApplicationError("failed", activities.ErrTypeHandOffFailed, nil)
 	}})
 	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	env.SetStartTime(start)
@@ -166,10 +166,10 @@ func TestUnitAPermanentHandOffFailureEndsTheOffersAndRefusesSends(t *testing.T) 
 func TestUnitTheValidatorRefusesASendBeyondTheQuotaThatMayNotBeHeldAndHoldsTheOthers(t *testing.T) {
 	t.Parallel()
 	var sends, holds atomic.Int32
-	env := unitEnv(t, standIns{send: func(actapi.SendInput) (wfapi.SendResult, error) {
+	env := unitEnv(t, standIns{send: func(activities.SendInput) (wfapi.SendResult, error) {
 		n := sends.Add(1)
 		return wfapi.SendResult{AttemptID: "a", Status: vocab.AttemptSent, SendsLeft: 2 - n}, nil
-	}, hold: func(in actapi.HoldInput) (wfapi.SendResult, error) {
+	}, hold: func(in activities.HoldInput) (wfapi.SendResult, error) {
 		holds.Add(1)
 		if in.RequestID != "d" || in.Content.Text != "reply" {
 			return wfapi.SendResult{}, errors.New("held the wrong reply")

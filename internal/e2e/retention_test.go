@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/internal/faultpoint"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
@@ -129,11 +129,11 @@ func (r *retentionRig) trigger() client.ScheduleWorkflowExecution {
 }
 
 // result waits for a run's result.
-func (r *retentionRig) result(run client.ScheduleWorkflowExecution, within time.Duration) actapi.PurgeOutput {
+func (r *retentionRig) result(run client.ScheduleWorkflowExecution, within time.Duration) activities.PurgeOutput {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(r.ctx, within)
 	defer cancel()
-	var out actapi.PurgeOutput
+	var out activities.PurgeOutput
 	if err := r.tc.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &out); err != nil {
 		r.t.Fatalf("the Retention run %s did not complete within %v: %v", run.WorkflowID, within, err)
 	}
@@ -159,7 +159,7 @@ func (r *retentionRig) purgeActivity(run client.ScheduleWorkflowExecution) purge
 			r.t.Fatalf("history of %s: %v", run.WorkflowID, err)
 		}
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			var in actapi.PurgeInput
+			var in activities.PurgeInput
 			if err := r.dc.FromPayloads(a.GetInput(), &in); err != nil {
 				r.t.Fatalf("PurgeExpired's input: %v", err)
 			}
@@ -638,7 +638,7 @@ func (r *retentionRig) killedAttempt(run client.ScheduleWorkflowExecution) map[s
 		r.t.Fatal(err)
 	}
 	pending := d.RawResponse.GetPendingActivities()
-	if len(pending) != 1 || pending[0].GetActivityType().GetName() != actapi.PurgeExpired || pending[0].GetHeartbeatDetails() == nil {
+	if len(pending) != 1 || pending[0].GetActivityType().GetName() != activities.PurgeExpired || pending[0].GetHeartbeatDetails() == nil {
 		r.t.Fatalf("the killed run's pending activities: %v", pending)
 	}
 	var counts map[string]int

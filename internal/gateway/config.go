@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
@@ -55,7 +55,7 @@ type Config struct {
 	// behaviour. Both empty: an unversioned worker.
 	DeploymentName string
 	BuildID        string
-	// TaskQueue is the task queue of the workflows and activities.
+	// TaskQueue is the task queue of the workflows and activity.
 	TaskQueue string
 	// DatabaseURL is the PostgreSQL connection string. It may hold a password: it is never
 	// logged or echoed in an error.
@@ -90,7 +90,7 @@ type Config struct {
 	MaxAccounts int
 	// SessionTTL bounds agent sessions (0: the window's expiry).
 	SessionTTL time.Duration
-	// Heartbeat is the heartbeat period of long-running activities.
+	// Heartbeat is the heartbeat period of long-running activity.
 	Heartbeat time.Duration
 	// ShutdownGrace is how long a stopping worker lets in-flight activities (sends, the long
 	// polls in flight) finish.
@@ -236,8 +236,8 @@ func DefaultConfig() Config {
 		StalePause:              vocab.DefaultStalePause,
 		PollLeaseTTL:            30 * time.Second,
 		DBMaxConns:              DefaultDBMaxConns,
-		PollSession:             activities.DefaultPollSession,
-		MaxAccounts:             activities.DefaultMaxAccounts,
+		PollSession:             activity.DefaultPollSession,
+		MaxAccounts:             activity.DefaultMaxAccounts,
 		SessionTTL:              0,
 		Heartbeat:               10 * time.Second,
 		ShutdownGrace:           DefaultShutdownGrace,

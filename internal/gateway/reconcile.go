@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/activities"
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -75,7 +75,7 @@ type ReconcileOptions struct {
 	// Activities, when set, are the activities whose StartPoller starts the pollers (the
 	// worker's own, so that pollers started here and at enrollment get the same input);
 	// by default activities over the store, the client and TaskQueue.
-	Activities *activities.Activities
+	Activities *activity.Activities
 	// Logger receives progress and problems (slog.Default when nil).
 	Logger *slog.Logger
 	// Now is the clock stamped on recovered attempts (time.Now when nil).
@@ -89,14 +89,27 @@ type ReconcileOptions struct {
 // DefaultPendingGrace is the default ReconcileOptions.PendingGrace.
 const DefaultPendingGrace = 15 * time.Minute
 
+// ReconcileStore is what the start-up reconcile reads and recovers in the store (a
+// *store.Store): the accounts and windows it starts workflows for, and the pending sends it
+// settles; without Activities in its options it builds the activities on the same store.
+type ReconcileStore interface {
+	activity.Store
+	ListAccounts(ctx context.Context, status string) ([]store.Account, error)
+	ListOpenWindows(ctx context.Context, accountKey string, createdSince time.Time, limit int32) ([]store.OpenedWindow, error)
+	ListPendingWindows(ctx context.Context) ([]store.PendingWindow, error)
+	RecoverPendingAttemptsOf(ctx context.Context, now time.Time, windowIDs []int64) (int, error)
+}
+
+var _ ReconcileStore = (*store.Store)(nil)
+
 // Reconcile makes Temporal match the store after a start or a crash: pending attempts
 // orphaned by a crash are released (their quota given back), every active account has
-// its AccountPoller (one not running is started: activities.StartPoller, signal-with-start
+// its AccountPoller (one not running is started: activity.StartPoller, signal-with-start
 // with its generation), and every open window has its ReplyWindow workflow
 // ([wfclient.LaunchWindow]). Running workflows are found through Temporal's visibility
 // and left as they are. It is idempotent: a second run starts nothing new. Errors of single accounts or windows do not stop the
 // others; they are joined in the returned error, next to a report of what was done.
-func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue string) (ReconcileReport, error) {
+func Reconcile(ctx context.Context, st ReconcileStore, tc client.Client, taskQueue string) (ReconcileReport, error) {
 	return ReconcileWithOptions(ctx, st, tc, ReconcileOptions{TaskQueue: taskQueue})
 }
 
@@ -110,7 +123,7 @@ func Reconcile(ctx context.Context, st *store.Store, tc client.Client, taskQueue
 // worker's, or a retry of one a crash interrupted) reserves by the same request id, finds
 // the attempt and resumes it, so a reply is neither failed by a restart elsewhere in the
 // fleet nor ever sent twice.
-func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client, opts ReconcileOptions) (ReconcileReport, error) {
+func ReconcileWithOptions(ctx context.Context, st ReconcileStore, tc client.Client, opts ReconcileOptions) (ReconcileReport, error) {
 	r, err := newReconciler(st, tc, opts)
 	if err != nil {
 		return ReconcileReport{}, err
@@ -137,10 +150,10 @@ func ReconcileWithOptions(ctx context.Context, st *store.Store, tc client.Client
 // reconciler is one reconcile under way: its checked options with their defaults, the
 // installation, the report so far and the errors that did not stop it.
 type reconciler struct {
-	st     *store.Store
+	st     ReconcileStore
 	tc     client.Client
 	opts   ReconcileOptions
-	acts   *activities.Activities
+	acts   *activity.Activities
 	logger *slog.Logger
 	now    func() time.Time
 	inst   wfapi.Installation
@@ -150,7 +163,7 @@ type reconciler struct {
 
 // newReconciler checks the options and resolves their defaults (the activities, the
 // logger, the clock).
-func newReconciler(st *store.Store, tc client.Client, opts ReconcileOptions) (*reconciler, error) {
+func newReconciler(st ReconcileStore, tc client.Client, opts ReconcileOptions) (*reconciler, error) {
 	if st == nil || tc == nil {
 		return nil, errors.New("reconcile: store and Temporal client are required")
 	}
@@ -159,7 +172,7 @@ func newReconciler(st *store.Store, tc client.Client, opts ReconcileOptions) (*r
 	}
 	acts := opts.Activities
 	if acts == nil {
-		acts = &activities.Activities{Store: st, Temporal: tc, Config: activities.Config{TaskQueue: opts.TaskQueue}, Logger: opts.Logger}
+		acts = &activity.Activities{Store: st, Temporal: tc, Config: activity.Config{TaskQueue: opts.TaskQueue}, Logger: opts.Logger}
 	}
 	actsQueue := acts.Config.TaskQueue
 	if actsQueue == "" {
@@ -282,7 +295,7 @@ func (r *reconciler) startWindows(ctx context.Context) error {
 		// No offer before the start: the window may have been offered already (its
 		// workflow ran, or runs and visibility did not list it); the workflow offers.
 		outcome, err := wfclient.LaunchWindow(ctx, wfclient.WindowLaunch{Temporal: r.tc, TaskQueue: r.opts.TaskQueue,
-			WorkflowID: r.inst.WindowWorkflowID(w.ReplyWindowID), Window: activities.WindowRefOf(w),
+			WorkflowID: r.inst.WindowWorkflowID(w.ReplyWindowID), Window: activity.WindowRefOf(w),
 			ReofferAfter: r.acts.Config.ReofferAfter})
 		if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("window %d: %w", w.ReplyWindowID, err))
@@ -306,7 +319,7 @@ func (r *reconciler) startWindows(ctx context.Context) error {
 // recoverOrphans recovers the pending attempts that no running window workflow owns any
 // more (see ReconcileWithOptions) and reports how many it recovered and how many windows
 // it left to their workflow.
-func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, inst wfapi.Installation, now func() time.Time, grace time.Duration) (int, int, error) {
+func recoverOrphans(ctx context.Context, st ReconcileStore, tc client.Client, inst wfapi.Installation, now func() time.Time, grace time.Duration) (int, int, error) {
 	if grace <= 0 {
 		grace = DefaultPendingGrace
 	}
@@ -335,15 +348,15 @@ func recoverOrphans(ctx context.Context, st *store.Store, tc client.Client, inst
 // a poller follows a rotation by itself (a poll of the old generation stops with a
 // generation conflict and the poller reads the stored one, workflows/poller.go), so a
 // worker's start costs no signal and no workflow task per bot. One not running is started
-// through the code path of the enrollment: activities.StartPoller (signal-with-start of
+// through the code path of the enrollment: activity.StartPoller (signal-with-start of
 // wfapi.AccountPollerWorkflow with wfapi.SignalRotate and the account's generation). It
 // reports whether it started one.
-func ensurePoller(ctx context.Context, tc client.Client, inst wfapi.Installation, acts *activities.Activities, a store.Account) (bool, error) {
+func ensurePoller(ctx context.Context, tc client.Client, inst wfapi.Installation, acts *activity.Activities, a store.Account) (bool, error) {
 	id, _, err := wfclient.RunningPoller(ctx, tc, inst, a.AccountKey)
 	if err != nil || id != "" {
 		return false, err
 	}
-	if err := acts.StartPoller(ctx, actapi.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
+	if err := acts.StartPoller(ctx, activities.AccountRef{AccountKey: a.AccountKey, Generation: a.Generation}); err != nil {
 		return false, err
 	}
 	return true, nil

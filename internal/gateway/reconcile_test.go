@@ -10,7 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/devserver"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
@@ -226,7 +226,7 @@ func TestReconcileRefusesMissingDependencies(t *testing.T) {
 		t.Fatal("reconcile without a task queue ran")
 	}
 	// Pollers started through activities bound to another queue would run nowhere.
-	acts := &activities.Activities{Store: st, Temporal: tc} // default queue "ilinkflow"
+	acts := &activity.Activities{Store: st, Temporal: tc} // default queue "ilinkflow"
 	_, err = gateway.ReconcileWithOptions(ctx, st, tc, gateway.ReconcileOptions{TaskQueue: "other", Activities: acts})
 	if err == nil || !strings.Contains(err.Error(), "other") {
 		t.Fatalf("reconcile with activities on another queue: %v", err)

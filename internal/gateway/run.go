@@ -24,8 +24,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	acts := newActivities(cfg, opts, st, pool, tc, handler, reg, logger)
 	// The liveness session first, so that the leases this worker takes carry its key: a
 	// peer then moves them seconds after this process dies (docs/poll-leases.md).
-	live := activities.StartLiveness(acts)
+	live := activity.StartLiveness(acts)
 	defer live.Stop() // a stop that did not run (a failed start) still ends it
 	select {
 	case <-live.Ready():
@@ -199,7 +199,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 				<-t.C
 				dctx, cancel := context.WithTimeout(context.Background(), handOverWithin)
 				defer cancel()
-				n, err := activities.FailDroppedPolls(dctx, acts)
+				n, err := activity.FailDroppedPolls(dctx, acts)
 				if n > 0 {
 					logger.Info("poll activities handed to this worker as it stopped retried elsewhere", "polls", n)
 				}
@@ -212,7 +212,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			adopted := make(chan struct{})
 			go func() {
 				defer close(adopted)
-				activities.StopAdoptedPolls(acts, cfg.ShutdownGrace)
+				activity.StopAdoptedPolls(acts, cfg.ShutdownGrace)
 			}()
 			w.Stop()
 			<-dropped
@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			// next poll on another worker; a poll still running past the grace hands
 			// its lease over here.
 			hctx, cancel := context.WithTimeout(context.Background(), handOverWithin)
-			n, err := activities.HandOverLeases(hctx, acts)
+			n, err := activity.HandOverLeases(hctx, acts)
 			if n > 0 {
 				logger.Info("poll leases handed over", "leases", n)
 			}
@@ -241,7 +241,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	} else {
 		logger.Info("worker started", "task_queue", cfg.TaskQueue)
 	}
-	media := &activities.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
+	media := &activity.MediaFetcher{Client: acts.Config.Client, NewClient: opts.NewILinkClient}
 	httpSrv, err := startHTTP(cfg, opts, st, tc, reg, media, acts.Typer, ready, logger, func(err error) {
 		select {
 		case fatal <- err:
@@ -257,7 +257,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	// this one replaces included: from the start, before the reconcile.
 	supCtx, stopSup := context.WithCancel(ctx)
 	defer stopSup()
-	go activities.NewLeaseSupervisor(acts).Run(supCtx)
+	go activity.NewLeaseSupervisor(acts).Run(supCtx)
 
 	rep, err := ReconcileWithOptions(ctx, st, tc, ReconcileOptions{
 		TaskQueue:  cfg.TaskQueue,
@@ -342,7 +342,7 @@ const activitySlotsBesidePolls = 256
 
 // applyPoolBound bounds the worker's connections by maxConns unless the URL sets
 // pool_max_conns itself (the pool's bound then, the liveness session one more): the pool
-// gets all but one, the worker's liveness session (activities.StartLiveness) that one.
+// gets all but one, the worker's liveness session (activity.StartLiveness) that one.
 func applyPoolBound(pc *pgxpool.Config, url string, maxConns int) {
 	if maxConns <= 0 || strings.Contains(url, "pool_max_conns") {
 		return
@@ -351,8 +351,8 @@ func applyPoolBound(pc *pgxpool.Config, url string, maxConns int) {
 }
 
 // activitiesConfig is the activities' share of the configuration.
-func (c Config) activitiesConfig() activities.Config {
-	return activities.Config{
+func (c Config) activitiesConfig() activity.Config {
+	return activity.Config{
 		TaskQueue:       c.TaskQueue,
 		Client:          c.ILinkConfig(),
 		PollSession:     c.PollSession,
@@ -515,8 +515,8 @@ func dialTemporal(ctx context.Context, cfg Config, opts Options, reg *metrics.Re
 // the hand-offs and the reply API share one Typer (an agent's POST /v1/typing cancel ends
 // the keep-alive its hand-off started).
 func newActivities(cfg Config, opts Options, st *store.Store, pool *pgxpool.Pool, tc client.Client,
-	handler handoff.Handler, reg *metrics.Registry, logger *slog.Logger) *activities.Activities {
-	acts := &activities.Activities{
+	handler handoff.Handler, reg *metrics.Registry, logger *slog.Logger) *activity.Activities {
+	acts := &activity.Activities{
 		Store:     st,
 		Pool:      pool,
 		Temporal:  tc,
@@ -529,14 +529,14 @@ func newActivities(cfg Config, opts Options, st *store.Store, pool *pgxpool.Pool
 	if acts.Config.Client.HTTPClient == nil && opts.NewILinkClient == nil {
 		acts.Config.Client.HTTPClient = ilink.NewSharedHTTPClient(cfg.MaxAccounts + 64)
 	}
-	acts.Typer = &activities.Typer{Store: st, Client: acts.Config.Client, NewClient: opts.NewILinkClient,
+	acts.Typer = &activity.Typer{Store: st, Client: acts.Config.Client, NewClient: opts.NewILinkClient,
 		Logger: logger.With("component", "typing")}
 	return acts
 }
 
 // newWorker is the Temporal worker of the workflows and acts; a fatal worker error goes
 // to fatal.
-func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal chan<- error) worker.Worker {
+func newWorker(tc client.Client, cfg Config, acts *activity.Activities, fatal chan<- error) worker.Worker {
 	opts := worker.Options{
 		// Every polled bot runs one long activity; sends, hand-offs and store activities
 		// need slots besides.
@@ -552,7 +552,7 @@ func newWorker(tc client.Client, cfg Config, acts *activities.Activities, fatal 
 		WorkerStopTimeout: cfg.ShutdownGrace,
 		// The lease holder's name: a peer that finds this process dead fails the poll
 		// activities Temporal counts as started by it.
-		Identity: activities.WorkerIdentity(acts),
+		Identity: activity.WorkerIdentity(acts),
 		OnFatalError: func(err error) {
 			select {
 			case fatal <- err:

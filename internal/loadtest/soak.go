@@ -15,7 +15,7 @@ package loadtest
 // run. A bot's window closes (superseded) when the bot's next page is committed, Bots
 // pages later, which makes its content due SoakConfig.Retention.Content after that and
 // its rows Retention.Rows after that. Every SoakConfig.PurgeEvery of simulated time the
-// production purge runs in its own goroutine (activities.PurgeExpired: every class in
+// production purge runs in its own goroutine (activity.PurgeExpired: every class in
 // bounded batches of SoakConfig.PurgeLimit until one purges fewer), while the exchanges go
 // on. A run still going when the next one is due holds new pages until it is done
 // (SoakConfig.PurgeGate: the soak goes at the pace the store keeps with its purge), or,
@@ -52,7 +52,7 @@ import (
 
 	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/db"
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/gateway"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
@@ -228,7 +228,7 @@ type soak struct {
 	intervals []*soakInterval
 	completed chan int // interval indexes as they complete
 
-	purger    *activities.Activities
+	purger    *activity.Activities
 	nextPurge atomic.Int64 // the simulated instant (unix ns) of the purge's next run
 	kick      chan struct{}
 	// gate is closed (and replaced) each time nextPurge moves on: pages held by the purge
@@ -302,7 +302,7 @@ func (sk *soak) execute(ctx context.Context) error {
 	sk.clock = &soakClock{start: time.Now().Truncate(time.Second), step: simDay / time.Duration(sk.cfg.DayMessages),
 		limit: int64(sk.cfg.Messages)}
 	sys.clock = sk.clock.now
-	sk.purger = &activities.Activities{Store: sk.st, Config: activities.Config{Retention: sk.cfg.Retention},
+	sk.purger = &activity.Activities{Store: sk.st, Config: activity.Config{Retention: sk.cfg.Retention},
 		Logger: slog.New(slog.NewTextHandler(logWriter(sk.cfg.Log), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	sk.nextPurge.Store(sk.clock.start.Add(sk.cfg.PurgeEvery).UnixNano())
 	return sk.drive(ctx, sys)
@@ -613,8 +613,8 @@ func (sk *soak) purgeLoop(ctx context.Context, cancel context.CancelFunc, done c
 }
 
 // purge runs PurgeExpired once at the simulated time now and counts what it purged.
-func (sk *soak) purge(ctx context.Context, now time.Time) (actapi.PurgeOutput, error) {
-	out, err := sk.purger.PurgeExpired(ctx, actapi.PurgeInput{Now: now, Limit: sk.cfg.PurgeLimit})
+func (sk *soak) purge(ctx context.Context, now time.Time) (activities.PurgeOutput, error) {
+	out, err := sk.purger.PurgeExpired(ctx, activities.PurgeInput{Now: now, Limit: sk.cfg.PurgeLimit})
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
 	for class, n := range out.Purged {

@@ -38,7 +38,7 @@ package loadtest
 // Left out, because they are not the store's (their store reads stay, as listed above):
 // the long poll (getupdates), the send (sendmessage) and typing calls to iLink; every
 // Temporal call: the window workflow's start, the retired signal, the workflow tasks, the
-// scheduling of the Send and FinishMessage activities. Left out because they are not
+// scheduling of the Send and FinishMessage activity. Left out because they are not
 // per message in a closed loop: the poll activity's release of its lease at its end,
 // RecordPoll (an empty long poll, which a bot with a message waiting does not make), the
 // keep-alive's later shows (every 5 s while no reply is reserved: the reply comes
@@ -86,7 +86,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/pause"
 	"github.com/ilinkflow/ilinkflow/internal/store"
@@ -94,10 +94,10 @@ import (
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
-// Settings of the store ceiling, those of the worker's activities.
+// Settings of the store ceiling, those of the worker's activity.
 const (
 	// storeLeaseTTL is the poll leases' TTL (the worker's default).
-	storeLeaseTTL = activities.DefaultLeaseTTL
+	storeLeaseTTL = activity.DefaultLeaseTTL
 	// storeInFlightWait is how long a send waits before it looks again whether another
 	// send to the peer completed (activities' inFlightWait).
 	storeInFlightWait = 250 * time.Millisecond

@@ -18,7 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -39,10 +39,10 @@ const (
 	CodeAttachmentNotFound     = string(vocab.CodeAttachmentNotFound)
 	CodeWrongMessage           = string(vocab.CodeWrongMessage)
 	CodeMediaNotFound          = string(vocab.CodeMediaNotFound)
-	CodeMediaExpired           = actapi.MediaGone
-	CodeMediaTooLarge          = actapi.MediaTooLarge
-	CodeMediaUndecryptable     = actapi.MediaUndecryptable
-	CodeCDNUnavailable         = actapi.MediaUnavailable
+	CodeMediaExpired           = activities.MediaGone
+	CodeMediaTooLarge          = activities.MediaTooLarge
+	CodeMediaUndecryptable     = activities.MediaUndecryptable
+	CodeCDNUnavailable         = activities.MediaUnavailable
 	CodeUnsupportedContentType = "unsupported_content_type"
 	CodeInvalidMultipart       = "invalid_multipart"
 	CodeInvalidMedia           = "invalid_media"
@@ -119,7 +119,7 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 	}
 	data, err := a.cfg.Media.Fetch(r.Context(), loc.Locator)
 	if err != nil {
-		var me *actapi.MediaError
+		var me *activities.MediaError
 		code := CodeCDNUnavailable
 		if errors.As(err, &me) {
 			code = me.Code

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ilinkflow/ilinkflow/activities"
+	"github.com/ilinkflow/ilinkflow/internal/activity"
 	"github.com/ilinkflow/ilinkflow/internal/dbtest"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
@@ -45,7 +45,7 @@ func serveRealAPI(t *testing.T, pool *pgxpool.Pool, cfg replyapi.Config) *realAP
 		t.Fatal(err)
 	}
 	cfg.Store = st
-	cfg.Media = &activities.MediaFetcher{} // never reached: the store answers first
+	cfg.Media = &activity.MediaFetcher{} // never reached: the store answers first
 	api := replyapi.New(cfg)
 	ra := &realAPI{}
 	ra.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

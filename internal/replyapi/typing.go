@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/internal/jsontext"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -72,7 +72,7 @@ func (a *API) typing(w http.ResponseWriter, r *http.Request, token sealing.Secre
 		return 0, nil, &apiError{code: CodeTypingFailed, msg: "typing is not configured"}
 	}
 	if err := a.cfg.Typing.Typing(r.Context(), sess.AccountKey, sess.PeerID, req.Status == "typing"); err != nil {
-		var te *actapi.TypingError
+		var te *activities.TypingError
 		if errors.As(err, &te) && te.Code == string(vocab.CodeUnavailable) {
 			a.log.Warn("typing failed: store unavailable", "route", "typing", "session", sess.SessionID, "error", err)
 			return 0, nil, &apiError{code: CodeStoreUnavailable, msg: failureMessage(CodeStoreUnavailable)}

@@ -33,11 +33,11 @@ const (
 
 // loginThrottle asks the store whether a login is looked at and counts wrong tokens.
 type loginThrottle struct {
-	store *store.Store
+	store Store
 	rule  store.LoginThrottle
 }
 
-func newLoginThrottle(st *store.Store, every time.Duration) *loginThrottle {
+func newLoginThrottle(st Store, every time.Duration) *loginThrottle {
 	return &loginThrottle{store: st, rule: store.LoginThrottle{Burst: LoginBurst, Every: every,
 		AllBurst: GlobalLoginBurst, AllEvery: GlobalLoginEvery, MaxAddresses: maxThrottled}}
 }

@@ -38,7 +38,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -78,7 +77,7 @@ type Config struct {
 	TemporalUIURL string
 	Namespace     string
 	// Store lists the accounts and holds the operator's changes to them.
-	Store *store.Store
+	Store Store
 	// OperatorToken is the secret an operator logs in with (e.g. from ILINKFLOW_UI_TOKEN);
 	// at least MinTokenLength characters.
 	OperatorToken sealing.Secret

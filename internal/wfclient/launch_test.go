@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/internal/wfclient"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
@@ -23,19 +23,19 @@ import (
 // window starts it with none (the workflow offers, or has nothing to offer).
 func TestAFirstOfferBeforeTheStartIsMadeOnlyForTheWindowsOpener(t *testing.T) {
 	t.Parallel()
-	ok := func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error) {
-		return actapi.HandOffOutput{SessionID: "s1", MessageKey: "im_1", Delivered: true, Replies: []string{"hi"}}, nil
+	ok := func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error) {
+		return activities.HandOffOutput{SessionID: "s1", MessageKey: "im_1", Delivered: true, Replies: []string{"hi"}}, nil
 	}
-	permanent := func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error) {
-		return actapi.HandOffOutput{}, temporal.NewNonRetryableApplicationError("gone", actapi.ErrTypeHandOffFailed, nil)
+	permanent := func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error) {
+		return activities.HandOffOutput{}, temporal.NewNonRetryableApplicationError("gone", activities.ErrTypeHandOffFailed, nil)
 	}
-	forNow := func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error) {
-		return actapi.HandOffOutput{}, errors.New("agent unreachable")
+	forNow := func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error) {
+		return activities.HandOffOutput{}, errors.New("agent unreachable")
 	}
 	cases := []struct {
 		name        string
 		deliverable bool
-		handOff     func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)
+		handOff     func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error)
 		offers      int
 		want        *wfapi.Offer
 	}{
@@ -49,9 +49,9 @@ func TestAFirstOfferBeforeTheStartIsMadeOnlyForTheWindowsOpener(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			offers := 0
-			var handOff func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)
+			var handOff func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error)
 			if tc.handOff != nil {
-				handOff = func(ctx context.Context, in actapi.HandOffInput) (actapi.HandOffOutput, error) {
+				handOff = func(ctx context.Context, in activities.HandOffInput) (activities.HandOffOutput, error) {
 					offers++
 					if in.ReplyWindowID != 7 || in.Attempt != 1 {
 						t.Errorf("first offer %+v, want window 7 attempt 1", in)
@@ -65,7 +65,7 @@ func TestAFirstOfferBeforeTheStartIsMadeOnlyForTheWindowsOpener(t *testing.T) {
 				Run(func(args mock.Arguments) { got = args.Get(3).(wfapi.WindowInput) }).Return(nil, nil).Once()
 			out, err := wfclient.LaunchWindow(context.Background(), wfclient.WindowLaunch{Temporal: c, TaskQueue: "q",
 				WorkflowID: "ilink-window/i/7", HandOff: handOff, ReofferAfter: time.Minute,
-				Window: actapi.WindowRef{ReplyWindowID: 7, AccountKey: "a", MessageKey: "im_1", PeerID: "p", Deliverable: tc.deliverable}})
+				Window: activities.WindowRef{ReplyWindowID: 7, AccountKey: "a", MessageKey: "im_1", PeerID: "p", Deliverable: tc.deliverable}})
 			if err != nil || out != wfclient.WindowStarted {
 				t.Fatalf("LaunchWindow: %v %v", out, err)
 			}

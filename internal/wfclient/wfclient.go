@@ -16,13 +16,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ilinkflow/ilinkflow/internal/actapi"
+	"github.com/ilinkflow/ilinkflow/activities"
 	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // ErrNoTemporal is returned when there is no Temporal client to start or signal with.
 var ErrNoTemporal = temporal.NewNonRetryableApplicationError(
-	"no Temporal client configured", actapi.ErrTypeInvalidInput, nil)
+	"no Temporal client configured", activities.ErrTypeInvalidInput, nil)
 
 // IsNotFound reports whether err is Temporal's "no such workflow".
 func IsNotFound(err error) bool {
@@ -32,7 +32,7 @@ func IsNotFound(err error) bool {
 
 // windowInput is the one ReplyWindow input of a window (LaunchWindow's); offer is the
 // first offer made before the start (nil: none).
-func windowInput(w actapi.WindowRef, reofferAfter time.Duration, offer *wfapi.Offer) wfapi.WindowInput {
+func windowInput(w activities.WindowRef, reofferAfter time.Duration, offer *wfapi.Offer) wfapi.WindowInput {
 	return wfapi.WindowInput{
 		ReplyWindowID: w.ReplyWindowID, AccountKey: w.AccountKey, MessageKey: w.MessageKey, PeerID: w.PeerID,
 		ExpiresAt: w.ExpiresAt, MaxSends: w.MaxSends, SendsUsed: w.SendsUsed, Deliverable: w.Deliverable,
@@ -75,7 +75,7 @@ type WindowLaunch struct {
 	WorkflowID string
 	// Window is the window as the store opened it; ReofferAfter is the worker's
 	// re-offer interval (WindowInput).
-	Window       actapi.WindowRef
+	Window       activities.WindowRef
 	ReofferAfter time.Duration
 	// HandOff makes the window's first offer before its workflow starts (the HandOff
 	// activity's function, run in the caller's process). Only the caller whose commit
@@ -83,7 +83,7 @@ type WindowLaunch struct {
 	// can exist yet, so the offer is surely the first. nil (a sync or reconcile, which
 	// may find the workflow running): no offer before the start, and the workflow offers
 	// at once.
-	HandOff func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)
+	HandOff func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error)
 }
 
 // LaunchWindow is the one function that gives a window its ReplyWindow workflow, whoever
@@ -105,12 +105,12 @@ func LaunchWindow(ctx context.Context, l WindowLaunch) (WindowOutcome, error) {
 // returns nil when the workflow must offer itself: a failure for now (its HandOff
 // activity retries with back-off). A permanent failure (the activity marked the message
 // failed) is an offer that failed, so that the workflow makes none.
-func firstOffer(ctx context.Context, w actapi.WindowRef,
-	handOff func(context.Context, actapi.HandOffInput) (actapi.HandOffOutput, error)) *wfapi.Offer {
-	out, err := handOff(ctx, actapi.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
+func firstOffer(ctx context.Context, w activities.WindowRef,
+	handOff func(context.Context, activities.HandOffInput) (activities.HandOffOutput, error)) *wfapi.Offer {
+	out, err := handOff(ctx, activities.HandOffInput{ReplyWindowID: w.ReplyWindowID, Attempt: 1})
 	if err != nil {
 		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == actapi.ErrTypeHandOffFailed {
+		if errors.As(err, &app) && app.Type() == activities.ErrTypeHandOffFailed {
 			return &wfapi.Offer{MessageKey: w.MessageKey, Failed: true}
 		}
 		return nil
@@ -131,7 +131,7 @@ func startWindow(ctx context.Context, tc client.Client, taskQueue, id string, in
 	}
 	if id == "" {
 		return 0, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), actapi.ErrTypeInvalidInput, nil)
+			fmt.Sprintf("start window workflow %d: no workflow id", in.ReplyWindowID), activities.ErrTypeInvalidInput, nil)
 	}
 	_, err := tc.ExecuteWorkflow(ctx, wfapi.StartOptions(client.StartWorkflowOptions{
 		ID:                    id,
@@ -277,7 +277,7 @@ func FailDeadPollActivity(ctx context.Context, tc client.Client, namespace strin
 		started := pa.GetLastStartedTime().AsTime()
 		early := (!startedBefore.IsZero() && started.Before(startedBefore) && !atWork[pa.GetLastWorkerIdentity()]) ||
 			(!abandonedBefore.IsZero() && started.Before(abandonedBefore))
-		if pa.GetActivityType().GetName() != actapi.PollAccount || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED ||
+		if pa.GetActivityType().GetName() != activities.PollAccount || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED ||
 			!(byThat || early) {
 			continue
 		}
