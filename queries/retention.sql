@@ -11,7 +11,7 @@
 -- the message without a window last changed, before the cutoff. created_at before the
 -- cutoff is implied (a window closes after its message arrives) and lets the index bound
 -- the scan.
-SELECT m.message_key::text AS message_key, m.account_key::text AS account_key
+SELECT m.message_key::text AS message_key, m.account_key::text AS account_key, m.status::text AS status
 FROM inbound_messages AS m
 LEFT JOIN reply_windows AS w ON w.source_message_key = m.message_key
 WHERE m.erased_at IS NULL AND m.created_at < sqlc.arg(cutoff)::timestamptz

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
+	"github.com/ilinkflow/ilinkflow/internal/store/rules"
 	"github.com/ilinkflow/ilinkflow/vocab"
 )
 
@@ -163,8 +164,10 @@ func (s *Store) PurgeBatch(ctx context.Context, now time.Time, policy RetentionP
 }
 
 // purgeContent erases the content of at most n messages due before cutoff, in one
-// transaction that locks their accounts first (the store's lock order; a page commit of
-// one of them waits for the batch, not the other way round).
+// transaction that first locks the accounts of those a page commit or a send may still
+// touch (rules.PurgeLocksAccount; the store's lock order: a page commit of one of them
+// waits for the batch, not the other way round). A batch of settled messages, the steady
+// state, locks no account: the pages of its bots go on while it erases.
 func (s *Store) purgeContent(ctx context.Context, now, cutoff time.Time, n int32) (int, error) {
 	var erased int
 	err := s.purgeTx(ctx, "retention: erase content", func(q *dbq.Queries) error {
@@ -177,13 +180,17 @@ func (s *Store) purgeContent(ctx context.Context, now, cutoff time.Time, n int32
 		var accounts []string
 		for i, d := range due {
 			keys[i] = d.MessageKey
-			accounts = append(accounts, d.AccountKey)
+			if rules.PurgeLocksAccount(d.Status) {
+				accounts = append(accounts, d.AccountKey)
+			}
 		}
-		slices.Sort(accounts)
-		// One statement locks them all, in key order: a batch over many bots holds its
-		// locks for the erasure's few statements, not for a round trip per bot.
-		if _, err := q.LockAccounts(ctx, slices.Compact(accounts)); err != nil {
-			return err
+		if len(accounts) > 0 {
+			slices.Sort(accounts)
+			// One statement locks them all, in key order: a batch over many bots holds its
+			// locks for the erasure's few statements, not for a round trip per bot.
+			if _, err := q.LockAccounts(ctx, slices.Compact(accounts)); err != nil {
+				return err
+			}
 		}
 		var c forgetCounts
 		if err := eraseContent(ctx, q, now, erasure{by: reasonRetention, reason: reasonRetention}, keys, &c); err != nil {

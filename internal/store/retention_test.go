@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,40 @@ func TestRetentionErasesAMessagesContentToTheStateStarterForgetLeaves(t *testing
 	if first, _, _ := strings.Cut(got, "\n"); !strings.HasPrefix(first, "message: ") || !strings.HasSuffix(first, ",t") ||
 		!strings.Contains(first, ",t,") {
 		t.Fatalf("the message is not erased: %s", got)
+	}
+}
+
+// A batch of settled messages (the steady state: answered, behind a closed window) takes no
+// account's lock, so a page commit holding its bot's account lock neither waits for the
+// batch nor makes it wait.
+func TestAPurgeOfSettledMessagesDoesNotWaitForTheirBotsPageCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.register()
+	res, _ := e.deliver(b, "hello")
+	key := res.Deliverable.MessageKey
+	if _, err := e.store.FinishMessage(e.ctx, t0, key, vocab.MessageHandled, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ExpireWindow(e.ctx, t0.Add(25*time.Hour), res.Deliverable.ReplyWindowID); err != nil {
+		t.Fatal(err)
+	}
+	// A page commit of the bot under way: it holds the account's row lock.
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	if _, err := tx.Exec(e.ctx, "SELECT 1 FROM accounts WHERE account_key = $1 FOR UPDATE", b.key); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	n, err := e.store.PurgeBatch(ctx, t0.Add(25*time.Hour+retain.Content+time.Second), retain, store.RetentionContent, 0)
+	if err != nil {
+		t.Fatalf("the purge of a settled message waited for the page commit's account lock: %v", err)
+	}
+	if n != 1 || !e.erased(key) {
+		t.Fatalf("erased %d, message erased %v; want the one settled message", n, e.erased(key))
 	}
 }

@@ -17,6 +17,22 @@ var ErasedFingerprint = strings.Repeat("0", 64)
 // outcome no longer moves the dropped reply).
 var ForgetDropsHeld = []string{vocab.HeldWaiting, vocab.HeldSending}
 
+// PurgeLocksAccount reports whether the retention purge, erasing a message's content, must
+// first lock the message's account (the store's lock order: account, then its rows). A
+// message still live (ForgetSettlesMessage: received, processing, held) is one a page
+// commit or a send of its conversation may touch at the same moment; the lock makes them
+// wait for the batch. A settled message (handled, failed, absorbed) behind a closed window
+// is touched by nothing but the purge and a forget, so a batch of settled messages locks
+// no account, and page commits never queue behind it.
+func PurgeLocksAccount(status string) bool {
+	for _, s := range ForgetSettlesMessage {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
 // ForgetSettlesMessage lists the message statuses that erasing a message settles as
 // failed: nothing will answer an erased message, and it must not be merged into the
 // conversation's next delivery as backlog.

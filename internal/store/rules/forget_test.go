@@ -51,3 +51,19 @@ func TestAPeerWithNothingOnTheSelectedAccountsIsNotFound(t *testing.T) {
 		t.Fatalf("erased fingerprint %q is not 64 hex digits", rules.ErasedFingerprint)
 	}
 }
+
+func TestThePurgeLocksTheAccountOfALiveMessageOnly(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[string]bool{
+		vocab.MessageReceived:   true,
+		vocab.MessageProcessing: true,
+		vocab.MessageHeld:       true,
+		vocab.MessageHandled:    false,
+		vocab.MessageFailed:     false,
+		vocab.MessageAbsorbed:   false,
+	} {
+		if got := rules.PurgeLocksAccount(status); got != want {
+			t.Errorf("a %s message: the purge locks its account %v, want %v", status, got, want)
+		}
+	}
+}

@@ -50,7 +50,7 @@ func (q *Queries) RetentionAttemptsOfWindows(ctx context.Context, replyWindowIds
 
 const retentionContentDue = `-- name: RetentionContentDue :many
 
-SELECT m.message_key::text AS message_key, m.account_key::text AS account_key
+SELECT m.message_key::text AS message_key, m.account_key::text AS account_key, m.status::text AS status
 FROM inbound_messages AS m
 LEFT JOIN reply_windows AS w ON w.source_message_key = m.message_key
 WHERE m.erased_at IS NULL AND m.created_at < $1::timestamptz
@@ -63,6 +63,7 @@ LIMIT $2::integer
 type RetentionContentDueRow struct {
 	MessageKey string
 	AccountKey string
+	Status     string
 }
 
 // Retention (migration 00023, store.PurgeBatch): what the schedule deletes once its
@@ -85,7 +86,7 @@ func (q *Queries) RetentionContentDue(ctx context.Context, cutoff time.Time, max
 	items := []RetentionContentDueRow{}
 	for rows.Next() {
 		var i RetentionContentDueRow
-		if err := rows.Scan(&i.MessageKey, &i.AccountKey); err != nil {
+		if err := rows.Scan(&i.MessageKey, &i.AccountKey, &i.Status); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
