@@ -310,7 +310,7 @@ const (
 )
 
 // The activities, by the name a workflow schedules them with (each the name of a method
-// of *activities.Activities).
+// of the worker's *activity.Activities, in internal/activity).
 const (
 	PollAccount      = "PollAccount"
 	ReadAccountState = "ReadAccountState"

@@ -19,7 +19,7 @@ var (
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 		},
 	}
-	// pollOptions: a long-poll session (activities.Config.PollSession, 10 minutes by
+	// pollOptions: a long-poll session (activity.Config.PollSession, 10 minutes by
 	// default, plus the wait for the windows it opened). No heartbeat: its liveness is the
 	// poll lease, and a dead worker's poll is replaced on the lease supervisor's signal.
 	pollOptions = workflow.ActivityOptions{

@@ -337,7 +337,7 @@ func TestTheConsoleReadsABotsRowsThroughItsTimeIndexNotTheWholeTables(t *testing
 	// attempt refused at once (no quota used).
 	if _, err := e.pool.Exec(e.ctx, `
 		INSERT INTO inbound_messages (message_key, account_key, peer_id, provider_message_id, sent_at, status, payload, created_at, updated_at)
-		SELECT 'im_' || lpad(to_hex(i), 32, '0'), ($1::text[])[1 + i % 20], 'o9peer@im.wechat', 'bulk-' || i,
+		SELECT ilk_message_key(($1::text[])[1 + i % 20], 'bulk-' || i), ($1::text[])[1 + i % 20], 'o9peer@im.wechat', 'bulk-' || i,
 		       $2::timestamptz - make_interval(hours => i * 2), 'handled', '{"summary":"bulk"}',
 		       $2::timestamptz - make_interval(hours => i * 2), $2::timestamptz
 		FROM generate_series(1, 4000) AS i`, keys, t0); err != nil {
@@ -346,7 +346,8 @@ func TestTheConsoleReadsABotsRowsThroughItsTimeIndexNotTheWholeTables(t *testing
 	if _, err := e.pool.Exec(e.ctx, `
 		INSERT INTO send_attempts (attempt_id, client_message_id, source_message_key, account_key, peer_id, reply_window_id,
 		    send_index, window_send_index, source, content_type, payload, fingerprint, status, error_code, fail_type, created_at, updated_at)
-		SELECT 'sa_' || lpad(to_hex(i), 29, '0'), 'bulk-' || i, 'im_' || lpad(to_hex(i), 32, '0'), ($1::text[])[1 + i % 20],
+		SELECT 'sa_' || lpad(to_hex(i), 29, '0'), ilk_client_message_id(ilk_message_key(($1::text[])[1 + i % 20], 'bulk-' || i), 0),
+		       ilk_message_key(($1::text[])[1 + i % 20], 'bulk-' || i), ($1::text[])[1 + i % 20],
 		       'o9peer@im.wechat', $3, 0, 0, 'agent', 'text', '{"type":"text","text":"bulk"}', repeat('0', 64), 'failed',
 		       'invalid_input', 'refused', $2::timestamptz - make_interval(hours => i * 2), $2::timestamptz
 		FROM generate_series(1, 4000) AS i`, keys, t0, window); err != nil {

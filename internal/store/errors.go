@@ -89,19 +89,20 @@ func fail(code vocab.Code, format string, args ...any) error {
 // Constraint names of the schema that encode a rule; a violation of one of them is
 // reported with the rule's code, never as a raw driver error.
 var constraintCodes = map[string]vocab.Code{
-	"accounts_one_live_per_owner":                          vocab.CodeOwnerConflict,
-	"accounts_pkey":                                        vocab.CodeAccountExists,
-	"accounts_provider_account_id_key":                     vocab.CodeAccountExists,
-	"reply_windows_one_open":                               vocab.CodeReplyWindowInactive,
-	"send_attempts_one_sending":                            vocab.CodeSendInProgress,
-	"send_attempts_source_message_key_send_index_key":      vocab.CodeAttemptConflict,
-	"send_attempts_pkey":                                   vocab.CodeAttemptConflict,
-	"inbound_messages_account_key_provider_message_id_key": vocab.CodeDedupeInvariant,
-	"enrollment_audit_offer_id_key":                        vocab.CodeAttemptConflict,
-	"poll_leases_account_key_fkey":                         vocab.CodeAccountNotFound,
-	"mcp_agents_pkey":                                      vocab.CodeMCPAgentExists,
-	"account_routes_mcp_agent_fkey":                        vocab.CodeMCPAgentNotFound,
-	"mcp_offers_agent_name_fkey":                           vocab.CodeMCPAgentNotFound,
+	"accounts_one_live_per_owner":                     vocab.CodeOwnerConflict,
+	"accounts_pkey":                                   vocab.CodeAccountExists,
+	"accounts_provider_account_id_key":                vocab.CodeAccountExists,
+	"reply_windows_one_open":                          vocab.CodeReplyWindowInactive,
+	"send_attempts_one_sending":                       vocab.CodeSendInProgress,
+	"send_attempts_source_message_key_send_index_key": vocab.CodeAttemptConflict,
+	"send_attempts_pkey":                              vocab.CodeAttemptConflict,
+	"inbound_messages_key_derived":                    vocab.CodeDedupeInvariant,
+	"send_attempts_client_id_derived":                 vocab.CodeAttemptConflict,
+	"enrollment_audit_offer_id_key":                   vocab.CodeAttemptConflict,
+	"poll_leases_account_key_fkey":                    vocab.CodeAccountNotFound,
+	"mcp_agents_pkey":                                 vocab.CodeMCPAgentExists,
+	"account_routes_mcp_agent_fkey":                   vocab.CodeMCPAgentNotFound,
+	"mcp_offers_agent_name_fkey":                      vocab.CodeMCPAgentNotFound,
 }
 
 // msgStalePlan is PostgreSQL's message (SQLSTATE 0A000) for a prepared statement whose

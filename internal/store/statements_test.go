@@ -147,6 +147,9 @@ func TestSchemaRulesStillRefuseBadValues(t *testing.T) {
 		{"message status", `UPDATE inbound_messages SET status = 'lost' WHERE message_key = $1`, msg},
 		{"message key", `INSERT INTO inbound_messages (message_key, account_key, peer_id, provider_message_id, sent_at, status, payload, created_at, updated_at)
 			SELECT 'im_bad', account_key, peer_id, 'p-bad', now(), 'received', '{}', now(), now() FROM inbound_messages WHERE message_key = $1`, msg},
+		// The key is the hash of the account and the iLink id: another id under the same key
+		// (a second copy of one iLink message under a key of its own is the same rule).
+		{"message key derived from its iLink id", `UPDATE inbound_messages SET provider_message_id = provider_message_id || '0' WHERE message_key = $1`, msg},
 		{"window state", `UPDATE reply_windows SET state = 'closed' WHERE reply_window_id = $1`, win},
 		{"reserved", `UPDATE reply_windows SET reserved = -1 WHERE reply_window_id = $1`, win},
 		{"max sends", `UPDATE reply_windows SET max_sends = 1001 WHERE reply_window_id = $1`, win},
@@ -156,6 +159,7 @@ func TestSchemaRulesStillRefuseBadValues(t *testing.T) {
 		{"fail type", `UPDATE send_attempts SET fail_type = 'other' WHERE attempt_id = $1`, a.AttemptID},
 		{"fingerprint", `UPDATE send_attempts SET fingerprint = 'xyz' WHERE attempt_id = $1`, a.AttemptID},
 		{"send index", `UPDATE send_attempts SET send_index = 1000 WHERE attempt_id = $1`, a.AttemptID},
+		{"client message id derived from the attempt", `UPDATE send_attempts SET client_message_id = 'ilinkflow:' || repeat('0', 32) WHERE attempt_id = $1`, a.AttemptID},
 	} {
 		before := e.digest()
 		_, err := e.pool.Exec(e.ctx, c.sql, c.arg)
