@@ -6,26 +6,26 @@ package loadtest
 // the echo path, in the worker's order and with the inputs its activities pass, without
 // Temporal and without iLink. Per exchange of bot b:
 //
-//  1. the page (PollAccount's commit, activities/poll.go): CommitPage of a one-message
+//  1. the page (PollAccount's commit, internal/activity/poll.go): CommitPage of a one-message
 //     page from the bot's owner, a fresh context token, the cursor the last commit moved
 //     to and a new one, the message converted as convertMessage converts a text message
 //     of the simulator (no provider sequence: see below);
-//  2. the retired signal of the window the page superseded (activities/windows.go
+//  2. the retired signal of the window the page superseded (internal/activity/windows.go
 //     signalRetired): WindowWorkflowID of each retired window;
 //  3. the first offer the poll makes before the window's workflow exists
-//     (activities/starter.go firstOffer, activities/handoff.go HandOff):
+//     (internal/activity/starter.go firstOffer, internal/activity/handoff.go HandOff):
 //     OpenAgentSession (a fresh session token, the worker's session TTL of 0: it reads
 //     the window and the route too), Installation, the typing keep-alive's first show (the Typer's GetAccountWithSecret,
 //     in the background as the worker shows it), then the echo agent's answer
 //     (handoff.Echo, in process);
 //  4. the window's workflow start (startWindow): WindowWorkflowID of the opened window;
 //  5. the reply of the hand-off's answer (workflows/window.go took → sendOne, the Send
-//     activity of activities/send.go): ReserveAndStart with the request id the workflow
+//     activity of internal/activity/send.go): ReserveAndStart with the request id the workflow
 //     gives it ("handoff-1-1"), StartSend while the attempt waits its turn (awaitStart),
 //     CompleteSend as sent with a provider message id as the simulator answers one, then
 //     the end of "typing" (the Typer's GetAccountWithSecret, once the keep-alive's show is
 //     done: the Typer orders a conversation's typing calls);
-//  6. the verdict (window.finish, activities/finish.go): FinishMessage handled, then the
+//  6. the verdict (window.finish, internal/activity/finish.go): FinishMessage handled, then the
 //     end of "typing" again (GetAccountWithSecret).
 //
 // Once per bot, when the system is made, it does what a poll activity does at its start
