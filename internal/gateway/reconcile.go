@@ -95,7 +95,6 @@ const DefaultPendingGrace = 15 * time.Minute
 type ReconcileStore interface {
 	activity.Store
 	ListAccounts(ctx context.Context, status string) ([]store.Account, error)
-	ListOpenWindows(ctx context.Context, accountKey string, createdSince time.Time, limit int32) ([]store.OpenedWindow, error)
 	ListPendingWindows(ctx context.Context) ([]store.PendingWindow, error)
 	RecoverPendingAttemptsOf(ctx context.Context, now time.Time, windowIDs []int64) (int, error)
 }

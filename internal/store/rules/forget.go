@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -25,12 +26,7 @@ var ForgetDropsHeld = []string{vocab.HeldWaiting, vocab.HeldSending}
 // is touched by nothing but the purge and a forget, so a batch of settled messages locks
 // no account, and page commits never queue behind it.
 func PurgeLocksAccount(status string) bool {
-	for _, s := range ForgetSettlesMessage {
-		if s == status {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(ForgetSettlesMessage, status)
 }
 
 // ForgetSettlesMessage lists the message statuses that erasing a message settles as
