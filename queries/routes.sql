@@ -9,17 +9,18 @@ SELECT * FROM account_routes WHERE account_key = $1;
 -- name: UpsertRoute :one
 INSERT INTO account_routes (
     account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext,
-    workflow_type, task_queue, mcp_agent, version, updated_at, updated_by
+    workflow_type, task_queue, mcp_agent, ilink_client, version, updated_at, updated_by
 ) VALUES (
     sqlc.arg(account_key), sqlc.arg(kind), sqlc.narg(webhook_url), sqlc.narg(webhook_timeout_ms),
     sqlc.narg(key_generation), sqlc.narg(nonce), sqlc.narg(ciphertext), sqlc.narg(workflow_type),
-    sqlc.narg(task_queue), sqlc.narg(mcp_agent), nextval('account_route_versions'), sqlc.arg(now),
+    sqlc.narg(task_queue), sqlc.narg(mcp_agent), sqlc.narg(ilink_client), nextval('account_route_versions'), sqlc.arg(now),
     sqlc.arg(updated_by)
 )
 ON CONFLICT (account_key) DO UPDATE SET
     kind = EXCLUDED.kind, webhook_url = EXCLUDED.webhook_url, webhook_timeout_ms = EXCLUDED.webhook_timeout_ms,
     key_generation = EXCLUDED.key_generation, nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext,
     workflow_type = EXCLUDED.workflow_type, task_queue = EXCLUDED.task_queue, mcp_agent = EXCLUDED.mcp_agent,
+    ilink_client = EXCLUDED.ilink_client,
     version = EXCLUDED.version,
     updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
 RETURNING version;
@@ -29,7 +30,7 @@ DELETE FROM account_routes WHERE account_key = $1;
 
 -- name: ListRoutes :many
 -- Every route, without its sealed secret.
-SELECT account_key, kind, webhook_url, webhook_timeout_ms, workflow_type, task_queue, mcp_agent, version, updated_at,
+SELECT account_key, kind, webhook_url, webhook_timeout_ms, workflow_type, task_queue, mcp_agent, ilink_client, version, updated_at,
        updated_by
 FROM account_routes
 ORDER BY account_key;

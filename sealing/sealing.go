@@ -186,12 +186,18 @@ const (
 	PurposeMCPSession Purpose = "mcp_session"
 	// PurposeHeldReply seals the content of a held reply, bound to its id.
 	PurposeHeldReply Purpose = "held_reply"
+	// PurposeILinkClientSession seals the agent session token of a message queued for an
+	// iLink client, bound to the message key.
+	PurposeILinkClientSession Purpose = "ilink_client_session"
+	// PurposeILinkClientUpload seals the bytes an iLink client uploaded to the facade's
+	// CDN, bound to the upload's id.
+	PurposeILinkClientUpload Purpose = "ilink_client_upload"
 )
 
 func (p Purpose) valid() bool {
 	switch p {
 	case PurposeBotToken, PurposeContextToken, PurposeImageLocator, PurposeOutboundMedia, PurposeMediaUpload, PurposeQuarantinedPage,
-		PurposeRouteSecret, PurposeMCPSession, PurposeHeldReply:
+		PurposeRouteSecret, PurposeMCPSession, PurposeHeldReply, PurposeILinkClientSession, PurposeILinkClientUpload:
 		return true
 	}
 	return false

@@ -47,6 +47,13 @@ const (
 	CodeMCPAgentNotFound Code = "mcp_agent_not_found"
 	// CodeMCPAgentExists: an MCP agent of that name exists already.
 	CodeMCPAgentExists Code = "mcp_agent_exists"
+	// CodeILinkClientNotFound: no iLink client has that name.
+	CodeILinkClientNotFound Code = "ilink_client_not_found"
+	// CodeILinkClientExists: an iLink client of that name exists already.
+	CodeILinkClientExists Code = "ilink_client_exists"
+	// CodeILinkLoginNotFound: no QR login waits under that code (unknown, expired or
+	// approved already).
+	CodeILinkLoginNotFound Code = "ilink_login_not_found"
 	// CodeReplySlotsReserved: the window's sends left are kept for the final answer
 	// (FinalSlots); a reply not marked final may not use them.
 	CodeReplySlotsReserved Code = "reply_slots_reserved"

@@ -13,7 +13,7 @@ import (
 // Store is what the activities call in the store (a *store.Store): its operations the
 // activities run, and the MCP agents' inbox a route's handler puts hand-offs in.
 type Store interface {
-	handoff.MCPInbox
+	handoff.Inbox
 	AdoptDeadPollLeases(ctx context.Context, adopter string, adopterKey int64, ttl, grace, session, overrun time.Duration, max int) ([]store.AdoptedPollLease, error)
 	AnyDeadPollWorker(ctx context.Context, asker string) (bool, error)
 	BlockSends(ctx context.Context, now time.Time, accountKey string, until time.Time) (store.Account, error)

@@ -161,6 +161,10 @@ type Config struct {
 	// links the enrollment page hands them ("": the request's own).
 	UIClientAddressHeader string
 	UIPublicURL           string
+	// ILinkPublicURL is where iLink clients reach the agent-facing address (the base URL
+	// of the iLink facade, scheme://host/prefix), for the media and login URLs it hands
+	// them ("": the request's own).
+	ILinkPublicURL string
 	// TemporalUIURL is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233):
 	// the web front end links each bot to its workflows there ("": no links).
 	TemporalUIURL string

@@ -319,6 +319,12 @@ var settings = []setting{
 			c.UIPublicURL, err = webui.BaseURL(v)
 			return err
 		}},
+	{flag: "ilink-public-url", env: "ILINKFLOW_ILINK_PUBLIC_URL", help: "where iLink clients reach the agent-facing address (e.g. https://bots.example.com), the base URL of the iLink facade, for the media and login URLs it hands them (default: the request's scheme and host)",
+		def: func(c Config) string { return c.ILinkPublicURL },
+		set: func(c *Config, v string) (err error) {
+			c.ILinkPublicURL, err = webui.BaseURL(v)
+			return err
+		}},
 	{flag: "temporal-ui-url", env: "ILINKFLOW_TEMPORAL_UI_URL", help: "base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233): the web front end links each bot to its workflows there (default: no links)",
 		def: func(c Config) string { return c.TemporalUIURL },
 		set: func(c *Config, v string) (err error) {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
+	"github.com/ilinkflow/ilinkflow/internal/ilinkfacade"
 	"github.com/ilinkflow/ilinkflow/internal/mcpserver"
 	"github.com/ilinkflow/ilinkflow/internal/metrics"
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
@@ -161,6 +162,9 @@ type httpServers struct {
 	mcp   *mcpserver.Server
 	// stopMCP ends the MCP server's claim keeping.
 	stopMCP context.CancelFunc
+	facade  *ilinkfacade.Facade
+	// stopFacade ends the iLink facade's wake-ups and sweeps.
+	stopFacade context.CancelFunc
 	grace   time.Duration
 	log     *slog.Logger
 }
@@ -229,8 +233,18 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		var mcpCtx context.Context
 		mcpCtx, s.stopMCP = context.WithCancel(context.Background())
 		go s.mcp.Run(mcpCtx)
+		// The iLink facade too: its replies, typing and downloads go through the gate.
+		s.facade = ilinkfacade.New(ilinkfacade.Config{Store: st, Replies: s.gate, Keys: cfg.Keyring, PublicURL: cfg.ILinkPublicURL,
+			Logger: logger, Metrics: reg.Product()})
+		apiMux.Handle(ilinkfacade.BotPath, s.facade.Handler())
+		apiMux.Handle(ilinkfacade.CDNPath, s.facade.Handler())
+		apiMux.Handle(ilinkfacade.LoginPath, s.facade.Handler())
+		var facadeCtx context.Context
+		facadeCtx, s.stopFacade = context.WithCancel(context.Background())
+		go s.facade.Run(facadeCtx)
 	}
-	apiRoutes := "/v1/reply /v1/done /v1/remind /v1/messages/{key}/attachments/{n} /v1/typing " + mcpserver.Path
+	apiRoutes := "/v1/reply /v1/done /v1/remind /v1/messages/{key}/attachments/{n} /v1/typing " + mcpserver.Path + " " +
+		ilinkfacade.BotPath + " " + ilinkfacade.CDNPath + " " + ilinkfacade.LoginPath
 	switch {
 	case apiMux == nil:
 		// Admin endpoints only.
@@ -350,6 +364,12 @@ func (s *httpServers) drainAPI() {
 		// (to a session on another worker, or on this one's successor).
 		s.stopMCP()
 		s.mcp.Close()
+	}
+	if s.facade != nil {
+		// The facade's long polls answer an empty page at once: the client polls again,
+		// on another worker or this one's successor, from the same cursor.
+		s.stopFacade()
+		s.facade.Close()
 	}
 	if s.admin != nil {
 		s.api.shutdown()

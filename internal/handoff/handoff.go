@@ -9,6 +9,8 @@
 //     agent is the Go helper such an agent replies and finishes with);
 //   - mcp: puts the message in the inbox of an agent connected to the MCP server, whose
 //     wait tool takes it ([MCP]);
+//   - ilink: queues the message for an iLink client, which takes it with the iLink
+//     facade's getupdates ([ILink]);
 //   - echo: built in, answers "echo: <summary>" and marks the message handled.
 //
 // The session token a handler receives is the agent's capability to reply; no handler
@@ -36,6 +38,7 @@ const (
 	KindWebhook  = vocab.RouteWebhook
 	KindWorkflow = vocab.RouteWorkflow
 	KindMCP      = vocab.RouteMCP
+	KindILink    = vocab.RouteILink
 )
 
 // Bounds of Config.Timeout. The HandOff activity's start-to-close timeout (2 minutes) must
@@ -63,6 +66,8 @@ type Config struct {
 	TaskQueue    string
 	// MCPAgent names the MCP agent of the mcp handler (a route's only).
 	MCPAgent string
+	// ILinkClient names the iLink client of the ilink handler (a route's only).
+	ILinkClient string
 }
 
 // Validate reports what is wrong with the configuration, without a Temporal client (New
@@ -98,6 +103,10 @@ func (c Config) Validate() error {
 		if err := store.CheckMCPAgentName(c.MCPAgent); err != nil {
 			bad("mcp: %v", err)
 		}
+	case KindILink:
+		if err := store.CheckILinkClientName(c.ILinkClient); err != nil {
+			bad("ilink: %v", err)
+		}
 	default:
 		bad("kind %q is unknown: want none, echo, webhook or workflow", c.Kind)
 	}
@@ -106,9 +115,9 @@ func (c Config) Validate() error {
 
 // New builds the handler cfg selects: nil (and no error) for none, so that the hand-off
 // only opens the agent session; tc is the Temporal client the workflow handler starts
-// agent workflows with, inbox the store the mcp handler offers messages in (each unused
-// by the others).
-func New(cfg Config, tc client.Client, inbox MCPInbox) (Handler, error) {
+// agent workflows with, inbox the store the mcp and ilink handlers queue messages in (each
+// unused by the others).
+func New(cfg Config, tc client.Client, inbox Inbox) (Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,6 +136,11 @@ func New(cfg Config, tc client.Client, inbox MCPInbox) (Handler, error) {
 			return nil, errors.New("handler mcp: a store is required")
 		}
 		return &MCP{Agent: cfg.MCPAgent, Inbox: inbox}, nil
+	case KindILink:
+		if inbox == nil {
+			return nil, errors.New("handler ilink: a store is required")
+		}
+		return &ILink{Client: cfg.ILinkClient, Inbox: inbox}, nil
 	}
 	return nil, nil
 }
@@ -144,6 +158,8 @@ func RouteConfig(r store.Route) Config {
 		return Config{Kind: KindEcho}
 	case vocab.RouteMCP:
 		return Config{Kind: KindMCP, MCPAgent: r.MCPAgent}
+	case vocab.RouteILink:
+		return Config{Kind: KindILink, ILinkClient: r.ILinkClient}
 	}
 	// An unknown kind (a route of a newer release) fails New's validation.
 	return Config{Kind: r.Kind}

@@ -520,24 +520,11 @@ func (s *Server) finish(ctx context.Context, _ *mcp.CallToolRequest, a agent, in
 // receives the answer's headers). A refusal is the reply API's code, status and message.
 func (s *Server) callAPI(ctx context.Context, method, path string, token sealing.Secret, idempotencyKey, contentType string,
 	body []byte, out any, hdr http.Header) *ToolError {
-	req, err := http.NewRequestWithContext(ctx, method, "http://ilinkflow.invalid"+path, bytes.NewReader(body))
+	rec, err := replyapi.InProcess(ctx, s.cfg.Replies, method, path, token, idempotencyKey, contentType, body)
 	if err != nil {
 		return &ToolError{Code: CodeInternal, Status: http.StatusInternalServerError, Message: "the request cannot be made"}
 	}
-	req.Header.Set("Authorization", "Bearer "+token.Reveal())
-	if idempotencyKey != "" {
-		req.Header.Set("Idempotency-Key", idempotencyKey)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.ContentLength = int64(len(body))
-	rec := &recorder{header: http.Header{}}
-	s.cfg.Replies.ServeHTTP(rec, req)
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	if rec.status >= 300 {
+	if rec.Status >= 300 {
 		var eb struct {
 			Error struct {
 				Code              string          `json:"code"`
@@ -546,47 +533,27 @@ func (s *Server) callAPI(ctx context.Context, method, path string, token sealing
 				Attempt           json.RawMessage `json:"attempt"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(rec.body.Bytes(), &eb); err != nil || eb.Error.Code == "" {
-			return &ToolError{Code: CodeInternal, Status: rec.status, Message: "the reply API answered without a code"}
+		if err := json.Unmarshal(rec.Body, &eb); err != nil || eb.Error.Code == "" {
+			return &ToolError{Code: CodeInternal, Status: rec.Status, Message: "the reply API answered without a code"}
 		}
-		return &ToolError{Code: eb.Error.Code, Status: rec.status, Message: eb.Error.Message,
+		return &ToolError{Code: eb.Error.Code, Status: rec.Status, Message: eb.Error.Message,
 			RetryAfterSeconds: eb.Error.RetryAfterSeconds, Attempt: eb.Error.Attempt}
 	}
-	if rec.status == http.StatusAccepted {
+	if rec.Status == http.StatusAccepted {
 		// A reply whose outcome is unknown: the body is the attempt with status unknown.
 		s.log.Info("MCP reply outcome unknown", "path", path)
 	}
-	for k, v := range rec.header {
+	for k, v := range rec.Header {
 		if hdr != nil {
 			hdr[k] = v
 		}
 	}
 	if b, ok := out.(*[]byte); ok {
-		*b = rec.body.Bytes()
+		*b = rec.Body
 		return nil
 	}
-	if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
+	if err := json.Unmarshal(rec.Body, out); err != nil {
 		return &ToolError{Code: CodeInternal, Status: http.StatusInternalServerError, Message: "the reply API's answer does not decode"}
 	}
 	return nil
-}
-
-// recorder is the http.ResponseWriter of an in-process reply API call.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
 }

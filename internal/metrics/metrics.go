@@ -54,6 +54,7 @@ type Product struct {
 	sends    *prometheus.CounterVec
 	replies  *prometheus.CounterVec
 	mcpCalls *prometheus.CounterVec
+	facade   *prometheus.CounterVec
 	leases   *prometheus.CounterVec
 	// moved: poll activities a supervisor replaced, by why their holder was judged dead.
 	moved *prometheus.CounterVec
@@ -100,6 +101,10 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 			Name: "ilinkflow_mcp_tool_calls_total",
 			Help: "MCP server tool calls by tool and answer code (ok, or the refusal's code).",
 		}, []string{"tool", "code"}),
+		facade: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ilinkflow_ilink_facade_requests_total",
+			Help: "iLink facade requests by endpoint and outcome (ok, sent, held, unknown, a login status, or the refusal's code).",
+		}, []string{"endpoint", "outcome"}),
 		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ilinkflow_poll_lease_renewals_total",
 			Help: "Renewals of this worker's poll leases (one statement renews them all) by outcome: ok, error.",
@@ -129,7 +134,7 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 				"quarantine (quarantined pages), audit (audit lines), webui (expired web sessions and owner links).",
 		}, []string{"class"}),
 	}
-	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.leases, p.moved, p.livenessLost, p.unreadable, p.purged} {
+	for _, c := range []prometheus.Collector{p.polls, p.pages, p.messages, p.sends, p.replies, p.mcpCalls, p.facade, p.leases, p.moved, p.livenessLost, p.unreadable, p.purged} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -158,6 +163,9 @@ func NewProduct(reg prometheus.Registerer) (*Product, error) {
 	}
 	for _, class := range RetentionClasses {
 		p.purged.WithLabelValues(class)
+	}
+	for _, e := range []string{"getupdates", "sendmessage"} {
+		p.facade.WithLabelValues(e, "ok")
 	}
 	return p, nil
 }
@@ -265,6 +273,14 @@ func (p *Product) MCPToolCall(tool, code string) {
 		return
 	}
 	p.mcpCalls.WithLabelValues(tool, code).Inc()
+}
+
+// ILinkFacadeRequest records one iLink facade request by endpoint and outcome.
+func (p *Product) ILinkFacadeRequest(endpoint, outcome string) {
+	if p == nil {
+		return
+	}
+	p.facade.WithLabelValues(endpoint, outcome).Inc()
 }
 
 // ReplyRequest records one reply API request by route (reply, done) and answer code.

@@ -103,6 +103,8 @@ var constraintCodes = map[string]vocab.Code{
 	"mcp_agents_pkey":                                 vocab.CodeMCPAgentExists,
 	"account_routes_mcp_agent_fkey":                   vocab.CodeMCPAgentNotFound,
 	"mcp_offers_agent_name_fkey":                      vocab.CodeMCPAgentNotFound,
+	"ilink_clients_pkey":                              vocab.CodeILinkClientExists,
+	"account_routes_ilink_client_fkey":                vocab.CodeILinkClientNotFound,
 }
 
 // msgStalePlan is PostgreSQL's message (SQLSTATE 0A000) for a prepared statement whose

@@ -73,6 +73,8 @@ type RouteInput struct {
 	TaskQueue    string
 	// MCPAgent names the MCP agent of an mcp route.
 	MCPAgent string
+	// ILinkClient names the iLink client of an ilink route.
+	ILinkClient string
 	// By says who set the route (recorded in the audit).
 	By string
 }
@@ -89,6 +91,7 @@ type Route struct {
 	WorkflowType   string
 	TaskQueue      string
 	MCPAgent       string
+	ILinkClient    string
 	// Version changes with every change of the route, and is never reused for the
 	// account (nor for any other): a handler built for (account, version) stays right.
 	Version   int64
@@ -144,6 +147,9 @@ func validateRoute(in RouteInput) error {
 	if in.Kind != vocab.RouteMCP && in.MCPAgent != "" {
 		return fail(vocab.CodeInvalidInput, "only an mcp route names an MCP agent")
 	}
+	if in.Kind != vocab.RouteILink && in.ILinkClient != "" {
+		return fail(vocab.CodeInvalidInput, "only an ilink route names an iLink client")
+	}
 	switch in.Kind {
 	case vocab.RouteWebhook:
 		if workflowSet {
@@ -184,6 +190,13 @@ func validateRoute(in RouteInput) error {
 		if err := CheckMCPAgentName(in.MCPAgent); err != nil {
 			return err
 		}
+	case vocab.RouteILink:
+		if webhookSet || workflowSet {
+			return fail(vocab.CodeInvalidInput, "an ilink route takes no webhook or workflow settings")
+		}
+		if err := CheckILinkClientName(in.ILinkClient); err != nil {
+			return err
+		}
 	case vocab.RouteEcho:
 		if webhookSet || workflowSet {
 			return fail(vocab.CodeInvalidInput, "an echo route takes no settings")
@@ -204,6 +217,8 @@ func routeDetail(in RouteInput) string {
 		return fmt.Sprintf("workflow %s on task queue %s", in.WorkflowType, in.TaskQueue)
 	case vocab.RouteMCP:
 		return "mcp agent " + in.MCPAgent
+	case vocab.RouteILink:
+		return "ilink client " + in.ILinkClient
 	}
 	return in.Kind
 }
@@ -237,9 +252,12 @@ func (s *Store) SetRoute(ctx context.Context, now time.Time, in RouteInput) (Rou
 		params.WorkflowType, params.TaskQueue = &in.WorkflowType, &in.TaskQueue
 	case vocab.RouteMCP:
 		params.McpAgent = &in.MCPAgent
+	case vocab.RouteILink:
+		params.IlinkClient = &in.ILinkClient
 	}
 	out := Route{AccountKey: in.AccountKey, Kind: in.Kind, WebhookHost: WebhookHost(in.WebhookURL), WebhookTimeout: in.WebhookTimeout,
-		WorkflowType: in.WorkflowType, TaskQueue: in.TaskQueue, MCPAgent: in.MCPAgent, UpdatedAt: now, UpdatedBy: in.By}
+		WorkflowType: in.WorkflowType, TaskQueue: in.TaskQueue, MCPAgent: in.MCPAgent, ILinkClient: in.ILinkClient, UpdatedAt: now,
+		UpdatedBy: in.By}
 	if in.Kind != vocab.RouteWebhook {
 		out.WebhookHost = ""
 	}
@@ -334,7 +352,7 @@ func (s *Store) GetRoute(ctx context.Context, accountKey string) (r Route, found
 // cannot open is sealed_unreadable.
 func (s *Store) routeOf(row dbq.AccountRoute) (Route, error) {
 	r := routeFrom(row.AccountKey, row.Kind, row.WebhookUrl, row.WebhookTimeoutMs, row.WorkflowType, row.TaskQueue, row.McpAgent,
-		row.Version, row.UpdatedAt, row.UpdatedBy)
+		row.IlinkClient, row.Version, row.UpdatedAt, row.UpdatedBy)
 	if row.Kind == vocab.RouteWebhook && row.WebhookUrl != nil && row.KeyGeneration != nil {
 		r.WebhookURL = *row.WebhookUrl
 		secret, err := s.keys.Open(sealing.PurposeRouteSecret, routeBinding(row.AccountKey),
@@ -355,7 +373,7 @@ func (s *Store) ListRoutes(ctx context.Context) ([]Route, error) {
 		rows, err := q.ListRoutes(ctx)
 		for _, r := range rows {
 			out = append(out, routeFrom(r.AccountKey, r.Kind, r.WebhookUrl, r.WebhookTimeoutMs, r.WorkflowType, r.TaskQueue, r.McpAgent,
-				r.Version, r.UpdatedAt, r.UpdatedBy))
+				r.IlinkClient, r.Version, r.UpdatedAt, r.UpdatedBy))
 		}
 		return err
 	})
@@ -390,7 +408,7 @@ func (s *Store) ListRouteChanges(ctx context.Context, accountKey string) ([]Rout
 }
 
 // routeFrom is a stored route without its secret: a webhook's host, not its URL.
-func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowType, taskQueue, mcpAgent *string, version int64,
+func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowType, taskQueue, mcpAgent, iLinkClient *string, version int64,
 	updatedAt time.Time, updatedBy string) Route {
 	r := Route{AccountKey: key, Kind: kind, Version: version, UpdatedAt: updatedAt, UpdatedBy: updatedBy}
 	if webhookURL != nil {
@@ -407,6 +425,9 @@ func routeFrom(key, kind string, webhookURL *string, timeoutMs *int32, workflowT
 	}
 	if mcpAgent != nil {
 		r.MCPAgent = *mcpAgent
+	}
+	if iLinkClient != nil {
+		r.ILinkClient = *iLinkClient
 	}
 	return r
 }

@@ -2953,7 +2953,7 @@ func (b *WindowOfferBatchResults) Close() error {
 }
 
 const windowRoute = `-- name: WindowRoute :batchmany
-SELECT account_routes.account_key, account_routes.kind, account_routes.webhook_url, account_routes.webhook_timeout_ms, account_routes.key_generation, account_routes.nonce, account_routes.ciphertext, account_routes.workflow_type, account_routes.task_queue, account_routes.version, account_routes.updated_at, account_routes.updated_by, account_routes.mcp_agent FROM account_routes
+SELECT account_routes.account_key, account_routes.kind, account_routes.webhook_url, account_routes.webhook_timeout_ms, account_routes.key_generation, account_routes.nonce, account_routes.ciphertext, account_routes.workflow_type, account_routes.task_queue, account_routes.version, account_routes.updated_at, account_routes.updated_by, account_routes.mcp_agent, account_routes.ilink_client FROM account_routes
 JOIN reply_windows ON reply_windows.account_key = account_routes.account_key
 WHERE reply_windows.reply_window_id = $1
 `
@@ -3009,6 +3009,7 @@ func (b *WindowRouteBatchResults) Query(f func(int, []AccountRoute, error)) {
 					&i.UpdatedAt,
 					&i.UpdatedBy,
 					&i.McpAgent,
+					&i.IlinkClient,
 				); err != nil {
 					return err
 				}

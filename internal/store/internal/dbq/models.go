@@ -46,6 +46,7 @@ type AccountRoute struct {
 	UpdatedAt        time.Time
 	UpdatedBy        string
 	McpAgent         *string
+	IlinkClient      *string
 }
 
 type AccountSecret struct {
@@ -113,6 +114,71 @@ type HeldReply struct {
 	CreatedAt        time.Time
 	ExpiresAt        time.Time
 	UpdatedAt        time.Time
+}
+
+type IlinkClient struct {
+	ClientName    string
+	TokenHash     []byte
+	CreatedAt     time.Time
+	CreatedBy     string
+	TokenIssuedAt time.Time
+	RevokedAt     *time.Time
+	RevokedBy     *string
+	LastSeq       int64
+}
+
+type IlinkClientBot struct {
+	BotID      string
+	ClientName string
+	AccountKey string
+	TokenHash  []byte
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+}
+
+type IlinkClientCursor struct {
+	ClientName string
+	BotID      string
+	AckedSeq   int64
+	UpdatedAt  time.Time
+}
+
+type IlinkClientLogin struct {
+	QrcodeHash  []byte
+	Code        string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	ScannedAt   *time.Time
+	ApprovedAt  *time.Time
+	ApprovedBy  *string
+	ClientName  *string
+	AccountKey  *string
+	CollectedAt *time.Time
+}
+
+type IlinkClientOffer struct {
+	MessageKey    string
+	ClientName    string
+	Seq           int64
+	AccountKey    string
+	ReplyWindowID int64
+	SessionID     uuid.UUID
+	KeyGeneration int32
+	Nonce         []byte
+	Ciphertext    []byte
+	OfferedAt     time.Time
+	Offers        int32
+}
+
+type IlinkClientUpload struct {
+	UploadID      uuid.UUID
+	ClientName    string
+	AccountKey    string
+	MediaType     int32
+	KeyGeneration int32
+	Nonce         []byte
+	Ciphertext    []byte
+	CreatedAt     time.Time
 }
 
 type InboundImage struct {

@@ -20,7 +20,7 @@ func (q *Queries) DeleteRoute(ctx context.Context, accountKey string) error {
 }
 
 const getRoute = `-- name: GetRoute :one
-SELECT account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext, workflow_type, task_queue, version, updated_at, updated_by, mcp_agent FROM account_routes WHERE account_key = $1
+SELECT account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext, workflow_type, task_queue, version, updated_at, updated_by, mcp_agent, ilink_client FROM account_routes WHERE account_key = $1
 `
 
 func (q *Queries) GetRoute(ctx context.Context, accountKey string) (AccountRoute, error) {
@@ -40,6 +40,7 @@ func (q *Queries) GetRoute(ctx context.Context, accountKey string) (AccountRoute
 		&i.UpdatedAt,
 		&i.UpdatedBy,
 		&i.McpAgent,
+		&i.IlinkClient,
 	)
 	return i, err
 }
@@ -109,7 +110,7 @@ func (q *Queries) ListRouteAudit(ctx context.Context, accountKey string) ([]Rout
 }
 
 const listRoutes = `-- name: ListRoutes :many
-SELECT account_key, kind, webhook_url, webhook_timeout_ms, workflow_type, task_queue, mcp_agent, version, updated_at,
+SELECT account_key, kind, webhook_url, webhook_timeout_ms, workflow_type, task_queue, mcp_agent, ilink_client, version, updated_at,
        updated_by
 FROM account_routes
 ORDER BY account_key
@@ -123,6 +124,7 @@ type ListRoutesRow struct {
 	WorkflowType     *string
 	TaskQueue        *string
 	McpAgent         *string
+	IlinkClient      *string
 	Version          int64
 	UpdatedAt        time.Time
 	UpdatedBy        string
@@ -146,6 +148,7 @@ func (q *Queries) ListRoutes(ctx context.Context) ([]ListRoutesRow, error) {
 			&i.WorkflowType,
 			&i.TaskQueue,
 			&i.McpAgent,
+			&i.IlinkClient,
 			&i.Version,
 			&i.UpdatedAt,
 			&i.UpdatedBy,
@@ -176,17 +179,18 @@ func (q *Queries) LockAccountForRoute(ctx context.Context, accountKey string) (s
 const upsertRoute = `-- name: UpsertRoute :one
 INSERT INTO account_routes (
     account_key, kind, webhook_url, webhook_timeout_ms, key_generation, nonce, ciphertext,
-    workflow_type, task_queue, mcp_agent, version, updated_at, updated_by
+    workflow_type, task_queue, mcp_agent, ilink_client, version, updated_at, updated_by
 ) VALUES (
     $1, $2, $3, $4,
     $5, $6, $7, $8,
-    $9, $10, nextval('account_route_versions'), $11,
-    $12
+    $9, $10, $11, nextval('account_route_versions'), $12,
+    $13
 )
 ON CONFLICT (account_key) DO UPDATE SET
     kind = EXCLUDED.kind, webhook_url = EXCLUDED.webhook_url, webhook_timeout_ms = EXCLUDED.webhook_timeout_ms,
     key_generation = EXCLUDED.key_generation, nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext,
     workflow_type = EXCLUDED.workflow_type, task_queue = EXCLUDED.task_queue, mcp_agent = EXCLUDED.mcp_agent,
+    ilink_client = EXCLUDED.ilink_client,
     version = EXCLUDED.version,
     updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
 RETURNING version
@@ -203,6 +207,7 @@ type UpsertRouteParams struct {
 	WorkflowType     *string
 	TaskQueue        *string
 	McpAgent         *string
+	IlinkClient      *string
 	Now              time.Time
 	UpdatedBy        string
 }
@@ -219,6 +224,7 @@ func (q *Queries) UpsertRoute(ctx context.Context, arg UpsertRouteParams) (int64
 		arg.WorkflowType,
 		arg.TaskQueue,
 		arg.McpAgent,
+		arg.IlinkClient,
 		arg.Now,
 		arg.UpdatedBy,
 	)
