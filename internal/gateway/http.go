@@ -165,8 +165,8 @@ type httpServers struct {
 	facade  *ilinkfacade.Facade
 	// stopFacade ends the iLink facade's wake-ups and sweeps.
 	stopFacade context.CancelFunc
-	grace   time.Duration
-	log     *slog.Logger
+	grace      time.Duration
+	log        *slog.Logger
 }
 
 // UIPath is where the enrollment web front end is served when ILINKFLOW_UI_TOKEN is set.

@@ -29,7 +29,9 @@ const (
 	bindingDownloadRf = "ilink-facade/download-ref"
 )
 
-func attachmentPath(messageKey string, index int) string { return wfapi.AttachmentPath(messageKey, index) }
+func attachmentPath(messageKey string, index int) string {
+	return wfapi.AttachmentPath(messageKey, index)
+}
 
 // uploadRef is what an upload_param names.
 type uploadRef struct {

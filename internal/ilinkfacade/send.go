@@ -296,4 +296,3 @@ func (f *Facade) attachment(ctx context.Context, o store.ILinkOffer, index int) 
 	}
 	return ans.Body, ans.Status, nil
 }
-

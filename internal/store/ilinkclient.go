@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
-		"encoding/base64"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"regexp"
@@ -428,8 +428,12 @@ func (s *Store) SweepILinkClients(ctx context.Context, now, loginsBefore, upload
 	err := s.read(ctx, "sweep iLink clients", func(q *dbq.Queries) error {
 		for _, f := range []func() (int64, error){
 			func() (int64, error) { return q.DeleteAckedILinkClientOffers(ctx, now.Truncate(time.Microsecond)) },
-			func() (int64, error) { return q.DeleteExpiredILinkClientLogins(ctx, loginsBefore.Truncate(time.Microsecond)) },
-			func() (int64, error) { return q.DeleteOldILinkClientUploads(ctx, uploadsBefore.Truncate(time.Microsecond)) },
+			func() (int64, error) {
+				return q.DeleteExpiredILinkClientLogins(ctx, loginsBefore.Truncate(time.Microsecond))
+			},
+			func() (int64, error) {
+				return q.DeleteOldILinkClientUploads(ctx, uploadsBefore.Truncate(time.Microsecond))
+			},
 		} {
 			n, err := f()
 			if err != nil {
