@@ -165,3 +165,17 @@ INSERT INTO forget_audit (requested_at, completed_at, requested_by, account_key,
 -- store reads no clock of its own).
 VALUES (sqlc.arg(requested_at), greatest(sqlc.arg(requested_at)::timestamptz, clock_timestamp()), sqlc.arg(requested_by),
         sqlc.narg(account_key), sqlc.arg(counts));
+
+-- name: ForgetILinkClientOffers :one
+-- The iLink clients' queue entries of the messages (an erased message is offered to no
+-- client).
+WITH target AS (
+    SELECT o.message_key FROM ilink_client_offers AS o
+    WHERE o.message_key = ANY(sqlc.arg(message_keys)::text[])
+), erased AS (
+    DELETE FROM ilink_client_offers AS o
+    USING target
+    WHERE o.message_key = target.message_key AND NOT sqlc.arg(dry_run)::boolean
+    RETURNING o.message_key
+)
+SELECT count(*)::integer FROM target;

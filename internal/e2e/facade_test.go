@@ -219,3 +219,152 @@ func TestAnILinkClientLogsInByQRTakesTextAndImageRepliesWithBothAndIsRefusedOnce
 	}
 	a.logs.assertNotLogged(t, token.Reveal(), clientToken.Reveal(), "a fine picture", "hello through the facade")
 }
+
+// facadeBot is a bot enrolled, routed to an iLink client by its QR login, with the
+// client's iLink client for it.
+type facadeBot struct {
+	key, owner, simBot string
+	botID              string
+	token              ilink.Secret
+	client             *ilink.Client
+}
+
+func (a *apiSystem) facadeBotOf(client, offerID, owner string) facadeBot {
+	a.t.Helper()
+	key, bot := a.enrolledBot(offerID, owner)
+	botID, token := a.facadeLogin(client, key, owner)
+	return facadeBot{key: key, owner: owner, simBot: bot.BotID, botID: botID, token: token, client: a.facadeClient(token)}
+}
+
+func texts(msgs []ilink.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = textOf(m)
+	}
+	return out
+}
+
+func TestEachILinkClientSeesOnlyItsBotsAndARestartedClientGetsWhatItHadNotAcknowledgedOnce(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, store.DefaultLimits(), nil)
+	alphaToken := a.iLinkClientAdd("alpha")
+	betaToken := a.iLinkClientAdd("beta")
+	bots := map[string][]facadeBot{}
+	for i, c := range []string{"alpha", "alpha", "beta", "beta"} {
+		owner := "o9cq8facadetwo000000000" + string(rune('a'+i)) + "1@im.wechat"
+		bots[c] = append(bots[c], a.facadeBotOf(c, "qo_e2e_facade_two_"+string(rune('a'+i)), owner))
+	}
+	say := func(b facadeBot, text string) {
+		t.Helper()
+		if _, err := a.ctl.InjectText(a.ctx, b.simBot, "", text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c, bs := range bots {
+		for i, b := range bs {
+			say(b, c+" bot "+string(rune('0'+i))+" first")
+		}
+	}
+	// Each bot's poll shows its own message only; the client's own token shows both of
+	// its bots' messages and none of the other client's.
+	for c, bs := range bots {
+		for i, b := range bs {
+			got, _ := a.takeMessages(b.client, "", 1)
+			if want := c + " bot " + string(rune('0'+i)) + " first"; len(got) != 1 || textOf(got[0]) != want || got[0].ToUserID != b.botID {
+				t.Fatalf("bot %d of %s polled %q, want only %q", i, c, texts(got), want)
+			}
+		}
+	}
+	all, _ := a.takeMessages(a.facadeClient(betaToken), "", 2)
+	if got := texts(all); len(got) != 2 || !strings.HasPrefix(got[0], "beta") || !strings.HasPrefix(got[1], "beta") {
+		t.Fatalf("beta's own token polled %q, want beta's two messages", got)
+	}
+
+	// alpha's first bot answers its first message, then takes the owner's next messages
+	// and dies before its store kept the cursor (the page was answered, the client never
+	// moved past it). Restarted with the cursor it had kept, it gets them again; moving
+	// past them, never again. The owner's messages in a row, unanswered, are merged into
+	// the last (every route sees them so); each waits until it is queued, seen through
+	// alpha's own token, whose cursor is its own.
+	b := bots["alpha"][0]
+	first, kept := a.takeMessages(b.client, "", 1) // the first message again: nothing was acknowledged yet
+	if _, err := b.client.SendText(a.ctx, ilink.SendOptions{ToUserID: b.owner, ContextToken: first[0].ContextToken}, "noted"); err != nil {
+		t.Fatal(err)
+	}
+	watcher := a.facadeClient(alphaToken)
+	_, seen := a.takeMessages(watcher, "", 2)
+	for _, s := range []string{"one", "two", "three"} {
+		say(b, s)
+		_, seen = a.takeMessages(watcher, seen, 1)
+	}
+	lost, _ := a.takeMessages(b.client, kept, 1)
+	if got := texts(lost); len(got) != 1 || got[0] != "one\ntwo\nthree" {
+		t.Fatalf("the client took %q, want the merged one, two, three", got)
+	}
+	restarted := a.facadeClient(b.token)
+	again, next := a.takeMessages(restarted, kept, 1)
+	if got := texts(again); strings.Join(got, ",") != strings.Join(texts(lost), ",") || again[0].MessageID != lost[0].MessageID {
+		t.Fatalf("the restarted client got %q, want what it lost: %q", got, texts(lost))
+	}
+	// A client that kept no cursor at all resumes from its last acknowledgement too.
+	empty, _ := a.takeMessages(a.facadeClient(b.token), "", 1)
+	if empty[0].MessageID != lost[0].MessageID {
+		t.Fatalf("a client with no cursor got %q, want the unacknowledged %q", texts(empty), texts(lost))
+	}
+	if _, err := restarted.SendText(a.ctx, ilink.SendOptions{ToUserID: b.owner, ContextToken: again[0].ContextToken}, "got them"); err != nil {
+		t.Fatal(err)
+	}
+	say(b, "four")
+	after, _ := a.takeMessages(restarted, next, 1)
+	if got := texts(after); len(got) != 1 || got[0] != "four" {
+		t.Fatalf("past the cursor the client got %q, want only four", got)
+	}
+	if got := a.sentTexts(b.simBot); strings.Join(got, ",") != "noted,got them" {
+		t.Fatalf("the user got %q", got)
+	}
+}
+
+func TestThirteenILinkRepliesToOneMessageSendTenAndHoldThreeForTheUsersNextMessage(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, store.DefaultLimits(), nil)
+	a.iLinkClientAdd("openclaw")
+	b := a.facadeBotOf("openclaw", "qo_e2e_facade_held", "o9cq8facadeheld0000000001@im.wechat")
+	if _, err := a.ctl.InjectText(a.ctx, b.simBot, "", "question one"); err != nil {
+		t.Fatal(err)
+	}
+	msgs, cursor := a.takeMessages(b.client, "", 1)
+	opts := ilink.SendOptions{ToUserID: b.owner, ContextToken: msgs[0].ContextToken}
+	var want []string
+	for i := 1; i <= 13; i++ {
+		text := "reply " + string(rune('a'+i-1)) + " to question one"
+		res, err := b.client.SendText(a.ctx, opts, text)
+		if err != nil {
+			t.Fatalf("reply %d: %v (a held reply answers iLink's success)", i, err)
+		}
+		// Sent replies carry the provider's message id; held ones none.
+		if sentNow := i <= 10; sentNow != (res.MessageID != 0) {
+			t.Fatalf("reply %d answered message_id %d", i, res.MessageID)
+		}
+		want = append(want, text)
+	}
+	if got := a.sentTexts(b.simBot); strings.Join(got, ",") != strings.Join(want[:10], ",") {
+		t.Fatalf("the user got %q, want the first ten replies", got)
+	}
+	hs, err := a.store.ListHeldReplies(a.ctx, store.HeldFilter{AccountKey: b.key})
+	if err != nil || len(hs) != 3 {
+		t.Fatalf("%d held replies (%v), want 3", len(hs), err)
+	}
+	if _, err := a.ctl.InjectText(a.ctx, b.simBot, "", "question two"); err != nil {
+		t.Fatal(err)
+	}
+	a.eventually("the held replies reach the user", 2*time.Minute, func() (bool, error) {
+		return len(a.sentTexts(b.simBot)) >= 13, nil
+	})
+	if got := a.sentTexts(b.simBot); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("the user got %q, want the thirteen replies in order", got)
+	}
+	next, _ := a.takeMessages(b.client, cursor, 1)
+	if textOf(next[0]) != "question two" {
+		t.Fatalf("the client's next message is %q", textOf(next[0]))
+	}
+}

@@ -50,7 +50,10 @@ const LoginPath = "/ilink/login/"
 
 // Defaults of [Config].
 const (
-	DefaultLongPoll     = 35 * time.Second
+	// DefaultLongPoll is how long a getupdates is held: answers advertise it plus a
+	// margin as longpolling_timeout_ms (35 s, iLink's own).
+	DefaultLongPoll     = 30 * time.Second
+	pollMargin          = 5 * time.Second
 	DefaultPollInterval = time.Second
 	DefaultLoginTTL     = 5 * time.Minute
 	DefaultStoreTimeout = 5 * time.Second
@@ -103,7 +106,7 @@ type Config struct {
 	Logger    *slog.Logger
 	// Metrics counts the facade's requests by endpoint and outcome (nil: none).
 	Metrics *metrics.Product
-	// LongPoll is how long a getupdates waits for a message (default 35 s, iLink's).
+	// LongPoll is how long a getupdates waits for a message (default 30 s).
 	LongPoll time.Duration
 	// PollInterval is how often a waiting getupdates looks on its own, besides the wake-ups
 	// of new offers (default 1 s).
@@ -344,7 +347,12 @@ func checkBaseInfo(body []byte) string {
 	return ""
 }
 
-func staleBody() map[string]any { return map[string]any{"errcode": -14, "errmsg": "session timeout"} }
+// staleBody is iLink's answer to a dead token, with both ret and errcode -14 (a shape
+// iLink was seen to answer): the official plugin refuses a send only on a non-zero ret,
+// and pauses its poll on either.
+func staleBody() map[string]any {
+	return map[string]any{"ret": -14, "errcode": -14, "errmsg": "session timeout"}
+}
 
 func invalidArgs() map[string]any { return map[string]any{"ret": -2, "errmsg": "invalid arguments"} }
 

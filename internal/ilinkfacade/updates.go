@@ -111,8 +111,12 @@ func (f *Facade) getUpdates(c *call) {
 		}
 		if len(msgs) > 0 {
 			c.log.Debug("iLink client took messages", "messages", len(msgs), "cursor", last)
-			c.ok(f, getUpdatesResponse{Msgs: msgs, GetUpdatesBuf: encodeCursor(last), LongPollingTimeoutMs: f.cfg.LongPoll.Milliseconds()})
+			c.ok(f, getUpdatesResponse{Msgs: msgs, GetUpdatesBuf: encodeCursor(last), LongPollingTimeoutMs: f.advertised()})
 			return
+		}
+		if last > after {
+			after = last // only absorbed messages: the cursor answered later passes them
+			continue
 		}
 		timedOut := false
 		select {
@@ -126,7 +130,7 @@ func (f *Facade) getUpdates(c *call) {
 		case <-tick.C:
 		}
 		if timedOut {
-			c.ok(f, getUpdatesResponse{Msgs: []ilink.Message{}, GetUpdatesBuf: encodeCursor(after), LongPollingTimeoutMs: f.cfg.LongPoll.Milliseconds()})
+			c.ok(f, getUpdatesResponse{Msgs: []ilink.Message{}, GetUpdatesBuf: encodeCursor(after), LongPollingTimeoutMs: f.advertised()})
 			return
 		}
 		// A token revoked while the poll waits ends it at once.
@@ -144,13 +148,21 @@ func (f *Facade) getUpdates(c *call) {
 	}
 }
 
+// advertised is the longpolling_timeout_ms a poll's answer suggests: the facade's hold
+// and a margin, since the official plugin aborts its next poll at exactly that time, and
+// a page answered as it aborts would be lost to it (it is not acknowledged, so it comes
+// again, but later).
+func (f *Facade) advertised() int64 { return (f.cfg.LongPoll + pollMargin).Milliseconds() }
+
 func bearer(c *call) sealing.Secret {
 	t, _ := strings.CutPrefix(c.r.Header.Get("Authorization"), "Bearer ")
 	return sealing.NewSecret(t)
 }
 
-// page reads the caller's queue past after and builds the messages; ok false means the
-// request was answered (a store failure).
+// page reads the caller's queue past after and builds the messages, and returns the
+// cursor past them; ok false means the request was answered (a store failure). A message
+// absorbed into a later one (the user wrote again before it was answered: the later one
+// carries both texts) is passed over, as every route passes it over.
 func (f *Facade) page(c *call, after int64) (msgs []ilink.Message, last int64, ok bool) {
 	ctx, cancel := f.storeContext(c.r.Context())
 	defer cancel()
@@ -160,14 +172,17 @@ func (f *Facade) page(c *call, after int64) (msgs []ilink.Message, last int64, o
 		return nil, 0, false
 	}
 	msgs = []ilink.Message{}
+	last = after
 	for _, o := range offers {
-		m, err := f.message(ctx, c, o)
+		last = o.Seq
+		m, absorbed, err := f.message(ctx, c, o)
 		if err != nil {
 			f.storeFailed(c.w, c.log, c.endpoint, err)
 			return nil, 0, false
 		}
-		msgs = append(msgs, m)
-		last = o.Seq
+		if !absorbed {
+			msgs = append(msgs, m)
+		}
 	}
 	return msgs, last, true
 }
@@ -176,14 +191,17 @@ func (f *Facade) page(c *call, after int64) (msgs []ilink.Message, last int64, o
 // bot (the caller's bot id, or the account's own provider id for a client's token), with
 // the facade's context token, its text as a text item and its images as image items whose
 // media the facade's CDN serves.
-func (f *Facade) message(ctx context.Context, c *call, o store.ILinkOffer) (ilink.Message, error) {
+func (f *Facade) message(ctx context.Context, c *call, o store.ILinkOffer) (msg ilink.Message, absorbed bool, err error) {
 	m, err := f.cfg.Store.GetMessage(ctx, o.MessageKey)
 	if err != nil {
-		return ilink.Message{}, err
+		return ilink.Message{}, false, err
+	}
+	if m.Payload == nil {
+		return ilink.Message{}, true, nil
 	}
 	w, err := f.cfg.Store.GetWindow(ctx, o.ReplyWindowID)
 	if err != nil {
-		return ilink.Message{}, err
+		return ilink.Message{}, false, err
 	}
 	in := handoff.AgentInput(handoff.Delivery{Message: m, Window: w, SessionID: o.SessionID})
 	to := c.caller.BotID
@@ -206,9 +224,9 @@ func (f *Facade) message(ctx context.Context, c *call, o store.ILinkOffer) (ilin
 		}
 		media, err := f.downloadRef(c.r, o.MessageKey, i)
 		if err != nil {
-			return ilink.Message{}, err
+			return ilink.Message{}, false, err
 		}
 		out.ItemList = append(out.ItemList, ilink.Item{Type: ilink.ItemImage, CreateTimeMs: created, ImageItem: &ilink.ImageItem{Media: media}})
 	}
-	return out, nil
+	return out, false, nil
 }

@@ -320,6 +320,9 @@ func eraseContent(ctx context.Context, q *dbq.Queries, now time.Time, e erasure,
 	if _, err = q.ForgetMCPOffers(ctx, keys, e.dryRun); err != nil {
 		return err
 	}
+	if _, err = q.ForgetILinkClientOffers(ctx, keys, e.dryRun); err != nil {
+		return err
+	}
 	if c.windows, err = q.ForgetWindows(ctx, keys); err != nil {
 		return err
 	}

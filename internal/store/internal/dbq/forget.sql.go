@@ -167,6 +167,28 @@ func (q *Queries) ForgetHeldReplies(ctx context.Context, arg ForgetHeldRepliesPa
 	return column_1, err
 }
 
+const forgetILinkClientOffers = `-- name: ForgetILinkClientOffers :one
+WITH target AS (
+    SELECT o.message_key FROM ilink_client_offers AS o
+    WHERE o.message_key = ANY($1::text[])
+), erased AS (
+    DELETE FROM ilink_client_offers AS o
+    USING target
+    WHERE o.message_key = target.message_key AND NOT $2::boolean
+    RETURNING o.message_key
+)
+SELECT count(*)::integer FROM target
+`
+
+// The iLink clients' queue entries of the messages (an erased message is offered to no
+// client).
+func (q *Queries) ForgetILinkClientOffers(ctx context.Context, messageKeys []string, dryRun bool) (int32, error) {
+	row := q.db.QueryRow(ctx, forgetILinkClientOffers, messageKeys, dryRun)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const forgetImages = `-- name: ForgetImages :one
 WITH target AS (
     SELECT i.message_key, i.position FROM inbound_images AS i
