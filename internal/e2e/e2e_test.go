@@ -70,7 +70,7 @@ func (r *recorder) tokens() []string {
 
 // system is one running gateway with its simulator, store and Temporal namespace.
 type system struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	tc      client.Client
 	ns      string
@@ -103,7 +103,7 @@ func newNamespace(t *testing.T, dev *devserver.Server) (string, client.Client) {
 }
 
 // codecConverter is the data converter of the e2e clients: the payload codec of keyring.
-func codecConverter(t *testing.T) converter.DataConverter {
+func codecConverter(t testing.TB) converter.DataConverter {
 	t.Helper()
 	dc, err := payloadcodec.DataConverter(keyring)
 	if err != nil {

@@ -49,14 +49,14 @@ type apiSystem struct {
 
 // startAPI starts a gateway like start does, with HTTP served on 127.0.0.1:0; tune
 // adjusts the simulator's and the gateway's configuration.
-func startAPI(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *gateway.Config)) *apiSystem {
+func startAPI(t testing.TB, limits store.Limits, tune func(*ilinksim.Config, *gateway.Config)) *apiSystem {
 	t.Helper()
 	return startAPIWith(t, limits, tune, false)
 }
 
 // startAPIWith is startAPI whose gateway, with viaProxy, reaches PostgreSQL through a
 // proxy the test can cut or blackhole (apiSystem.dbProxy).
-func startAPIWith(t *testing.T, limits store.Limits, tune func(*ilinksim.Config, *gateway.Config), viaProxy bool) *apiSystem {
+func startAPIWith(t testing.TB, limits store.Limits, tune func(*ilinksim.Config, *gateway.Config), viaProxy bool) *apiSystem {
 	t.Helper()
 	dev := devserver.Start(t)
 	ns, _ := dev.NewNamespace(t)
@@ -157,7 +157,7 @@ type answer struct {
 	body   []byte
 }
 
-func (a answer) json(t *testing.T, v any) {
+func (a answer) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(a.body, v); err != nil {
 		t.Fatalf("answer %d is not JSON: %v\n%s", a.status, err, a.body)
@@ -165,7 +165,7 @@ func (a answer) json(t *testing.T, v any) {
 }
 
 // errorCode returns the code of an error body ("" for a non-error body).
-func (a answer) errorCode(t *testing.T) string {
+func (a answer) errorCode(t testing.TB) string {
 	t.Helper()
 	var b replyapi.ErrorBody
 	a.json(t, &b)

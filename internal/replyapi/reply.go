@@ -145,16 +145,31 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReplyTimeout)
 	defer cancel()
 	var res wfapi.SendResult
-	h, err := a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		UpdateID:   id,
-		WorkflowID: workflowID,
-		UpdateName: wfapi.UpdateSend,
-		Args: []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID, Media: media,
-			Final: req.Final, NoHold: !req.holds()}},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(ctx, &res)
+	var err error
+	for wait := windowStartRetry; ; wait *= 2 {
+		var h client.WorkflowUpdateHandle
+		h, err = a.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			UpdateID:   id,
+			WorkflowID: workflowID,
+			UpdateName: wfapi.UpdateSend,
+			Args: []any{wfapi.SendRequest{Type: req.Type, Text: req.Text, RequestID: id, SessionID: sess.SessionID, Media: media,
+				Final: req.Final, NoHold: !req.holds()}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		// An agent that answers at once may reach the window before its workflow started
+		// (the poll hands a message off as its window starts): the same Update (its id
+		// makes a repeat safe) goes again while the store says the window is open, up to
+		// windowStartWait.
+		if wait > windowStartWait || !a.windowStarting(ctx, sess, err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
 	}
 	if err != nil {
 		var nf *serviceerror.NotFound
@@ -180,6 +195,26 @@ func (a *API) sendUpdate(r *http.Request, log *slog.Logger, token sealing.Secret
 		}
 	}
 	return a.answer(log, key, res)
+}
+
+// Bounds of the wait for a window's workflow to start (sendUpdate): the first retry after
+// windowStartRetry, each next after twice as long, none after windowStartWait in all.
+const (
+	windowStartRetry = 25 * time.Millisecond
+	windowStartWait  = 5 * time.Second
+)
+
+// windowStarting reports whether err says the window's workflow is not there while the
+// store has the window open: its workflow is about to start.
+func (a *API) windowStarting(ctx context.Context, sess store.Session, err error) bool {
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) || ctx.Err() != nil {
+		return false
+	}
+	sctx, cancel := a.storeContext(ctx)
+	defer cancel()
+	w, werr := a.cfg.Store.GetWindow(sctx, sess.ReplyWindowID)
+	return werr == nil && w.State == vocab.WindowOpen && a.cfg.Now().Before(w.ExpiresAt)
 }
 
 // storeContext bounds one store call made for a request by StoreTimeout. It outlives

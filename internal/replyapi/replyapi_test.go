@@ -107,12 +107,14 @@ func (f *fakeStore) WindowWorkflowID(_ context.Context, windowID int64) (string,
 }
 
 type fakeUpdater struct {
-	mu     sync.Mutex
-	calls  []client.UpdateWorkflowOptions
-	res    wfapi.SendResult
-	err    error // from UpdateWorkflow
-	get    error // from the handle's Get
-	health error // from CheckHealth
+	mu    sync.Mutex
+	calls []client.UpdateWorkflowOptions
+	res   wfapi.SendResult
+	err   error // from UpdateWorkflow
+	// errCalls, when > 0, returns err from the first errCalls calls only.
+	errCalls int
+	get      error // from the handle's Get
+	health   error // from CheckHealth
 }
 
 func (f *fakeUpdater) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
@@ -128,7 +130,7 @@ func (f *fakeUpdater) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowO
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, o)
-	if f.err != nil {
+	if f.err != nil && (f.errCalls == 0 || len(f.calls) <= f.errCalls) {
 		return nil, f.err
 	}
 	finished := vocab.MessageFailed
@@ -476,6 +478,7 @@ func TestUpdateOutcomes(t *testing.T) {
 		name       string
 		res        wfapi.SendResult
 		err, get   error
+		errCalls   int
 		window     store.Window
 		status     int
 		code       string
@@ -506,9 +509,12 @@ func TestUpdateOutcomes(t *testing.T) {
 			status: 409, code: replyapi.CodeWindowInactive},
 		{name: "workflow not started", err: serviceerror.NewNotFound("gone"), window: store.Window{State: vocab.WindowOpen},
 			status: 503, code: replyapi.CodeWindowUnavailable},
+		{name: "workflow starting as the reply comes", err: serviceerror.NewNotFound("not yet"), errCalls: 2,
+			window: store.Window{State: vocab.WindowOpen, ExpiresAt: time.Now().Add(time.Hour)},
+			res:    wfapi.SendResult{AttemptID: "sa_7", Status: "sent"}, status: 200},
 	} {
 		r := newRig()
-		r.up.res, r.up.err, r.up.get, r.st.window = c.res, c.err, c.get, c.window
+		r.up.res, r.up.err, r.up.errCalls, r.up.get, r.st.window = c.res, c.err, c.errCalls, c.get, c.window
 		w := r.post(t, "/v1/reply", `{"type":"text","text":"hi"}`)
 		if w.Code != c.status {
 			t.Errorf("%s: %d %s, want %d", c.name, w.Code, w.Body, c.status)
