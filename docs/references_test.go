@@ -124,7 +124,7 @@ func textFiles(t *testing.T, root string) (files []string, names map[string]bool
 		}
 		rel := filepath.ToSlash(strings.TrimPrefix(path, root+string(filepath.Separator)))
 		if d.IsDir() {
-			if path != root && strings.HasPrefix(d.Name(), ".") && rel != ".ci" {
+			if path != root && (strings.HasPrefix(d.Name(), ".") && rel != ".ci" || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil

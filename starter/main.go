@@ -1,6 +1,6 @@
 // Command starter is the operator's CLI of ilinkflow: migrate, keygen, enroll, accounts,
-// windows, held, reminder, quarantine, pause, resume, remove, route, mcp-agent, forget and
-// dev. It exits 0 on success, 1 on failure and 2 on a usage mistake.
+// windows, held, reminder, quarantine, pause, resume, remove, route, mcp-agent,
+// ilink-client, forget and dev. It exits 0 on success, 1 on failure and 2 on a usage mistake.
 package main
 
 import (
@@ -31,8 +31,9 @@ commands:
   pause     pause an account (--account KEY --for 1h)
   resume    resume a paused account
   remove    disable an account: cancel its windows and stop its poller
-  route     route a bot to its own agent (webhook, workflow, MCP agent, echo) or back to the default
-  mcp-agent add, re-token, revoke or list the agents that connect to the MCP server
+  route     route a bot to its own agent (webhook, workflow, MCP agent, iLink client, echo) or back to the default
+  mcp-agent add, token, revoke or list the agents that connect to the MCP server
+  ilink-client add, token, revoke or list the iLink clients (OpenClaw plugin, ...); list and approve their QR logins
   forget    erase a WeChat user's content and their workflows' histories (--peer ID, --dry-run or --yes)
   dev       run everything locally (Temporal dev server, simulator, worker, echo agent, demo bot) and chat
   version   print the version, commit and build date (also --version)
@@ -107,6 +108,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return routeCmd(ctx, args[1:], stdin, stdout, stderr, getenv)
 	case "mcp-agent":
 		return mcpAgentCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "ilink-client":
+		return iLinkClientCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "forget":
 		return forgetCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "pause", "resume", "remove":

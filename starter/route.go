@@ -25,6 +25,7 @@ type routeResult struct {
 	WorkflowType string `json:"workflow_type,omitempty"`
 	TaskQueue    string `json:"task_queue,omitempty"`
 	MCPAgent     string `json:"mcp_agent,omitempty"`
+	ILinkClient  string `json:"ilink_client,omitempty"`
 	Version      int64  `json:"version,omitempty"`
 	// Changed is false when --default found the bot on the default route already.
 	Changed bool `json:"changed"`
@@ -38,16 +39,18 @@ const maxSecretFileBytes = vocab.MaxWebhookSecretBytes + 2
 
 func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("route", help{
-		"route --account KEY (--webhook-url URL --webhook-secret-file FILE [--webhook-timeout D] | --workflow-type T --task-queue Q | --mcp-agent NAME | --echo | --default) [flags]",
-		"Routes one bot to its own agent (a webhook with its own signing secret, a workflow, an MCP agent, the echo) or back to the worker's --handler (--default); applies from the bot's next hand-off.",
+		"route --account KEY (--webhook-url URL --webhook-secret-file FILE [--webhook-timeout D] | --workflow-type T --task-queue Q | --mcp-agent NAME | --ilink-client NAME | --echo | --default) [flags]",
+		"Routes one bot to its own agent (a webhook with its own signing secret, a workflow, an MCP agent, an iLink client, the echo) or back to the worker's --handler (--default); applies from the bot's next hand-off.",
 		"starter route --account ilk_0123abcd --webhook-url https://agent.example/hook --webhook-secret-file ./agent.secret\n" +
 			"openssl rand -hex 32 | starter route --account ilk_0123abcd --webhook-url https://agent.example/hook --webhook-secret-file -\n" +
 			"starter route --account ilk_0123abcd --workflow-type MyAgent --task-queue agents\n" +
 			"starter route --account ilk_0123abcd --mcp-agent support   # after: starter mcp-agent add support\n" +
+			"starter route --account ilk_0123abcd --ilink-client openclaw   # after: starter ilink-client add openclaw\n" +
 			"starter route --account ilk_0123abcd --default\n" +
 			"starter route --changes --account ilk_0123abcd"}, withDB|withJSON, stderr, getenv)
 	account := fs.String("account", "", "account key of the bot (required, but with --changes)")
 	rf := addRouteFlags(fs, true, "task-queue")
+	rf.addILinkClientFlag(fs)
 	by := fs.String("by", envOr(getenv, "USER", "operator"), "who changes the route (recorded in the route audit)")
 	changes := fs.Bool("changes", false, "list the audited route changes (of --account, or of every bot) instead of changing one")
 	if help, err := parse(fs, args, stdout); help || err != nil {
@@ -63,7 +66,7 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return usagef("route: --account is required")
 	}
 	if rf.modes() == 0 {
-		return usagef("route: give one route: --webhook-url with --webhook-secret-file, --workflow-type with --task-queue, --mcp-agent, --echo or --default")
+		return usagef("route: give one route: --webhook-url with --webhook-secret-file, --workflow-type with --task-queue, --mcp-agent, --ilink-client, --echo or --default")
 	}
 	in, err := rf.input("route", *by, stdin, getenv)
 	if err != nil {
@@ -87,7 +90,7 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return err
 		}
 		out.Route, out.WebhookHost, out.WorkflowType, out.TaskQueue, out.Version = r.Kind, r.WebhookHost, r.WorkflowType, r.TaskQueue, r.Version
-		out.MCPAgent = r.MCPAgent
+		out.MCPAgent, out.ILinkClient = r.MCPAgent, r.ILinkClient
 	}
 	if c.json {
 		return printJSON(stdout, out)
@@ -106,13 +109,17 @@ func routeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 // routeFlags are the flags that choose a route (starter route; starter enroll without
-// --default).
+// --default and --ilink-client).
 type routeFlags struct {
 	webhookURL, secretFile            *string
 	timeout                           *time.Duration
 	workflowType, taskQueue, mcpAgent *string
-	echo, toDefault                   *bool
-	taskQueueFlag                     string
+	// iLinkClient is set by --ilink-client (addILinkClientFlag), else empty.
+	iLinkClient     *string
+	echo, toDefault *bool
+	taskQueueFlag   string
+	// iLinkClientFlag: --ilink-client is registered.
+	iLinkClientFlag bool
 }
 
 // addRouteFlags registers the route flags (--default only with withDefault); taskQueue
@@ -127,6 +134,7 @@ func addRouteFlags(fs *flag.FlagSet, withDefault bool, taskQueue string) *routeF
 		taskQueue:     fs.String(taskQueue, "", "workflow route: the agent workflow's task queue"),
 		mcpAgent:      fs.String("mcp-agent", "", "mcp route: the MCP agent (starter mcp-agent add) that answers the bot through the MCP server"),
 		echo:          fs.Bool("echo", false, "echo route: the built-in echo answers the bot's messages"),
+		iLinkClient:   new(string),
 		toDefault:     new(bool),
 		taskQueueFlag: taskQueue,
 	}
@@ -134,6 +142,13 @@ func addRouteFlags(fs *flag.FlagSet, withDefault bool, taskQueue string) *routeF
 		f.toDefault = fs.Bool("default", false, "back to the worker's default route (its --handler)")
 	}
 	return f
+}
+
+// addILinkClientFlag registers --ilink-client (starter route: a bot is usually given to an
+// iLink client by approving the client's QR login, starter ilink-client approve).
+func (f *routeFlags) addILinkClientFlag(fs *flag.FlagSet) {
+	f.iLinkClient = fs.String("ilink-client", "", "ilink route: the iLink client (starter ilink-client add) that answers the bot through the iLink facade")
+	f.iLinkClientFlag = true
 }
 
 func (f *routeFlags) webhook() bool {
@@ -144,7 +159,7 @@ func (f *routeFlags) workflow() bool { return *f.workflowType != "" || *f.taskQu
 // modes counts the routes the flags name (one is right).
 func (f *routeFlags) modes() int {
 	n := 0
-	for _, on := range []bool{f.webhook(), f.workflow(), *f.mcpAgent != "", *f.echo, *f.toDefault} {
+	for _, on := range []bool{f.webhook(), f.workflow(), *f.mcpAgent != "", *f.iLinkClient != "", *f.echo, *f.toDefault} {
 		if on {
 			n++
 		}
@@ -155,9 +170,13 @@ func (f *routeFlags) modes() int {
 // input is the route the flags name (Kind "" for --default), without its account; a
 // webhook's secret is read from its file or stdin. cmd names the command in errors.
 func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) string) (store.RouteInput, error) {
+	routes := "webhook, workflow, --mcp-agent, --echo or --default"
+	if f.iLinkClientFlag {
+		routes = "webhook, workflow, --mcp-agent, --ilink-client, --echo or --default"
+	}
 	switch {
 	case f.modes() > 1:
-		return store.RouteInput{}, usagef("%s: give one route only (webhook, workflow, --mcp-agent, --echo or --default)", cmd)
+		return store.RouteInput{}, usagef("%s: give one route only (%s)", cmd, routes)
 	case f.webhook() && (*f.webhookURL == "" || *f.secretFile == ""):
 		return store.RouteInput{}, usagef("%s: a webhook route needs --webhook-url and --webhook-secret-file", cmd)
 	case f.workflow() && (*f.workflowType == "" || *f.taskQueue == ""):
@@ -183,6 +202,8 @@ func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) 
 		in.Kind, in.WorkflowType, in.TaskQueue = vocab.RouteWorkflow, *f.workflowType, *f.taskQueue
 	case *f.mcpAgent != "":
 		in.Kind, in.MCPAgent = vocab.RouteMCP, *f.mcpAgent
+	case *f.iLinkClient != "":
+		in.Kind, in.ILinkClient = vocab.RouteILink, *f.iLinkClient
 	case *f.echo:
 		in.Kind = vocab.RouteEcho
 	}
@@ -190,7 +211,7 @@ func (f *routeFlags) input(cmd, by string, stdin io.Reader, getenv func(string) 
 }
 
 // routeText shows a route in one phrase: "webhook at agent.example", "workflow MyAgent on
-// task queue agents", "MCP agent support", "echo".
+// task queue agents", "MCP agent support", "iLink client openclaw", "echo".
 func routeText(r routeResult) string {
 	switch r.Route {
 	case vocab.RouteWebhook:
@@ -199,6 +220,8 @@ func routeText(r routeResult) string {
 		return fmt.Sprintf("workflow %s on task queue %s", r.WorkflowType, r.TaskQueue)
 	case vocab.RouteMCP:
 		return "MCP agent " + r.MCPAgent
+	case vocab.RouteILink:
+		return "iLink client " + r.ILinkClient
 	}
 	return r.Route
 }

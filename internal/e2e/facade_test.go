@@ -18,7 +18,7 @@ import (
 
 // The iLink facade, driven by the repo's own iLink client (internal/ilink, the client the
 // gateway polls iLink with) against the real dev server, PostgreSQL and the simulator
-// behind it. The official plugin's own client code drives it in openclaw_test.go.
+// behind it. The official plugin's own client code drives it in openclaw_facade_test.go.
 
 // iLinkClientAdd adds an iLink client and returns its token.
 func (a *apiSystem) iLinkClientAdd(name string) ilink.Secret {

@@ -1,5 +1,5 @@
 // Package ilinkfacade is the gateway's iLink facade (docs/ilink-facade.md): it serves the
-// iLink bot HTTP API (docs/ilink.md) to the iLink clients people already run (the
+// iLink bot HTTP API (as the simulator, docs/simulator.md, speaks it) to the iLink clients people already run (the
 // official OpenClaw plugin, WeClaw, ...), so that they answer ilinkflow's bots unchanged.
 // Each client (store.CreateILinkClient) answers the bots routed to it (route kind ilink).
 //

@@ -26,7 +26,7 @@ type sendMessageRequest struct {
 // latest message from the user). client_id is the idempotency key: a repeated request
 // learns the first one's outcome and never sends twice.
 //
-// What the client sees (docs/ilink-facade.md#what-a-client-sees):
+// What the client sees (docs/ilink-facade.md#sendmessage-and-what-a-client-sees):
 //   - sent: {"ret":0,"message_id":N} (N the provider's id when it is numeric);
 //   - held (the window cannot carry it: quota used up or window expired; the reply goes
 //     out with the user's next message, as held replies do): {"ret":0}, no message_id. An

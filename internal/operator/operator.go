@@ -47,13 +47,16 @@ type Account struct {
 	RouteTaskQueue    string `json:"route_task_queue,omitempty"`
 	// RouteMCPAgent is the MCP agent of an mcp route.
 	RouteMCPAgent string `json:"route_mcp_agent,omitempty"`
+	// RouteILinkClient is the iLink client of an ilink route.
+	RouteILinkClient string `json:"route_ilink_client,omitempty"`
 }
 
 // RouteDefault is Account.Route of a bot without a route of its own.
 const RouteDefault = "default"
 
 // RouteState is the route as one line shows it: "default", "echo", "webhook
-// (agent.example)", "workflow (MyAgent on agents)", "mcp (support-agent)".
+// (agent.example)", "workflow (MyAgent on agents)", "mcp (support-agent)", "ilink
+// (openclaw)".
 func (a Account) RouteState() string {
 	switch {
 	case a.RouteWebhookHost != "":
@@ -62,6 +65,8 @@ func (a Account) RouteState() string {
 		return a.Route + " (" + a.RouteWorkflowType + " on " + a.RouteTaskQueue + ")"
 	case a.RouteMCPAgent != "":
 		return a.Route + " (" + a.RouteMCPAgent + ")"
+	case a.RouteILinkClient != "":
+		return a.Route + " (" + a.RouteILinkClient + ")"
 	}
 	return a.Route
 }
@@ -127,7 +132,7 @@ func Accounts(ctx context.Context, st Store, status string, checkTokens bool) ([
 			Route: RouteDefault}
 		if r, ok := routeOf[a.AccountKey]; ok {
 			row.Route, row.RouteWebhookHost, row.RouteWorkflowType, row.RouteTaskQueue = r.Kind, r.WebhookHost, r.WorkflowType, r.TaskQueue
-			row.RouteMCPAgent = r.MCPAgent
+			row.RouteMCPAgent, row.RouteILinkClient = r.MCPAgent, r.ILinkClient
 		}
 		if u, ok := unreadable[a.AccountKey]; ok {
 			row.Token, row.TokenProblem, row.TokenFix = TokenUnreadable, u.Problem(), u.Fix()

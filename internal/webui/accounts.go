@@ -198,6 +198,8 @@ type routeForms struct {
 	MinSecret               int
 	Agents                  []store.MCPAgent
 	Agent                   string
+	Clients                 []store.ILinkClient
+	Client                  string
 	WorkflowType, TaskQueue string
 }
 
@@ -211,6 +213,7 @@ func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *sess
 	var accounts []operator.Account
 	var activity map[string]store.AccountActivity
 	var agents []store.MCPAgent
+	var clients []store.ILinkClient
 	var held map[string]heldSummary
 	for _, read := range []struct {
 		what string
@@ -226,6 +229,10 @@ func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *sess
 		}},
 		{"list the MCP agents", func(ctx context.Context) (err error) {
 			agents, err = s.cfg.Store.ListMCPAgents(ctx)
+			return err
+		}},
+		{"list the iLink clients", func(ctx context.Context) (err error) {
+			clients, err = s.cfg.Store.ListILinkClients(ctx)
 			return err
 		}},
 		{"count the held replies", func(ctx context.Context) (err error) {
@@ -273,12 +280,13 @@ func (s *server) accountsPage(w http.ResponseWriter, r *http.Request, sess *sess
 
 	back := q.query()
 	forms := routeForms{Prefix: s.cfg.Prefix, CSRF: sess.csrf, Key: routeKeyPlaceholder, Back: back,
-		MinSecret: vocab.MinWebhookSecretBytes, Agents: agents}
+		MinSecret: vocab.MinWebhookSecretBytes, Agents: agents, Clients: clients}
 	var own *routeForms
 	for _, row := range shown {
 		if row.AccountKey == q.Route && routable(row.Status) {
 			f := forms
 			f.Key, f.Agent, f.WorkflowType, f.TaskQueue = row.AccountKey, row.RouteMCPAgent, row.RouteWorkflowType, row.RouteTaskQueue
+			f.Client = row.RouteILinkClient
 			own = &f
 		}
 	}
@@ -543,7 +551,8 @@ const RouteBy = "webui"
 
 // route sets a bot's route, or puts it back on the default route, from the accounts
 // page's route forms: field kind is a vocab.RouteKinds kind or "default", and only the
-// fields of that kind are read. The store validates the input (a refused change writes
+// fields of that kind are read (an ilink route's login code approves that login,
+// setRoute). The store validates the input (a refused change writes
 // nothing) and audits the change. The webhook's secret is sealed by the store and never
 // shown, logged or sent back; the page shows the webhook's host only.
 func (s *server) route(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -569,10 +578,14 @@ func (s *server) route(w http.ResponseWriter, r *http.Request, sess *session) {
 		}
 	} else {
 		var rt store.Route
-		if rt, err = s.cfg.Store.SetRoute(r.Context(), now, routeInput(r, key, kind)); err == nil {
+		var approved string
+		if rt, approved, err = s.setRoute(r, now, key, kind); err == nil {
 			shown := operator.Account{Route: rt.Kind, RouteWebhookHost: rt.WebhookHost, RouteWorkflowType: rt.WorkflowType,
-				RouteTaskQueue: rt.TaskQueue, RouteMCPAgent: rt.MCPAgent}
+				RouteTaskQueue: rt.TaskQueue, RouteMCPAgent: rt.MCPAgent, RouteILinkClient: rt.ILinkClient}
 			msg = fmt.Sprintf("%s routes to %s from its next message", key, shown.RouteState())
+			if approved != "" {
+				msg += fmt.Sprintf("; login %s approved: the client's next poll of it collects this bot", approved)
+			}
 		}
 	}
 	if errors.Is(err, store.ErrAccountNotFound) {
@@ -611,6 +624,8 @@ func routeInput(r *http.Request, key, kind string) store.RouteInput {
 		in.TaskQueue = strings.TrimSpace(r.PostFormValue("task_queue"))
 	case vocab.RouteMCP:
 		in.MCPAgent = r.PostFormValue("mcp_agent")
+	case vocab.RouteILink:
+		in.ILinkClient = r.PostFormValue("ilink_client")
 	}
 	return in
 }
@@ -628,6 +643,8 @@ func routeFailure(err error) string {
 		return "the database refused the input."
 	case vocab.CodeMCPAgentNotFound:
 		return "no MCP agent has that name (starter mcp-agent add NAME creates one)."
+	case vocab.CodeILinkClientNotFound, vocab.CodeILinkLoginNotFound:
+		return iLinkRouteFailure(store.CodeOf(err))
 	case vocab.CodeUnavailable:
 		return "the database is unavailable: try again in a moment."
 	}

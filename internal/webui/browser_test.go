@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ilinkflow/ilinkflow/internal/ilinksim"
+	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/internal/webui"
 	"github.com/ilinkflow/ilinkflow/vocab"
 	"github.com/ilinkflow/ilinkflow/wfapi"
@@ -407,4 +408,65 @@ func TestBrowserTheRouteColumnShowsTheRouteSetThroughTheFormButNeverTheWebhookSe
 			t.Errorf("route change %d: %+v, want %s by %s", i, c, want, webui.RouteBy)
 		}
 	}
+}
+
+// The route forms route a bot to an iLink client chosen from the store's clients (a
+// revoked one is marked) as to an MCP agent; given the code of a client's QR login (typed
+// in any case), the same form approves that login for the bot: the route shows as "ilink
+// (openclaw)", the client's next poll of the login collects a bot of this account, and the
+// row's form is prefilled with the client afterwards.
+func TestBrowserTheILinkRouteFormRoutesToAClientAndApprovesItsLoginByItsCode(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	key := s.enrollDirectly("qo_00000000000000a3", "o9cq8ilinkowner@im.wechat").AccountKey
+	now := time.Now()
+	for _, name := range []string{"openclaw", "retired"} {
+		if _, err := s.store.CreateILinkClient(s.ctx, now, name, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.store.RevokeILinkClient(s.ctx, now, "retired", "test"); err != nil {
+		t.Fatal(err)
+	}
+	login, err := s.store.StartILinkLogin(s.ctx, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tb := newTab(t)
+	tb.login(s.ui.URL)
+	row := fmt.Sprintf(`li.account[data-account=%q]`, key)
+	revoked, err := chromedp.Run(tb.ctx, chromedp.TextContent(chromedp.CSS(row+` form.route-ilink option[value="retired"]`)))
+	if err != nil || strings.TrimSpace(revoked) != "retired (revoked)" {
+		t.Errorf("the revoked iLink client's option: %q %v", revoked, err)
+	}
+	tb.do("route to the iLink client with the login's code",
+		chromedp.Click(chromedp.CSS(row+" details.route-forms summary")),
+		chromedp.SetValue(chromedp.CSS(row+" form.route-ilink select"), "openclaw"),
+		chromedp.SendKeys(chromedp.CSS(row+" form.route-ilink input[name=login_code]"), strings.ToLower(login.Code)),
+		chromedp.Click(chromedp.CSS(row+" form.route-ilink button")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	if got := tb.text(row + " dd.route"); got != "ilink (openclaw)" {
+		t.Fatalf("route after choosing the iLink client: %q (flash %q)", got, tb.text("#flash"))
+	}
+	if flash := tb.text("#flash"); !strings.Contains(flash, key+" routes to ilink (openclaw) from its next message; login "+login.Code+" approved") {
+		t.Errorf("flash after the approval: %q", flash)
+	}
+	bot, err := s.store.PollILinkLogin(s.ctx, time.Now(), login.QRCode)
+	if err != nil || bot.Status != store.ILinkLoginConfirmed || bot.AccountKey != key || bot.Client != "openclaw" {
+		t.Fatalf("the client's poll of the approved login: %+v %v", bot, err)
+	}
+	changes, err := s.store.ListRouteChanges(s.ctx, key)
+	if err != nil || len(changes) != 1 || changes[0].NewKind != vocab.RouteILink || changes[0].ChangedBy != webui.RouteBy {
+		t.Fatalf("route changes: %+v %v", changes, err)
+	}
+
+	tb.do("the accounts page again",
+		chromedp.Navigate(s.ui.URL+"/accounts"),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.Click(chromedp.CSS(row+" details.route-forms summary")),
+	)
+	tb.waitFor("the iLink form prefilled with the client", fmt.Sprintf(`document.querySelector(%s)?.value === "openclaw"`,
+		jsString(row+" form.route-ilink select")))
 }

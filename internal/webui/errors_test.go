@@ -112,8 +112,9 @@ func TestAnEnrollmentErrorIsShownAsAStableMessageWithoutTheWorkersIdentity(t *te
 }
 
 // A route the store refuses (a short secret, a bad URL, a workflow without its task queue,
-// an unknown or malformed MCP agent) is said on the accounts page in the store's words,
-// without its code, and changes nothing; neither the page nor the log holds the secret.
+// an unknown or malformed MCP agent or iLink client, a login code that waits for nothing or
+// a revoked client's) is said on the accounts page in the store's words, without its code,
+// and changes nothing; neither the page nor the log holds the secret.
 func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
@@ -129,6 +130,18 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 	before, _, err := s.store.GetRoute(s.ctx, key)
 	if err != nil || before.Kind != "echo" {
 		t.Fatalf("route: %+v %v", before, err)
+	}
+	for _, name := range []string{"openclaw", "retired"} {
+		if _, err := s.store.CreateILinkClient(s.ctx, time.Now(), name, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.store.RevokeILinkClient(s.ctx, time.Now(), "retired", "test"); err != nil {
+		t.Fatal(err)
+	}
+	login, err := s.store.StartILinkLogin(s.ctx, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	const (
@@ -152,6 +165,12 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 		{url.Values{"kind": {"workflow"}, "workflow_type": {"MyAgent"}}, "task queue is required."},
 		{url.Values{"kind": {"mcp"}, "mcp_agent": {"nobody"}}, "no MCP agent has that name"},
 		{url.Values{"kind": {"mcp"}, "mcp_agent": {"Not A Name"}}, "an MCP agent name is 1 to 63 of a-z"},
+		{url.Values{"kind": {"ilink"}, "ilink_client": {"nobody"}}, "no iLink client has that name"},
+		{url.Values{"kind": {"ilink"}, "ilink_client": {"Not A Name"}}, "an iLink client name is 1 to 63 of a-z"},
+		{url.Values{"kind": {"ilink"}, "ilink_client": {"nobody"}, "login_code": {login.Code}}, "no iLink client has that name"},
+		{url.Values{"kind": {"ilink"}, "ilink_client": {"retired"}, "login_code": {login.Code}}, "the iLink client retired is revoked"},
+		{url.Values{"kind": {"ilink"}, "ilink_client": {"openclaw"}, "login_code": {"ABC"}}, "a login code is 8 letters and digits"},
+		{url.Values{"kind": {"ilink"}, "ilink_client": {"openclaw"}, "login_code": {"ZZZZ-ZZZZ"}}, "no login waits under that code"},
 	} {
 		c.form.Set("csrf", csrf)
 		if r := b.do(http.MethodPost, path, c.form, sameOrigin); r.status != http.StatusSeeOther {
@@ -164,7 +183,8 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 		if !strings.Contains(page.body, `class="flash flash-error"`) || strings.Contains(page.body, "flash-ok") {
 			t.Errorf("a refused %s route is not shown as an error", c.form.Get("kind"))
 		}
-		for _, leak := range []string{"invalid_input", "mcp_agent_not_found", "store:", "fkey", shortSecret, goodSecret, "user:pw"} {
+		for _, leak := range []string{"invalid_input", "mcp_agent_not_found", "ilink_client_not_found", "ilink_login_not_found", "store:", "fkey",
+			shortSecret, goodSecret, "user:pw"} {
 			if strings.Contains(page.body, leak) {
 				t.Errorf("accounts page after a bad %s route shows %q", c.form.Get("kind"), leak)
 			}
@@ -180,6 +200,9 @@ func TestABadRouteIsRefusedWithTheStoresMessageAndWritesNothing(t *testing.T) {
 	}
 	if changes, err := s.store.ListRouteChanges(s.ctx, key); err != nil || len(changes) != 1 {
 		t.Fatalf("route changes after refused ones: %d %v", len(changes), err)
+	}
+	if waiting, err := s.store.ListILinkLogins(s.ctx, time.Now()); err != nil || len(waiting) != 1 || waiting[0].Code != login.Code {
+		t.Fatalf("after refused approvals the login does not wait: %+v %v", waiting, err)
 	}
 	log := logs.String()
 	if !strings.Contains(log, "invalid_input") || !strings.Contains(log, "mcp_agent_not_found") {

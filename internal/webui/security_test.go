@@ -433,6 +433,13 @@ func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNo
 	if _, err := f.store.CreateMCPAgent(f.ctx, now, "support", "test"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := f.store.CreateILinkClient(f.ctx, now, "openclaw", "test"); err != nil {
+		t.Fatal(err)
+	}
+	login, err := f.store.StartILinkLogin(f.ctx, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, err := f.store.SetRoute(f.ctx, now, store.RouteInput{AccountKey: f.account, Kind: vocab.RouteWorkflow,
 		WorkflowType: "Before", TaskQueue: "agents", By: "test"})
 	if err != nil {
@@ -444,6 +451,8 @@ func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNo
 		{"kind": {"webhook"}, "webhook_url": {"https://attacker.example/hook"}, "webhook_secret": {secret}},
 		{"kind": {"workflow"}, "workflow_type": {"Evil"}, "task_queue": {"evil"}},
 		{"kind": {"mcp"}, "mcp_agent": {"support"}},
+		{"kind": {"ilink"}, "ilink_client": {"openclaw"}},
+		{"kind": {"ilink"}, "ilink_client": {"openclaw"}, "login_code": {login.Code}},
 		{"kind": {"echo"}},
 		{"kind": {"default"}},
 	}
@@ -501,6 +510,9 @@ func TestARouteChangeWithoutTheOperatorSessionOrTheCSRFTokenIsRefusedAndWritesNo
 	if !found || r.Kind != vocab.RouteWorkflow || r.WorkflowType != "Before" || r.Version != before.Version || changes != 1 {
 		t.Fatalf("after refused route changes: found %v, route %s %s version %d (was %d), %d audited changes (want 1)",
 			found, r.Kind, r.WorkflowType, r.Version, before.Version, changes)
+	}
+	if waiting, err := f.store.ListILinkLogins(f.ctx, time.Now()); err != nil || len(waiting) != 1 || waiting[0].Code != login.Code {
+		t.Fatalf("after refused approvals the login does not wait: %+v %v", waiting, err)
 	}
 	bodies = append(bodies, b.get("/accounts"))
 	for i, r := range bodies {

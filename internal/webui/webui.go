@@ -5,9 +5,10 @@
 // replies each bot holds for its conversations' next windows (as `starter held list`
 // counts them; never their content), and show and change each bot's route (the store's
 // SetRoute and ClearRoute, as `starter route` does; a webhook shows its host only, and
-// its signing secret is never shown), and forget a WeChat user from a bot's conversations
-// page (operator.Forget, as `starter forget` does: a dry run first, then the erasure on
-// confirmation).
+// its signing secret is never shown; the iLink route's form also approves an iLink
+// client's QR login, as `starter ilink-client approve` does), and forget a WeChat user
+// from a bot's conversations page (operator.Forget, as `starter forget` does: a dry run
+// first, then the erasure on confirmation).
 //
 // It is one http.Handler with server-rendered pages (html/template, embedded assets, a
 // little JavaScript), meant to be mounted on the worker's HTTP server or any other:

@@ -34,6 +34,7 @@
         });
       }
       prefill(forms, "select[name=mcp_agent]", row.getAttribute("data-route-agent"));
+      prefill(forms, "select[name=ilink_client]", row.getAttribute("data-route-client"));
       prefill(forms, "input[name=workflow_type]", row.getAttribute("data-route-type"));
       prefill(forms, "input[name=task_queue]", row.getAttribute("data-route-queue"));
       slot.appendChild(forms);
