@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"regexp"
@@ -84,97 +83,26 @@ func randomBytes(n int, what string) ([]byte, error) {
 	return b, nil
 }
 
-func newILinkClientToken() (sealing.Secret, error) {
-	b, err := randomBytes(32, "an iLink client token")
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	return sealing.NewSecret(ILinkClientTokenPrefix + base64.RawURLEncoding.EncodeToString(b)), nil
-}
-
 func secretHash(token sealing.Secret) []byte { return tokenHash(token.Reveal()) }
 
 // CreateILinkClient adds an iLink client and returns its token, which is shown once: only
 // its hash is stored. A taken name is ilink_client_exists.
 func (s *Store) CreateILinkClient(ctx context.Context, now time.Time, name, by string) (sealing.Secret, error) {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return sealing.Secret{}, err
-	}
-	if err := CheckILinkClientName(name); err != nil {
-		return sealing.Secret{}, err
-	}
-	if err := checkChangedBy(by); err != nil {
-		return sealing.Secret{}, err
-	}
-	token, err := newILinkClientToken()
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	err = s.read(ctx, "create iLink client", func(q *dbq.Queries) error {
-		return q.InsertILinkClient(ctx, dbq.InsertILinkClientParams{ClientName: name, TokenHash: secretHash(token), Now: now, CreatedBy: by})
-	})
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	return token, nil
+	return s.createHolder(ctx, iLinkClients, now, name, by)
 }
 
 // ReissueILinkClientToken gives an iLink client a new token, which replaces the old one at
 // once and lifts a revocation (its bots' tokens are accepted again). An unknown client is
 // ilink_client_not_found.
 func (s *Store) ReissueILinkClientToken(ctx context.Context, now time.Time, name string) (sealing.Secret, error) {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return sealing.Secret{}, err
-	}
-	if err := CheckILinkClientName(name); err != nil {
-		return sealing.Secret{}, err
-	}
-	token, err := newILinkClientToken()
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	var n int64
-	err = s.read(ctx, "reissue iLink client token", func(q *dbq.Queries) (err error) {
-		n, err = q.ReissueILinkClientToken(ctx, secretHash(token), now, name)
-		return err
-	})
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	if n == 0 {
-		return sealing.Secret{}, fail(vocab.CodeILinkClientNotFound, "no iLink client is named %s", name)
-	}
-	return token, nil
+	return s.reissueHolder(ctx, iLinkClients, now, name)
 }
 
 // RevokeILinkClient revokes an iLink client: from now on its token and its bots' tokens
 // are refused (the facade answers errcode -14, as iLink answers a dead token). It reports
 // whether the client was live; an unknown client is ilink_client_not_found.
 func (s *Store) RevokeILinkClient(ctx context.Context, now time.Time, name, by string) (bool, error) {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return false, err
-	}
-	if err := CheckILinkClientName(name); err != nil {
-		return false, err
-	}
-	if err := checkChangedBy(by); err != nil {
-		return false, err
-	}
-	var n int64
-	err := s.read(ctx, "revoke iLink client", func(q *dbq.Queries) error {
-		var err error
-		if n, err = q.RevokeILinkClient(ctx, &now, &by, name); err != nil || n > 0 {
-			return err
-		}
-		if _, err := q.GetILinkClient(ctx, name); err != nil {
-			return notFound(err, vocab.CodeILinkClientNotFound, "no iLink client is named "+name)
-		}
-		return nil
-	})
-	return n > 0, err
+	return s.revokeHolder(ctx, iLinkClients, now, name, by)
 }
 
 // ListILinkClients lists the iLink clients by name.

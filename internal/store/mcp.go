@@ -2,9 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"regexp"
 	"time"
@@ -45,100 +42,23 @@ type MCPAgent struct {
 	Bots int64
 }
 
-// newMCPToken is a fresh MCP agent token: the prefix and 256 random bits.
-func newMCPToken() (sealing.Secret, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return sealing.Secret{}, &Error{Code: vocab.CodeInternal, Msg: "draw an MCP agent token", Err: err}
-	}
-	return sealing.NewSecret(MCPTokenPrefix + base64.RawURLEncoding.EncodeToString(b)), nil
-}
-
-func mcpTokenHash(token sealing.Secret) []byte {
-	h := sha256.Sum256([]byte(token.Reveal()))
-	return h[:]
-}
-
 // CreateMCPAgent adds an MCP agent and returns its token, which is shown once: only its
 // hash is stored. A taken name is mcp_agent_exists.
 func (s *Store) CreateMCPAgent(ctx context.Context, now time.Time, name, by string) (sealing.Secret, error) {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return sealing.Secret{}, err
-	}
-	if err := CheckMCPAgentName(name); err != nil {
-		return sealing.Secret{}, err
-	}
-	if err := checkChangedBy(by); err != nil {
-		return sealing.Secret{}, err
-	}
-	token, err := newMCPToken()
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	err = s.read(ctx, "create MCP agent", func(q *dbq.Queries) error {
-		return q.InsertMCPAgent(ctx, dbq.InsertMCPAgentParams{AgentName: name, TokenHash: mcpTokenHash(token), Now: now, CreatedBy: by})
-	})
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	return token, nil
+	return s.createHolder(ctx, mcpAgents, now, name, by)
 }
 
 // ReissueMCPAgentToken gives an MCP agent a new token, which replaces the old one at once
 // (and lifts a revocation). An unknown agent is mcp_agent_not_found.
 func (s *Store) ReissueMCPAgentToken(ctx context.Context, now time.Time, name string) (sealing.Secret, error) {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return sealing.Secret{}, err
-	}
-	if err := CheckMCPAgentName(name); err != nil {
-		return sealing.Secret{}, err
-	}
-	token, err := newMCPToken()
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	var n int64
-	err = s.read(ctx, "reissue MCP agent token", func(q *dbq.Queries) (err error) {
-		n, err = q.ReissueMCPAgentToken(ctx, mcpTokenHash(token), now, name)
-		return err
-	})
-	if err != nil {
-		return sealing.Secret{}, err
-	}
-	if n == 0 {
-		return sealing.Secret{}, fail(vocab.CodeMCPAgentNotFound, "no MCP agent is named %s", name)
-	}
-	return token, nil
+	return s.reissueHolder(ctx, mcpAgents, now, name)
 }
 
 // RevokeMCPAgent revokes an MCP agent's token: from now on it is refused. It reports
 // whether the token was live (revoking a revoked agent changes nothing); an unknown agent
 // is mcp_agent_not_found.
 func (s *Store) RevokeMCPAgent(ctx context.Context, now time.Time, name, by string) (bool, error) {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return false, err
-	}
-	if err := CheckMCPAgentName(name); err != nil {
-		return false, err
-	}
-	if err := checkChangedBy(by); err != nil {
-		return false, err
-	}
-	var n int64
-	err := s.read(ctx, "revoke MCP agent", func(q *dbq.Queries) error {
-		var err error
-		if n, err = q.RevokeMCPAgent(ctx, &now, &by, name); err != nil || n > 0 {
-			return err
-		}
-		if _, err := q.GetMCPAgent(ctx, name); err != nil {
-			return notFound(err, vocab.CodeMCPAgentNotFound, "no MCP agent is named "+name)
-		}
-		return nil
-	})
-	return n > 0, err
+	return s.revokeHolder(ctx, mcpAgents, now, name, by)
 }
 
 // ListMCPAgents lists the MCP agents by name, with the number of bots routed to each.
@@ -167,7 +87,7 @@ func (s *Store) MCPAgentByToken(ctx context.Context, token sealing.Secret) (name
 	}
 	err = s.read(ctx, "MCP agent by token", func(q *dbq.Queries) error {
 		var err error
-		name, err = q.MCPAgentByTokenHash(ctx, mcpTokenHash(token))
+		name, err = q.MCPAgentByTokenHash(ctx, secretHash(token))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
