@@ -368,3 +368,92 @@ func TestThirteenILinkRepliesToOneMessageSendTenAndHoldThreeForTheUsersNextMessa
 		t.Fatalf("the client's next message is %q", textOf(next[0]))
 	}
 }
+
+// facadePost posts a raw request to a facade endpoint with the headers given (a nil map:
+// those of a well-behaved client) and returns the decoded JSON answer.
+func (a *apiSystem) facadePost(path, token string, headers map[string]string, body string) (int, map[string]any) {
+	a.t.Helper()
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.base+ilinkfacade.BotPath+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if headers == nil {
+		headers = map[string]string{"Content-Type": "application/json", "AuthorizationType": "ilink_bot_token"}
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func TestTheFacadeAnswersBadInputInILinksOwnShapes(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, store.DefaultLimits(), nil)
+	a.iLinkClientAdd("openclaw")
+	b := a.facadeBotOf("openclaw", "qo_e2e_facade_bad", "o9cq8facadebadinput000001@im.wechat")
+	if _, err := a.ctl.InjectText(a.ctx, b.simBot, "", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := a.takeMessages(b.client, "", 1)
+	ctxToken := msgs[0].ContextToken.Reveal()
+	base := `"base_info":{"channel_version":"2.4.9"}`
+	send := func(text string) string {
+		raw, _ := json.Marshal(map[string]any{"to_user_id": b.owner, "context_token": ctxToken, "message_type": 2, "message_state": 2,
+			"item_list": []any{map[string]any{"type": 1, "text_item": map[string]any{"text": text}}}})
+		return `{"msg":` + string(raw) + `,` + base + `}`
+	}
+	stale := map[string]any{"ret": float64(-14), "errcode": float64(-14), "errmsg": "session timeout"}
+	invalid := map[string]any{"ret": float64(-2), "errmsg": "invalid arguments"}
+	for _, c := range []struct {
+		name, path, token string
+		headers           map[string]string
+		body              string
+		want              map[string]any
+	}{
+		{"no token", "getupdates", "", nil, `{"get_updates_buf":"",` + base + `}`, stale},
+		{"an unknown token", "getupdates", "0123456789ab@im.bot:" + strings.Repeat("ab", 32), nil, `{"get_updates_buf":"",` + base + `}`, stale},
+		{"no AuthorizationType", "getupdates", b.token.Reveal(), map[string]string{"Content-Type": "application/json"},
+			`{"get_updates_buf":"",` + base + `}`, invalid},
+		{"no base_info", "sendmessage", b.token.Reveal(), nil, `{"msg":{}}`, invalid},
+		{"a bot_agent that is not ASCII", "getupdates", b.token.Reveal(), nil,
+			`{"get_updates_buf":"","base_info":{"channel_version":"2.4.9","bot_agent":"机器人"}}`, invalid},
+		{"a body that is not JSON", "sendmessage", b.token.Reveal(), nil, `{"msg":`, invalid},
+		{"two items in one message", "sendmessage", b.token.Reveal(), nil, `{"msg":{"to_user_id":"` + b.owner +
+			`","item_list":[{"type":1,"text_item":{"text":"a"}},{"type":1,"text_item":{"text":"b"}}]},` + base + `}`, invalid},
+		{"a context token of nobody's message", "sendmessage", b.token.Reveal(), nil, strings.Replace(send("hi"), ctxToken,
+			ilinkfacade.ContextToken("im_00000000000000000000000000000000"), 1), invalid},
+		{"another user's conversation", "sendmessage", b.token.Reveal(), nil, strings.Replace(send("hi"), b.owner,
+			"o9cq8someoneelse000000000001@im.wechat", 1), invalid},
+		{"getconfig without ilink_user_id", "getconfig", b.token.Reveal(), nil, `{"user_id":"` + b.owner + `",` + base + `}`,
+			map[string]any{"ret": float64(-2), "errcode": float64(0), "errmsg": "ilink_user_id required"}},
+	} {
+		status, got := a.facadePost(c.path, c.token, c.headers, c.body)
+		if status != http.StatusOK || !equalJSON(got, c.want) {
+			t.Errorf("%s: %d %v, want 200 %v", c.name, status, got, c.want)
+		}
+	}
+	// A text over iLink's limit is refused as iLink refuses it, with the reason.
+	status, got := a.facadePost("sendmessage", b.token.Reveal(), nil, send(strings.Repeat("长", 6000)))
+	if status != http.StatusOK || got["ret"] != float64(-2) || !strings.HasPrefix(got["errmsg"].(string), "text_too_long") {
+		t.Fatalf("an oversized text: %d %v", status, got)
+	}
+	if sent, err := a.ctl.Sent(a.ctx, b.simBot); err != nil || len(sent) != 0 {
+		t.Fatalf("bad requests sent %d messages (%v)", len(sent), err)
+	}
+}
+
+func equalJSON(a, b map[string]any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}

@@ -668,28 +668,25 @@ func (s *Store) GetILinkUpload(ctx context.Context, id string) (ILinkUpload, boo
 
 // ListenILinkOffers calls wake with the client's name of every offer to an iLink client
 // committed from now on (NOTIFY on ILinkNotifyChannel), until ctx ends or the listening
-// connection fails (returned; the caller listens again). It holds one connection of the
-// pool while it runs. Behind a pooler in transaction mode nothing arrives, and the
-// facade's polls find offers on their own.
+// connection fails (returned; the caller listens again). It listens on a connection of its
+// own, outside the pool, so that the pool's bound stays the bound of the store's work.
+// Behind a pooler in transaction mode nothing arrives, and the facade's polls find offers
+// on their own.
 func (s *Store) ListenILinkOffers(ctx context.Context, wake func(client string)) error {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return wrapDB("listen for iLink offers", err)
 	}
-	defer conn.Release()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+ILinkNotifyChannel); err != nil {
 		return wrapDB("listen for iLink offers", err)
 	}
-	defer func() {
-		// A connection that stops listening goes back clean (or is closed when it failed).
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
-			_ = conn.Conn().Close(uctx)
-		}
-	}()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
