@@ -152,7 +152,7 @@ var settings = []setting{
 	{flag: "poll-lease-ttl", env: "ILINKFLOW_POLL_LEASE_TTL", help: "life of an unrenewed poll lease: how soon a dead worker's bots move elsewhere",
 		def: func(c Config) string { return shortDuration(c.PollLeaseTTL) },
 		set: durationSetter(func(c *Config) *time.Duration { return &c.PollLeaseTTL }, false)},
-	{flag: "db-max-conns", env: "ILINKFLOW_DB_MAX_CONNS", help: "maximum PostgreSQL connections of this worker, its liveness session included (pool_max_conns in the URL bounds the pool instead)",
+	{flag: "db-max-conns", env: "ILINKFLOW_DB_MAX_CONNS", help: "maximum PostgreSQL connections of this worker, its liveness session and the iLink facade's listener (from 4) included (pool_max_conns in the URL bounds the pool instead)",
 		def: func(c Config) string { return strconv.Itoa(c.DBMaxConns) },
 		set: func(c *Config, v string) error {
 			n, err := parseInt(v, 2, 1000)

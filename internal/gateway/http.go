@@ -235,7 +235,7 @@ func startHTTP(cfg Config, opts Options, st *store.Store, tc client.Client, reg 
 		go s.mcp.Run(mcpCtx)
 		// The iLink facade too: its replies, typing and downloads go through the gate.
 		s.facade = ilinkfacade.New(ilinkfacade.Config{Store: st, Replies: s.gate, Keys: cfg.Keyring, PublicURL: cfg.ILinkPublicURL,
-			Logger: logger, Metrics: reg.Product()})
+			Logger: logger, Metrics: reg.Product(), NoListen: !facadeListens(cfg, opts)})
 		apiMux.Handle(ilinkfacade.BotPath, s.facade.Handler())
 		apiMux.Handle(ilinkfacade.CDNPath, s.facade.Handler())
 		apiMux.Handle(ilinkfacade.LoginPath, s.facade.Handler())

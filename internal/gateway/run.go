@@ -341,13 +341,25 @@ const livenessWait = 10 * time.Second
 const activitySlotsBesidePolls = 256
 
 // applyPoolBound bounds the worker's connections by maxConns unless the URL sets
-// pool_max_conns itself (the pool's bound then, the liveness session one more): the pool
-// gets all but one, the worker's liveness session (activity.StartLiveness) that one.
-func applyPoolBound(pc *pgxpool.Config, url string, maxConns int) {
+// pool_max_conns itself (the pool's bound then, the connections beside it more): the pool
+// gets all but the connections held beside it, the worker's liveness session
+// (activity.StartLiveness) and, with the iLink facade's listener, that one.
+func applyPoolBound(pc *pgxpool.Config, url string, maxConns int, listener bool) {
 	if maxConns <= 0 || strings.Contains(url, "pool_max_conns") {
 		return
 	}
-	pc.MaxConns = int32(max(maxConns-1, 1))
+	beside := 1
+	if listener {
+		beside++
+	}
+	pc.MaxConns = int32(max(maxConns-beside, 1))
+}
+
+// facadeListens reports whether the iLink facade listens for new offers on a connection
+// of its own: when the reply API is on and the connection bound leaves room for it beside
+// a pool of two and the liveness session (otherwise its polls look every second).
+func facadeListens(cfg Config, opts Options) bool {
+	return apiEnabled(cfg, opts) && (cfg.DBMaxConns <= 0 || cfg.DBMaxConns >= 4)
 }
 
 // activitiesConfig is the activities' share of the configuration.
@@ -421,7 +433,7 @@ func openStore(ctx context.Context, cfg Config, opts Options, reg *metrics.Regis
 		if err != nil {
 			return nil, nil, nil, errors.New("database URL is not a valid PostgreSQL URL or DSN")
 		}
-		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns)
+		applyPoolBound(pc, cfg.DatabaseURL, cfg.DBMaxConns, facadeListens(cfg, opts))
 		if t := reg.DBTracer(); t != nil {
 			pc.ConnConfig.Tracer = t // counts round trips for /metrics
 		}

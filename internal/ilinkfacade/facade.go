@@ -115,6 +115,9 @@ type Config struct {
 	LoginTTL time.Duration
 	// StoreTimeout bounds each store call made for a request (default 5 s).
 	StoreTimeout time.Duration
+	// NoListen leaves the wake-ups of new offers out (the connection bound has no room for
+	// the listener's connection): a waiting poll looks every PollInterval.
+	NoListen bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -182,7 +185,7 @@ func (f *Facade) Handler() http.Handler { return f.mux }
 // facade no longer needs, until ctx ends.
 func (f *Facade) Run(ctx context.Context) {
 	go func() {
-		for ctx.Err() == nil {
+		for !f.cfg.NoListen && ctx.Err() == nil {
 			if err := f.cfg.Store.ListenILinkOffers(ctx, f.wake); err != nil {
 				f.log.Warn("listening for iLink offers failed; polls look on their own meanwhile", "error", err)
 				select {
