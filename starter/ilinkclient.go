@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -63,6 +64,18 @@ type iLinkLoginRow struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// iLinkBot is what `starter ilink-client bot` prints: a bot of the client bound to an
+// account, for a client configured by hand. BotToken is shown once (only its hash is
+// stored); OpenClawAccountID is the name the OpenClaw plugin files the bot under.
+type iLinkBot struct {
+	Client            string `json:"client"`
+	AccountKey        string `json:"account_key"`
+	BotID             string `json:"bot_id"`
+	BotToken          string `json:"bot_token"`
+	BaseURL           string `json:"base_url"`
+	OpenClawAccountID string `json:"openclaw_account_id"`
+}
+
 // iLinkApproval is what `starter ilink-client approve` prints.
 type iLinkApproval struct {
 	Code       string `json:"code"`
@@ -76,26 +89,27 @@ type iLinkApproval struct {
 
 func iLinkClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs, c := commandFlags("ilink-client", help{
-		"ilink-client (add NAME | token NAME | revoke NAME | list | logins | approve NAME --account KEY --code CODE) [flags]",
+		"ilink-client (add NAME | token NAME | revoke NAME | list | logins | approve NAME --account KEY --code CODE | bot NAME --account KEY) [flags]",
 		"Manages the iLink clients (the OpenClaw plugin, WeClaw, ...) that answer bots through the iLink facade on the agent-facing address: " +
 			"add creates one and prints its token once with the base URL to give it, token issues a new one (the old one is refused at once), " +
 			"revoke refuses it and its bots' tokens at once, list shows them, logins lists the QR logins waiting for approval, " +
-			"approve gives one to a client for an account (routing the account to the client).",
+			"approve gives one to a client for an account (routing the account to the client), " +
+			"bot gives the client a bot of an account without a QR login and prints its token once, for a client configured by hand.",
 		"starter ilink-client add openclaw\nstarter route --account ilk_0123abcd --ilink-client openclaw\n" +
 			"starter ilink-client logins\nstarter ilink-client approve openclaw --account ilk_0123abcd --code K7QX2M9P\n" +
 			"starter ilink-client revoke openclaw"},
 		withDB|withJSON, stderr, getenv)
 	by := fs.String("by", envOr(getenv, "USER", "operator"), "who adds, revokes or approves (recorded)")
-	account := fs.String("account", "", "approve: the account key of the bot the login is for")
+	account := fs.String("account", "", "approve, bot: the account key of the bot")
 	code := fs.String("code", "", "approve: the login's code, as its login page shows it")
 	baseURL := fs.String("base-url", envOr(getenv, envILinkPublicURL, ""),
-		"add, token: the base URL clients reach the facade at (env "+envILinkPublicURL+"; default: http:// and the worker's "+envHTTPAddr+")")
+		"add, token, bot: the base URL clients reach the facade at (env "+envILinkPublicURL+"; default: http:// and the worker's "+envHTTPAddr+")")
 	help, rest, err := parseArgs(fs, args, stdout)
 	if help || err != nil {
 		return err
 	}
 	if len(rest) == 0 {
-		return usagef("ilink-client: give add NAME, token NAME, revoke NAME, list, logins or approve NAME")
+		return usagef("ilink-client: give add NAME, token NAME, revoke NAME, list, logins, approve NAME or bot NAME")
 	}
 	verb, rest := rest[0], rest[1:]
 	switch verb {
@@ -103,7 +117,7 @@ func iLinkClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		if len(rest) != 0 {
 			return usagef("ilink-client %s takes no argument", verb)
 		}
-	case "add", "token", "revoke", "approve":
+	case "add", "token", "revoke", "approve", "bot":
 		if len(rest) != 1 {
 			return usagef("ilink-client %s takes one client name", verb)
 		}
@@ -111,7 +125,7 @@ func iLinkClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 			return usagef("ilink-client %s: %v", verb, err)
 		}
 	default:
-		return usagef("ilink-client: unknown action %q: want add, token, revoke, list, logins or approve", verb)
+		return usagef("ilink-client: unknown action %q: want add, token, revoke, list, logins, approve or bot", verb)
 	}
 	if verb == "approve" {
 		*code = store.NormalizeILinkLoginCode(*code)
@@ -121,11 +135,18 @@ func iLinkClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		case store.CheckILinkLoginCode(*code) != nil:
 			return usagef("ilink-client approve: --code %q: %v", *code, store.CheckILinkLoginCode(*code))
 		}
+	} else if verb == "bot" {
+		switch {
+		case *account == "":
+			return usagef("ilink-client bot: --account is required")
+		case *code != "":
+			return usagef("ilink-client bot: --code is for approve only")
+		}
 	} else if *account != "" || *code != "" {
 		return usagef("ilink-client %s: --account and --code are for approve only", verb)
 	}
 	base := ""
-	if verb == "add" || verb == "token" {
+	if verb == "add" || verb == "token" || verb == "bot" {
 		if base, err = iLinkBaseURL(*baseURL, getenv); err != nil {
 			return err
 		}
@@ -142,6 +163,8 @@ func iLinkClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return listILinkLogins(ctx, st, c.json, stdout)
 	case "approve":
 		return approveILinkLogin(ctx, st, iLinkApproval{Code: *code, Client: rest[0], AccountKey: *account}, *by, c.json, stdout)
+	case "bot":
+		return issueILinkBot(ctx, st, rest[0], *account, *by, base, c.json, stdout)
 	}
 	out := iLinkClientResult{Client: rest[0], Changed: true}
 	switch verb {
@@ -302,5 +325,26 @@ func approveILinkLogin(ctx context.Context, st *store.Store, a iLinkApproval, by
 		fmt.Fprintf(stdout, "%s routes to iLink client %s already\n", a.AccountKey, a.Client)
 	}
 	fmt.Fprintf(stdout, "login %s approved: the client's next poll of it collects a bot of %s\n", a.Code, a.AccountKey)
+	return nil
+}
+
+// issueILinkBot gives a client a bot of an account without a QR login and prints it, with
+// the OpenClaw plugin's two files that configure it.
+func issueILinkBot(ctx context.Context, st *store.Store, client, accountKey, by, base string, asJSON bool, stdout io.Writer) error {
+	b, err := st.IssueILinkBot(ctx, time.Now(), client, accountKey, by)
+	if err != nil {
+		return err
+	}
+	out := iLinkBot{Client: client, AccountKey: accountKey, BotID: b.BotID, BotToken: b.BotToken.Reveal(), BaseURL: base,
+		OpenClawAccountID: strings.NewReplacer("@", "-", ".", "-").Replace(b.BotID)}
+	if asJSON {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "iLink client %s: bot %s of account %s (routed to the client); its token, shown once (only its hash is stored):\n%s\n",
+		client, out.BotID, accountKey, out.BotToken)
+	fmt.Fprintf(stdout, "base URL: %s\n", out.BaseURL)
+	fmt.Fprintf(stdout, "For the OpenClaw plugin, in its state directory ($OPENCLAW_STATE_DIR, else ~/.openclaw):\n"+
+		"  openclaw-weixin/accounts/%s.json: {\"token\": \"<the token above>\", \"baseUrl\": %q}\n"+
+		"  openclaw-weixin/accounts.json: a JSON list that holds %q\n", out.OpenClawAccountID, strings.TrimSuffix(out.BaseURL, "/"), out.OpenClawAccountID)
 	return nil
 }

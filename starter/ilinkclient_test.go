@@ -404,3 +404,37 @@ func TestILinkClientUsageMistakesExitTwo(t *testing.T) {
 		assertUsageMistake(t, strings.Join(c.args, " "), code, out, errOut, c.want)
 	}
 }
+
+// bot gives a client a bot of an account without a QR login: the account is routed to the
+// client, the token (printed once) resolves to the client and the account, and the
+// OpenClaw plugin's files are named as the plugin names them.
+func TestABotIssuedWithoutALoginRoutesTheAccountAndItsTokenIsTheClients(t *testing.T) {
+	t.Parallel()
+	e := newILinkEnv(t)
+	e.env[envHTTPAddr] = "127.0.0.1:9107"
+	e.add("openclaw")
+	key := e.account("000000ilk0b9")
+	code, out, errOut := e.starter("ilink-client", "bot", "openclaw", "--account", key, "--json")
+	var b iLinkBot
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || b.BaseURL != "http://127.0.0.1:9107/" ||
+		b.OpenClawAccountID != strings.NewReplacer("@", "-", ".", "-").Replace(b.BotID) || !strings.HasPrefix(b.BotToken, b.BotID+":") {
+		t.Fatalf("ilink-client bot: exit %d, %q, stderr %q", code, out, errOut)
+	}
+	if r, found, err := e.st.GetRoute(e.ctx, key); err != nil || !found || r.Kind != vocab.RouteILink || r.ILinkClient != "openclaw" {
+		t.Fatalf("route after bot: %+v %v %v", r, found, err)
+	}
+	c, found, err := e.st.ILinkCallerByToken(e.ctx, sealing.NewSecret(b.BotToken))
+	if err != nil || !found || c.Client != "openclaw" || c.AccountKey != key || c.BotID != b.BotID || c.Revoked {
+		t.Fatalf("the bot token resolves to %+v %v %v", c, found, err)
+	}
+	code, out, _ = e.starter("ilink-client", "bot", "openclaw", "--account", key)
+	if code != 0 || !strings.Contains(out, "openclaw-weixin/accounts/") || !strings.Contains(out, `"baseUrl": "http://127.0.0.1:9107"`) {
+		t.Fatalf("ilink-client bot:\n%s", out)
+	}
+	if code, _, errOut = e.starter("ilink-client", "bot", "nobody", "--account", key); code != 1 || !strings.Contains(errOut, "ilink_client_not_found") {
+		t.Fatalf("a bot of an unknown client: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut = e.starter("ilink-client", "bot", "openclaw"); code != 2 || !strings.Contains(errOut, "--account is required") {
+		t.Fatalf("a bot without an account: exit %d, stderr %q", code, errOut)
+	}
+}

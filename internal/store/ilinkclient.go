@@ -480,23 +480,76 @@ func (s *Store) PollILinkLogin(ctx context.Context, now time.Time, qrcode sealin
 			out.Status = ILinkLoginExpired // another poll collected it meanwhile
 			return nil
 		}
-		idb, err := randomBytes(6, "a bot id")
-		if err != nil {
-			return err
-		}
-		secret, err := randomBytes(32, "a bot token")
-		if err != nil {
-			return err
-		}
-		out = ILinkLoginState{Status: ILinkLoginConfirmed, BotID: hex.EncodeToString(idb) + "@im.bot", AccountKey: *l.AccountKey, Client: *l.ClientName}
-		out.BotToken = sealing.NewSecret(out.BotID + ":" + hex.EncodeToString(secret))
-		return q.InsertILinkClientBot(ctx, dbq.InsertILinkClientBotParams{BotID: out.BotID, ClientName: out.Client, AccountKey: out.AccountKey,
-			TokenHash: secretHash(out.BotToken), Now: now})
+		out, err = insertILinkBot(ctx, q, now, *l.ClientName, *l.AccountKey)
+		return err
 	})
 	if err != nil {
 		return ILinkLoginState{}, err
 	}
 	return out, nil
+}
+
+// insertILinkBot makes a bot of a client bound to an account: an id and a token of iLink's
+// forms, the facade's own (only the token's hash is stored).
+func insertILinkBot(ctx context.Context, q *dbq.Queries, now time.Time, client, accountKey string) (ILinkLoginState, error) {
+	idb, err := randomBytes(6, "a bot id")
+	if err != nil {
+		return ILinkLoginState{}, err
+	}
+	secret, err := randomBytes(32, "a bot token")
+	if err != nil {
+		return ILinkLoginState{}, err
+	}
+	out := ILinkLoginState{Status: ILinkLoginConfirmed, BotID: hex.EncodeToString(idb) + "@im.bot", AccountKey: accountKey, Client: client}
+	out.BotToken = sealing.NewSecret(out.BotID + ":" + hex.EncodeToString(secret))
+	return out, q.InsertILinkClientBot(ctx, dbq.InsertILinkClientBotParams{BotID: out.BotID, ClientName: client, AccountKey: accountKey,
+		TokenHash: secretHash(out.BotToken), Now: now})
+}
+
+// IssueILinkBot gives a client a bot bound to one of the installation's accounts without a
+// QR login (for a client configured by hand), routing the account to the client first
+// unless it is already. An unknown account is account_not_found, an unknown client
+// ilink_client_not_found.
+func (s *Store) IssueILinkBot(ctx context.Context, now time.Time, client, accountKey, by string) (ILinkLoginState, error) {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return ILinkLoginState{}, err
+	}
+	if err := CheckILinkClientName(client); err != nil {
+		return ILinkLoginState{}, err
+	}
+	if err := validAccountKey(accountKey); err != nil {
+		return ILinkLoginState{}, err
+	}
+	if err := checkChangedBy(by); err != nil {
+		return ILinkLoginState{}, err
+	}
+	if err := s.routeToILinkClient(ctx, now, client, accountKey, by); err != nil {
+		return ILinkLoginState{}, err
+	}
+	var out ILinkLoginState
+	err := s.read(ctx, "issue iLink bot", func(q *dbq.Queries) (err error) {
+		out, err = insertILinkBot(ctx, q, now, client, accountKey)
+		return err
+	})
+	if err != nil {
+		return ILinkLoginState{}, err
+	}
+	return out, nil
+}
+
+// routeToILinkClient routes an account to a client (audited as any route change) unless it
+// is already.
+func (s *Store) routeToILinkClient(ctx context.Context, now time.Time, client, accountKey, by string) error {
+	r, found, err := s.GetRoute(ctx, accountKey)
+	if err != nil && CodeOf(err) != vocab.CodeSealedUnreadable {
+		return err
+	}
+	if found && r.Kind == vocab.RouteILink && r.ILinkClient == client {
+		return nil
+	}
+	_, err = s.SetRoute(ctx, now, RouteInput{AccountKey: accountKey, Kind: vocab.RouteILink, ILinkClient: client, By: by})
+	return err
 }
 
 // ScanILinkLogin records that a login's approval page was opened (the client then shows
@@ -549,17 +602,11 @@ func (s *Store) ApproveILinkLogin(ctx context.Context, now time.Time, code, clie
 	}); err != nil {
 		return err
 	}
-	r, found, err := s.GetRoute(ctx, accountKey)
-	if err != nil && CodeOf(err) != vocab.CodeSealedUnreadable {
+	if err := s.routeToILinkClient(ctx, now, client, accountKey, by); err != nil {
 		return err
 	}
-	if !found || r.Kind != vocab.RouteILink || r.ILinkClient != client {
-		if _, err := s.SetRoute(ctx, now, RouteInput{AccountKey: accountKey, Kind: vocab.RouteILink, ILinkClient: client, By: by}); err != nil {
-			return err
-		}
-	}
 	var n int64
-	err = s.read(ctx, "approve iLink login", func(q *dbq.Queries) (err error) {
+	err := s.read(ctx, "approve iLink login", func(q *dbq.Queries) (err error) {
 		n, err = q.ApproveILinkClientLogin(ctx, dbq.ApproveILinkClientLoginParams{Now: &now, ApprovedBy: &by, ClientName: &client,
 			AccountKey: &accountKey, Code: code})
 		return err
