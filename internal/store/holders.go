@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
@@ -138,4 +140,38 @@ var iLinkClients = tokenHolder{what: "iLink client", prefix: ILinkClientTokenPre
 		_, err := q.GetILinkClient(ctx, name)
 		return err
 	},
+}
+
+// offeredSession is the checked and sealed part of an offer of a message with a hand-off's
+// session (to an MCP agent, to an iLink client): the one rule of what such an offer must
+// carry, its session token sealed for the purpose and bound to the message key.
+type offeredSession struct {
+	now     time.Time
+	session uuid.UUID
+	sealed  sealing.Sealed
+}
+
+func (s *Store) offerSession(now time.Time, messageKey, accountKey, sessionID string, token sealing.Secret, purpose sealing.Purpose) (offeredSession, error) {
+	now = now.Truncate(time.Microsecond)
+	if err := validNow(now); err != nil {
+		return offeredSession{}, err
+	}
+	if err := validMessageKey(messageKey); err != nil {
+		return offeredSession{}, err
+	}
+	if err := validAccountKey(accountKey); err != nil {
+		return offeredSession{}, err
+	}
+	sid, err := uuid.Parse(sessionID)
+	if err != nil {
+		return offeredSession{}, fail(vocab.CodeInvalidInput, "session id is not a UUID")
+	}
+	if n := len(token.Reveal()); n < 16 || n > 512 {
+		return offeredSession{}, fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
+	}
+	sealed, err := s.keys.Seal(purpose, messageKey, token)
+	if err != nil {
+		return offeredSession{}, &Error{Code: vocab.CodeInternal, Msg: "seal the session token of an offer", Err: err}
+	}
+	return offeredSession{now: now, session: sid, sealed: sealed}, nil
 }

@@ -189,34 +189,17 @@ type ILinkOffer struct {
 // its offer the new session, and wakes the client's long polls (NOTIFY on
 // ILinkNotifyChannel, delivered at commit). An unknown client is ilink_client_not_found.
 func (s *Store) OfferToILinkClient(ctx context.Context, now time.Time, in ILinkOfferInput) error {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return err
-	}
-	if err := validMessageKey(in.MessageKey); err != nil {
-		return err
-	}
-	if err := validAccountKey(in.AccountKey); err != nil {
-		return err
-	}
 	if err := CheckILinkClientName(in.Client); err != nil {
 		return err
 	}
-	sid, err := uuid.Parse(in.SessionID)
+	o, err := s.offerSession(now, in.MessageKey, in.AccountKey, in.SessionID, in.Token, sealing.PurposeILinkClientSession)
 	if err != nil {
-		return fail(vocab.CodeInvalidInput, "session id is not a UUID")
-	}
-	if n := len(in.Token.Reveal()); n < 16 || n > 512 {
-		return fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
-	}
-	sealed, err := s.keys.Seal(sealing.PurposeILinkClientSession, in.MessageKey, in.Token)
-	if err != nil {
-		return &Error{Code: vocab.CodeInternal, Msg: "seal iLink client session token", Err: err}
+		return err
 	}
 	return s.inTx(ctx, "offer to iLink client", func(q *dbq.Queries) error {
 		n, err := q.UpsertILinkClientOffer(ctx, dbq.UpsertILinkClientOfferParams{MessageKey: in.MessageKey, ClientName: in.Client,
-			AccountKey: in.AccountKey, ReplyWindowID: in.ReplyWindowID, SessionID: sid, KeyGeneration: sealed.KeyGeneration,
-			Nonce: sealed.Nonce, Ciphertext: sealed.Ciphertext, Now: now})
+			AccountKey: in.AccountKey, ReplyWindowID: in.ReplyWindowID, SessionID: o.session, KeyGeneration: o.sealed.KeyGeneration,
+			Nonce: o.sealed.Nonce, Ciphertext: o.sealed.Ciphertext, Now: o.now})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ilinkflow/ilinkflow/internal/store/internal/dbq"
@@ -134,34 +133,17 @@ type MCPOffer struct {
 // new session. A re-offer keeps a claim whose lease still runs: the session that took the
 // message is still answering it. An unknown agent is mcp_agent_not_found.
 func (s *Store) OfferToMCP(ctx context.Context, now time.Time, in MCPOfferInput) error {
-	now = now.Truncate(time.Microsecond)
-	if err := validNow(now); err != nil {
-		return err
-	}
-	if err := validMessageKey(in.MessageKey); err != nil {
-		return err
-	}
-	if err := validAccountKey(in.AccountKey); err != nil {
-		return err
-	}
 	if err := CheckMCPAgentName(in.Agent); err != nil {
 		return err
 	}
-	sid, err := uuid.Parse(in.SessionID)
+	o, err := s.offerSession(now, in.MessageKey, in.AccountKey, in.SessionID, in.Token, sealing.PurposeMCPSession)
 	if err != nil {
-		return fail(vocab.CodeInvalidInput, "session id is not a UUID")
-	}
-	if n := len(in.Token.Reveal()); n < 16 || n > 512 {
-		return fail(vocab.CodeInvalidInput, "session token must be 16..512 bytes")
-	}
-	sealed, err := s.keys.Seal(sealing.PurposeMCPSession, in.MessageKey, in.Token)
-	if err != nil {
-		return &Error{Code: vocab.CodeInternal, Msg: "seal MCP session token", Err: err}
+		return err
 	}
 	return s.read(ctx, "offer to MCP", func(q *dbq.Queries) error {
 		return q.UpsertMCPOffer(ctx, dbq.UpsertMCPOfferParams{MessageKey: in.MessageKey, AccountKey: in.AccountKey, AgentName: in.Agent,
-			ReplyWindowID: in.ReplyWindowID, SessionID: sid, KeyGeneration: sealed.KeyGeneration, Nonce: sealed.Nonce,
-			Ciphertext: sealed.Ciphertext, Now: now})
+			ReplyWindowID: in.ReplyWindowID, SessionID: o.session, KeyGeneration: o.sealed.KeyGeneration, Nonce: o.sealed.Nonce,
+			Ciphertext: o.sealed.Ciphertext, Now: o.now})
 	})
 }
 
