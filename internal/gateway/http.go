@@ -382,6 +382,12 @@ func (s *httpServers) shutdown() {
 	if s == nil {
 		return
 	}
+	if s.facade != nil {
+		// Also on the ways out that skip the drain: the facade's listener lets go of its
+		// connection.
+		s.stopFacade()
+		s.facade.Close()
+	}
 	s.api.shutdown()
 	s.admin.shutdown()
 }

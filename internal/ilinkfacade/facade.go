@@ -133,6 +133,9 @@ type Facade struct {
 	// closing is closed by Close: long polls answer at once.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// polled is closed by the first long poll: the listener connects then.
+	polled     chan struct{}
+	polledOnce sync.Once
 }
 
 // Close ends the long polls (each answers an empty page, its cursor unchanged) and makes
@@ -156,7 +159,7 @@ func New(cfg Config) *Facade {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Facade{cfg: cfg, log: cfg.Logger, waiters: map[string]map[chan struct{}]struct{}{}, closing: make(chan struct{})}
+	f := &Facade{cfg: cfg, log: cfg.Logger, waiters: map[string]map[chan struct{}]struct{}{}, closing: make(chan struct{}), polled: make(chan struct{})}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -185,6 +188,13 @@ func (f *Facade) Handler() http.Handler { return f.mux }
 // facade no longer needs, until ctx ends.
 func (f *Facade) Run(ctx context.Context) {
 	go func() {
+		// The listener connects at the first long poll: a worker no iLink client polls holds
+		// no connection for it.
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.polled:
+		}
 		for !f.cfg.NoListen && ctx.Err() == nil {
 			if err := f.cfg.Store.ListenILinkOffers(ctx, f.wake); err != nil {
 				f.log.Warn("listening for iLink offers failed; polls look on their own meanwhile", "error", err)
@@ -226,6 +236,7 @@ func (f *Facade) wake(client string) {
 
 // waiter registers a long poll of a client; the returned func unregisters it.
 func (f *Facade) waiter(client string) (chan struct{}, func()) {
+	f.polledOnce.Do(func() { close(f.polled) })
 	ch := make(chan struct{}, 1)
 	f.mu.Lock()
 	if f.waiters[client] == nil {
