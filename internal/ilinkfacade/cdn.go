@@ -15,7 +15,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/sealing"
 	"github.com/ilinkflow/ilinkflow/vocab"
-	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 // The facade's CDN: media moves between a client and the facade as it moves between a
@@ -28,10 +27,6 @@ const (
 	bindingUploadRef  = "ilink-facade/upload-param"
 	bindingDownloadRf = "ilink-facade/download-ref"
 )
-
-func attachmentPath(messageKey string, index int) string {
-	return wfapi.AttachmentPath(messageKey, index)
-}
 
 // uploadRef is what an upload_param names.
 type uploadRef struct {

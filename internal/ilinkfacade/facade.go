@@ -262,6 +262,7 @@ type call struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	body     []byte
+	token    sealing.Secret // the bearer token the caller authenticated with
 	caller   store.ILinkCaller
 	endpoint string
 	log      *slog.Logger
@@ -297,8 +298,9 @@ func (f *Facade) bot(endpoint string, h botHandler) http.HandlerFunc {
 			f.refuse(w, log, endpoint, CodeStaleToken, "no bearer token", staleBody())
 			return
 		}
+		secret := sealing.NewSecret(token)
 		ctx, cancel := f.storeContext(r.Context())
-		caller, found, err := f.cfg.Store.ILinkCallerByToken(ctx, sealing.NewSecret(token))
+		caller, found, err := f.cfg.Store.ILinkCallerByToken(ctx, secret)
 		cancel()
 		switch {
 		case err != nil:
@@ -319,7 +321,7 @@ func (f *Facade) bot(endpoint string, h botHandler) http.HandlerFunc {
 		if caller.BotID != "" {
 			log = log.With("bot_id", caller.BotID, "account", caller.AccountKey)
 		}
-		h(&call{w: w, r: r, body: body, caller: caller, endpoint: endpoint, log: log})
+		h(&call{w: w, r: r, body: body, token: secret, caller: caller, endpoint: endpoint, log: log})
 	}
 }
 

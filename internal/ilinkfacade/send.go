@@ -15,6 +15,7 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/replyapi"
 	"github.com/ilinkflow/ilinkflow/internal/store"
 	"github.com/ilinkflow/ilinkflow/vocab"
+	"github.com/ilinkflow/ilinkflow/wfapi"
 )
 
 type sendMessageRequest struct {
@@ -97,8 +98,8 @@ func (f *Facade) sendMessage(c *call) {
 		f.count(c.endpoint, CodeReplyRefused)
 		http.Error(c.w, "the gateway could not send the reply", http.StatusServiceUnavailable)
 	default:
-		code := replyCode(ans.Body)
-		f.refuse(c.w, log, c.endpoint, CodeReplyRefused, "reply API refused: "+code, retMinus2(code+": "+replyMessage(ans.Body)))
+		code, msg := replyRefusal(ans.Body)
+		f.refuse(c.w, log, c.endpoint, CodeReplyRefused, "reply API refused: "+code, retMinus2(code+": "+msg))
 	}
 }
 
@@ -197,19 +198,19 @@ func (f *Facade) replyBody(c *call, o store.ILinkOffer, it ilink.Item) (body []b
 	return buf.Bytes(), mw.FormDataContentType(), ""
 }
 
-// replyCode and replyMessage read a reply API refusal's code and message.
-func replyCode(body []byte) string {
+// replyRefusal reads a reply API refusal's code ("internal" when it has none) and message.
+func replyRefusal(body []byte) (code, message string) {
 	var eb replyapi.ErrorBody
 	if json.Unmarshal(body, &eb) != nil || eb.Error.Code == "" {
-		return "internal"
+		return "internal", ""
 	}
-	return eb.Error.Code
+	return eb.Error.Code, eb.Error.Message
 }
 
-func replyMessage(body []byte) string {
-	var eb replyapi.ErrorBody
-	_ = json.Unmarshal(body, &eb)
-	return eb.Error.Message
+// replyCode is a reply API refusal's code.
+func replyCode(body []byte) string {
+	code, _ := replyRefusal(body)
+	return code
 }
 
 func visibleASCII(s string) bool {
@@ -290,7 +291,7 @@ func (f *Facade) notify(c *call) {
 
 // attachment fetches an inbound attachment's bytes through the reply API.
 func (f *Facade) attachment(ctx context.Context, o store.ILinkOffer, index int) ([]byte, int, error) {
-	ans, err := replyapi.InProcess(ctx, f.cfg.Replies, http.MethodGet, attachmentPath(o.MessageKey, index), o.Token, "", "", nil)
+	ans, err := replyapi.InProcess(ctx, f.cfg.Replies, http.MethodGet, wfapi.AttachmentPath(o.MessageKey, index), o.Token, "", "", nil)
 	if err != nil {
 		return nil, 0, err
 	}

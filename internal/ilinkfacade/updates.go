@@ -11,7 +11,6 @@ import (
 	"github.com/ilinkflow/ilinkflow/internal/handoff"
 	"github.com/ilinkflow/ilinkflow/internal/ilink"
 	"github.com/ilinkflow/ilinkflow/internal/store"
-	"github.com/ilinkflow/ilinkflow/sealing"
 )
 
 // The facade's opaque strings: a cursor names a position in the client's queue, a context
@@ -61,9 +60,6 @@ func messageOfToken(token string) string {
 	return key
 }
 
-// cursorOwner is the name of a caller's cursor: its bot id ("" for a client's own token).
-func cursorOwner(c store.ILinkCaller) string { return c.BotID }
-
 type getUpdatesRequest struct {
 	GetUpdatesBuf string `json:"get_updates_buf"`
 }
@@ -84,7 +80,7 @@ func (f *Facade) getUpdates(c *call) {
 		f.refuse(c.w, c.log, c.endpoint, CodeInvalidRequest, "body does not decode", invalidArgs())
 		return
 	}
-	owner := cursorOwner(c.caller)
+	owner := c.caller.BotID // a cursor is the bot's, or ("") the client's own token's
 	after, issued := decodeCursor(req.GetUpdatesBuf)
 	sctx, cancel := f.storeContext(c.r.Context())
 	var err error
@@ -135,7 +131,7 @@ func (f *Facade) getUpdates(c *call) {
 		}
 		// A token revoked while the poll waits ends it at once.
 		sctx, cancel := f.storeContext(c.r.Context())
-		caller, found, err := f.cfg.Store.ILinkCallerByToken(sctx, bearer(c))
+		caller, found, err := f.cfg.Store.ILinkCallerByToken(sctx, c.token)
 		cancel()
 		switch {
 		case err != nil:
@@ -153,11 +149,6 @@ func (f *Facade) getUpdates(c *call) {
 // a page answered as it aborts would be lost to it (it is not acknowledged, so it comes
 // again, but later).
 func (f *Facade) advertised() int64 { return (f.cfg.LongPoll + pollMargin).Milliseconds() }
-
-func bearer(c *call) sealing.Secret {
-	t, _ := strings.CutPrefix(c.r.Header.Get("Authorization"), "Bearer ")
-	return sealing.NewSecret(t)
-}
 
 // page reads the caller's queue past after and builds the messages, and returns the
 // cursor past them; ok false means the request was answered (a store failure). A message
@@ -188,7 +179,7 @@ func (f *Facade) page(c *call, after int64) (msgs []ilink.Message, last int64, o
 }
 
 // message is an offered message as iLink's getupdates shows it: from the user, to the
-// bot (the caller's bot id, or the account's own provider id for a client's token), with
+// bot (the caller's bot id, or the account key for a client's own token), with
 // the facade's context token, its text as a text item and its images as image items whose
 // media the facade's CDN serves.
 func (f *Facade) message(ctx context.Context, c *call, o store.ILinkOffer) (msg ilink.Message, absorbed bool, err error) {

@@ -271,22 +271,7 @@ func (s *Store) LatestILinkClientOffer(ctx context.Context, client, accountKey, 
 }
 
 func (s *Store) readILinkOffer(ctx context.Context, op string, stmt func(q *dbq.Queries) (dbq.IlinkClientOffer, error)) (ILinkOffer, bool, error) {
-	var row dbq.IlinkClientOffer
-	found := false
-	err := s.read(ctx, op, func(q *dbq.Queries) error {
-		var err error
-		row, err = stmt(q)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		found = err == nil
-		return err
-	})
-	if err != nil || !found {
-		return ILinkOffer{}, false, err
-	}
-	o, err := s.iLinkOfferFrom(row)
-	return o, err == nil, err
+	return readOptional(ctx, s, op, stmt, s.iLinkOfferFrom)
 }
 
 func (s *Store) iLinkOfferFrom(r dbq.IlinkClientOffer) (ILinkOffer, error) {
@@ -674,26 +659,16 @@ func (s *Store) GetILinkUpload(ctx context.Context, id string) (ILinkUpload, boo
 	if err != nil {
 		return ILinkUpload{}, false, nil
 	}
-	var row dbq.IlinkClientUpload
-	found := false
-	err = s.read(ctx, "get iLink upload", func(q *dbq.Queries) error {
-		var err error
-		row, err = q.GetILinkClientUpload(ctx, uid)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+	return readOptional(ctx, s, "get iLink upload", func(q *dbq.Queries) (dbq.IlinkClientUpload, error) {
+		return q.GetILinkClientUpload(ctx, uid)
+	}, func(row dbq.IlinkClientUpload) (ILinkUpload, error) {
+		data, err := s.keys.Open(sealing.PurposeILinkClientUpload, id, sealing.Sealed{KeyGeneration: row.KeyGeneration, Nonce: row.Nonce,
+			Ciphertext: row.Ciphertext})
+		if err != nil {
+			return ILinkUpload{}, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open an upload", Err: err}
 		}
-		found = err == nil
-		return err
+		return ILinkUpload{ID: id, Client: row.ClientName, AccountKey: row.AccountKey, MediaType: row.MediaType, Data: []byte(data.Reveal())}, nil
 	})
-	if err != nil || !found {
-		return ILinkUpload{}, false, err
-	}
-	data, err := s.keys.Open(sealing.PurposeILinkClientUpload, id, sealing.Sealed{KeyGeneration: row.KeyGeneration, Nonce: row.Nonce,
-		Ciphertext: row.Ciphertext})
-	if err != nil {
-		return ILinkUpload{}, false, &Error{Code: vocab.CodeSealedUnreadable, Msg: "open an upload", Err: err}
-	}
-	return ILinkUpload{ID: id, Client: row.ClientName, AccountKey: row.AccountKey, MediaType: row.MediaType, Data: []byte(data.Reveal())}, true, nil
 }
 
 // ListenILinkOffers calls wake with the client's name of every offer to an iLink client

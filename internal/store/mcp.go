@@ -183,22 +183,8 @@ func (s *Store) GetMCPOffer(ctx context.Context, messageKey string) (o MCPOffer,
 
 // readOffer runs a statement that returns one offer row, or none (found false), and opens
 // the row's session token.
-func (s *Store) readOffer(ctx context.Context, op string, stmt func(q *dbq.Queries) (dbq.McpOffer, error)) (o MCPOffer, found bool, err error) {
-	var row dbq.McpOffer
-	err = s.read(ctx, op, func(q *dbq.Queries) error {
-		var err error
-		row, err = stmt(q)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		found = err == nil
-		return err
-	})
-	if err != nil || !found {
-		return MCPOffer{}, false, err
-	}
-	o, err = s.mcpOfferFrom(row)
-	return o, err == nil, err
+func (s *Store) readOffer(ctx context.Context, op string, stmt func(q *dbq.Queries) (dbq.McpOffer, error)) (MCPOffer, bool, error) {
+	return readOptional(ctx, s, op, stmt, s.mcpOfferFrom)
 }
 
 func (s *Store) mcpOfferFrom(r dbq.McpOffer) (MCPOffer, error) {

@@ -81,6 +81,31 @@ func (s *Store) read(ctx context.Context, op string, fn func(q *dbq.Queries) err
 	return wrapDB(op, fn(dbq.New(s.pool)))
 }
 
+// readOptional runs a statement that returns one row or none (found false) outside an
+// explicit transaction, and converts a row it found.
+func readOptional[R, T any](ctx context.Context, s *Store, op string, stmt func(q *dbq.Queries) (R, error), conv func(R) (T, error)) (T, bool, error) {
+	var row R
+	found := false
+	var zero T
+	err := s.read(ctx, op, func(q *dbq.Queries) error {
+		var err error
+		row, err = stmt(q)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err != nil || !found {
+		return zero, false, err
+	}
+	out, err := conv(row)
+	if err != nil {
+		return zero, false, err
+	}
+	return out, true, nil
+}
+
 func validNow(now time.Time) error {
 	if now.IsZero() || now.Year() < 2000 || now.Year() > 9999 {
 		return fail(vocab.CodeInvalidInput, "now is invalid")
